@@ -1,0 +1,87 @@
+// sysfs helpers and fork support of libibverbs (no device state).
+#include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <string>
+#include <unistd.h>
+
+extern "C" {
+// Declared in rdma-core's driver.h, which Debian does not ship.
+const char *ibv_get_sysfs_path(void);
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
+int ibv_dontfork_range(void *base, size_t size);
+int ibv_dofork_range(void *base, size_t size);
+}
+
+// Like rdma-core: $SYSFS_PATH (trailing slashes removed) if set, else /sys; computed once, because callers
+// keep the returned pointer.
+const char *ibv_get_sysfs_path(void)
+{
+    static std::once_flag once;
+    static std::string path;
+    std::call_once(once, [] {
+        const char *env = std::getenv("SYSFS_PATH");
+        path = env ? env : "/sys";
+        while (path.size() > 1 && path.back() == '/')
+            path.pop_back();
+    });
+    return path.c_str();
+}
+
+// Reads DIR/FILE into BUF. Same contract as rdma-core 44: returns the length without one trailing newline
+// and NUL-terminates; an empty file gives 0 and leaves BUF alone; a file that fills BUF completely (no room
+// for the terminator) gives -1; a file that cannot be opened gives -1 with errno from open(2).
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size)
+{
+    std::string path = std::string(dir) + "/" + file;
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t len = read(fd, buf, size);
+    int saved = errno;
+    close(fd);
+    if (len < 0) {
+        errno = saved;
+        return -1;
+    }
+    if (len == 0)
+        return 0;
+    if (buf[len - 1] == '\n') {
+        buf[--len] = '\0';
+    } else if (static_cast<size_t>(len) < size) {
+        buf[len] = '\0';
+    } else {
+        errno = EOVERFLOW; // rdma-core leaves errno as it was; a reason is kinder
+        return -1;
+    }
+    return static_cast<int>(len);
+}
+
+// Fork support. A real HCA DMAs into physical pages, so after fork() copy-on-write could leave it writing
+// into the child's copy; that is why rdma-core has ibv_fork_init/madvise(DONTFORK). The software HCA writes
+// with process_vm_writev into the registering process's *virtual* addresses, which always resolve to that
+// process's current pages, so fork is safe without anything: we report IBV_FORK_UNNEEDED, as rdma-core does
+// on kernels with copy-on-fork pinning, and the range calls have nothing to do.
+int ibv_fork_init(void)
+{
+    return 0;
+}
+
+enum ibv_fork_status ibv_is_fork_initialized(void)
+{
+    return IBV_FORK_UNNEEDED;
+}
+
+int ibv_dontfork_range(void *, size_t)
+{
+    return 0;
+}
+
+int ibv_dofork_range(void *, size_t)
+{
+    return 0;
+}
