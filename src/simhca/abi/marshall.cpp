@@ -33,7 +33,8 @@ void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst, struct ib_uverbs_ah_att
 
 void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst, struct ib_uverbs_qp_attr *src)
 {
-    dst->qp_state = static_cast<ibv_qp_state>(src->qp_state);
+    // qp_state is deliberately NOT copied: rdma-core 44 leaves it as the caller set it (librdmacm sets it
+    // before asking the kernel for the attributes of that state), and callers may rely on that.
     dst->cur_qp_state = static_cast<ibv_qp_state>(src->cur_qp_state);
     dst->path_mtu = static_cast<ibv_mtu>(src->path_mtu);
     dst->path_mig_state = static_cast<ibv_mig_state>(src->path_mig_state);
