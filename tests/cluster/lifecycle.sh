@@ -1,0 +1,60 @@
+#!/bin/bash
+# Needs root (returns 77 otherwise). Life cycle: up is idempotent, status/ps/exec work, down stops every
+# process inside the nodes (also strays started there) and removes every namespace, clean recovers from a
+# crashed run whose state directory was lost.
+. "$(dirname "$0")/common.sh"
+t0=$EPOCHREALTIME
+sc up --nodes 3 --slots 1 || fail "up failed"
+info "up: $(awk -v a="${t0/,/.}" -v b="${EPOCHREALTIME/,/.}" 'BEGIN { printf "%.2f", b - a }') s"
+holders1=$(cat "$SIMCLUSTER_STATE"/nodes/*/holder.pid | tr '\n' ' ')
+sc up --nodes 3 --slots 1 || fail "second up failed"
+holders2=$(cat "$SIMCLUSTER_STATE"/nodes/*/holder.pid | tr '\n' ' ')
+[ "$holders1" = "$holders2" ] || fail "up is not idempotent: holders $holders1 -> $holders2"
+sc status || fail "status reports a problem"
+# per-node identity
+for n in nodeA nodeB nodeC; do
+    h=$(sc exec $n hostname) || fail "exec $n failed"
+    [ "$h" = "$n" ] || fail "hostname in $n is '$h'"
+done
+[ "$(sc run hostname)" = nodeA ] || fail "run does not default to nodeA"
+[ "$(sc run --on nodeC hostname)" = nodeC ] || fail "run --on nodeC"
+# private /tmp and /dev/shm
+sc exec nodeA bash -c 'echo a >/tmp/simcluster-probe; echo a >/dev/shm/simcluster-probe' || fail "write probe"
+sc exec nodeB bash -c '! test -e /tmp/simcluster-probe && ! test -e /dev/shm/simcluster-probe' ||
+    fail "/tmp or /dev/shm shared between nodes"
+test -e /tmp/simcluster-probe && fail "node /tmp is the host's /tmp"
+# private network: the simulated subnet is not on the host, nodes reach each other
+ip -o addr | grep -q ' 10\.99\.0\.' && fail "simulated address visible on the host"
+{ sc exec nodeB bash -c 'exec 3<>/dev/tcp/nodeC/9' 2>&1 || true; } | grep -q refused || fail "nodeB cannot reach nodeC"
+# the ssh look-alike forwards only chosen variables
+out=$(sc run env OMPI_MCA_foo=1 SIMHCA_BAR=2 SECRET_X=3 "$(dirname "$SIMCLUSTER")/simcluster-ssh" nodeB env)
+grep -qx OMPI_MCA_foo=1 <<<"$out" || fail "OMPI_MCA_* not forwarded"
+grep -qx SIMHCA_BAR=2 <<<"$out" || fail "SIMHCA_* not forwarded"
+grep -q SECRET_X <<<"$out" && fail "unrelated variable forwarded"
+[ "$(sc run "$(dirname "$SIMCLUSTER")/simcluster-ssh" -x -o BatchMode=yes nodeC echo '$(hostname)' joined)" = "nodeC joined" ] ||
+    fail "ssh look-alike does not join words and run them in a shell on the node"
+# strays inside the nodes are stopped by down (found by namespace, not by name)
+sc exec nodeB setsid sleep 1000 </dev/null >/dev/null 2>&1 &
+sc exec nodeC bash -c 'trap "" TERM; exec sleep 1000' </dev/null >/dev/null 2>&1 &
+sleep 0.5
+sc ps >"$WORKDIR/ps.out" || fail "ps failed"
+grep -q 'sleep 1000' "$WORKDIR/ps.out" || fail "ps does not list the strays"
+record_ns
+t0=$EPOCHREALTIME
+sc down || fail "down failed"
+info "down: $(awk -v a="${t0/,/.}" -v b="${EPOCHREALTIME/,/.}" 'BEGIN { printf "%.2f", b - a }') s"
+wait
+assert_gone
+assert_ns_gone
+sc status >/dev/null && fail "status says up after down"
+# crash: the state directory disappears while the nodes run; clean finds the holders by their marker
+sc up --nodes 2 || fail "up after down failed"
+record_ns
+sc exec nodeB setsid sleep 1000 </dev/null >/dev/null 2>&1 &
+sleep 0.3
+rm -rf --one-file-system "$SIMCLUSTER_STATE"/nodes "$SIMCLUSTER_STATE"/fabric.pid "$SIMCLUSTER_STATE"/config
+sc clean || fail "clean failed"
+wait
+assert_gone
+assert_ns_gone
+info "PASS"

@@ -1,0 +1,12 @@
+#!/bin/bash
+# Needs root (returns 77 otherwise). 2 simulated nodes x 2 ranks: layout per node, then allpairs over
+# ob1 + self,vader,tcp (every pair, 0 B .. 4 MiB, verified, nonblocking storm); down leaves nothing behind.
+. "$(dirname "$0")/common.sh"
+sc up --nodes 2 --slots 2 || fail "simcluster up failed"
+record_ns
+show_layout 2 2
+run_allpairs 2 2 self,vader,tcp
+sc down || fail "simcluster down failed"
+assert_gone
+assert_ns_gone
+info "PASS"
