@@ -4,10 +4,10 @@
 # crashed run whose state directory was lost.
 . "$(dirname "$0")/common.sh"
 t0=$EPOCHREALTIME
-sc up --nodes 3 --slots 1 || fail "up failed"
+sc up --nodes 3 --slots 1 --no-simhca || fail "up failed"
 info "up: $(awk -v a="${t0/,/.}" -v b="${EPOCHREALTIME/,/.}" 'BEGIN { printf "%.2f", b - a }') s"
 holders1=$(cat "$SIMCLUSTER_STATE"/nodes/*/holder.pid | tr '\n' ' ')
-sc up --nodes 3 --slots 1 || fail "second up failed"
+sc up --nodes 3 --slots 1 --no-simhca || fail "second up failed"
 holders2=$(cat "$SIMCLUSTER_STATE"/nodes/*/holder.pid | tr '\n' ' ')
 [ "$holders1" = "$holders2" ] || fail "up is not idempotent: holders $holders1 -> $holders2"
 sc status || fail "status reports a problem"
@@ -47,8 +47,33 @@ wait
 assert_gone
 assert_ns_gone
 sc status >/dev/null && fail "status says up after down"
+# software HCA hook, with a mock daemon (python3): fabric file, one daemon per node, LD_LIBRARY_PATH, down stops them
+if command -v python3 >/dev/null; then
+    mock=$(cd "$(dirname "$0")/mock" && pwd)
+    mkdir -p "$WORKDIR/lib" && : >"$WORKDIR/lib/libibverbs.so.1"
+    SIMHCAD=$mock/simhcad SIMHCA_LIBDIR=$WORKDIR/lib sc up --nodes 3 || fail "up with the mock simhcad failed"
+    grep -qx 'node nodeC lid 3 addr 10.99.0.12 port [0-9]*' "$SIMCLUSTER_STATE/fabric" || fail "bad fabric file"
+    st=$(sc status) || fail "status reports a problem with the daemons: $st"
+    grep -q '^nodeB .* pid [0-9]*$' <<<"$st" || fail "status shows no daemon on nodeB"
+    for n in nodeA nodeB nodeC; do
+        a=$(sc exec $n "$mock/simhca-ctl" status) || fail "no daemon answers in $n"
+        [ "$a" = "ok $n lid $(( $(printf %d "'${n#node}") - 64 ))" ] || fail "$n: daemon answer '$a'"
+    done
+    daemons=$(cat "$SIMCLUSTER_STATE"/nodes/*/simhcad.pid | tr '\n' ' ')
+    out=$(SIMHCA_LIBDIR=$WORKDIR/lib sc run "$(dirname "$SIMCLUSTER")/simcluster-ssh" nodeB env)
+    grep -q "^LD_LIBRARY_PATH=$WORKDIR/lib" <<<"$out" || fail "LD_LIBRARY_PATH to the software HCA not set/forwarded"
+    sc down || fail "down failed"
+    for p in $daemons; do
+        [ -d /proc/$p ] && [ "$(awk '{print $3}' /proc/$p/stat 2>/dev/null)" != Z ] && fail "daemon $p still alive after down"
+    done
+    grep -q "exited\|DEAD" "$SIMCLUSTER_STATE"/nodes/*/simhcad.log 2>/dev/null && fail "daemon trouble"
+    info "software HCA hook ok (mock daemons $daemons)"
+else
+    info "python3 missing: software HCA hook not tested"
+fi
+
 # crash: the state directory disappears while the nodes run; clean finds the holders by their marker
-sc up --nodes 2 || fail "up after down failed"
+sc up --nodes 2 --no-simhca || fail "up after down failed"
 record_ns
 sc exec nodeB setsid sleep 1000 </dev/null >/dev/null 2>&1 &
 sleep 0.3
