@@ -1,0 +1,157 @@
+# Sourced by every conformance script: a private simhcad for this script, free TCP ports, bounded runs of
+# server/client tool pairs, feature gates, and a summary. Nothing outlives the script: every process it
+# starts is recorded and stopped by pid in the EXIT trap.
+#
+# Environment (Makefile.am sets the first four from the build tree):
+#   SIMHCA_LIBDIR   directory with our libibverbs.so.1        SIMHCAD      the daemon binary
+#   SIMHCA_CTL      simhca-ctl                               CONF_PROBE   the conf-probe binary
+#   SIMHCA_CONF_FORCE=1   run every case even when its feature probe fails (to see the real failures)
+#   SIMHCA_CONF_KEEP=1    keep the scratch directory with every tool's output
+
+me=$(basename "$0" .sh)
+top=$(cd "$(dirname "$0")/../../.." && pwd)
+: "${SIMHCA_LIBDIR:=$top/src/simhca/lib/.libs}"
+: "${SIMHCAD:=$top/src/simhca/simhcad}"
+if [ -z "${SIMHCA_CTL:-}" ]; then
+    for c in "$top/src/simhca/simhca-ctl" "$top/src/simhca/ctl/simhca-ctl"; do
+        [ -x "$c" ] && SIMHCA_CTL=$c && break
+    done
+fi
+: "${CONF_PROBE:=./conf-probe}"
+PY=/usr/bin/python3   # Debian's interpreter (pyverbs is installed for it)
+
+skip_all() { echo "SKIP: $me: $*"; exit 77; }
+[ -e "$SIMHCA_LIBDIR/libibverbs.so.1" ] || skip_all "software HCA library not built ($SIMHCA_LIBDIR)"
+[ -x "$SIMHCAD" ] || skip_all "simhcad not built ($SIMHCAD)"
+[ -n "${SIMHCA_CTL:-}" ] && [ -x "$SIMHCA_CTL" ] || skip_all "simhca-ctl not built"
+[ -x "$CONF_PROBE" ] || skip_all "conf-probe not built ($CONF_PROBE)"
+
+scratch=$(mktemp -d "/tmp/$me.XXXXXX") || exit 99
+pids=""            # every background process we started, stopped in cleanup
+daemon_pid=""
+passed=0 failed=0 skipped=0
+
+cleanup() {
+    for p in $pids; do kill -TERM "$p" 2>/dev/null; done
+    for p in $pids; do wait "$p" 2>/dev/null; done
+    if [ -n "$daemon_pid" ]; then
+        kill -TERM "$daemon_pid" 2>/dev/null
+        # The contract says simhcad exits within 2 s of SIGTERM; give it 5, then make sure.
+        for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.5; done
+        if kill -0 "$daemon_pid" 2>/dev/null; then
+            echo "FAIL: $me: simhcad (pid $daemon_pid) ignored SIGTERM for 5 s; killing it"
+            kill -KILL "$daemon_pid" 2>/dev/null
+        fi
+        wait "$daemon_pid" 2>/dev/null
+    fi
+    [ "${SIMHCA_CONF_KEEP:-0}" = 1 ] && echo "outputs kept in $scratch" || rm -rf "$scratch"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A private daemon (single node, no fabric) on a unique instance, so concurrent tests never meet; the
+# library finds it through the same SIMHCA_INSTANCE.
+start_daemon() {
+    SIMHCA_INSTANCE="conf.$me.$$"
+    export SIMHCA_INSTANCE
+    export LD_LIBRARY_PATH="$SIMHCA_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    "$SIMHCAD" --node n1 > "$scratch/simhcad.log" 2>&1 &
+    daemon_pid=$!
+    if ! timeout 15 "$SIMHCA_CTL" wait-ready --timeout 10 > /dev/null 2>&1; then
+        echo "FAIL: $me: simhcad did not become ready within 10 s; its log:"
+        sed 's/^/  | /' "$scratch/simhcad.log" | tail -20
+        exit 1
+    fi
+}
+
+# A TCP port nobody listens on now (the kernel picks it; the tools bind it a moment later).
+free_port() {
+    $PY -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
+}
+
+# Is anything listening on TCP port $1 (IPv4 or IPv6)?
+listening() {
+    hex=$(printf '%04X' "$1")
+    awk -v p=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { found = 1 } END { exit !found }' \
+        /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# Feature gate: feature_ok FEATURE -> 0 if conf-probe moves data with it (cached), else 1 with the reason
+# in $why. SIMHCA_CONF_FORCE=1 says yes to everything.
+feature_ok() {
+    [ "${SIMHCA_CONF_FORCE:-0}" = 1 ] && return 0
+    cache="$scratch/probe.$1"
+    if [ ! -e "$cache" ]; then
+        if timeout 30 "$CONF_PROBE" "$1" > "$cache.out" 2>&1; then echo ok > "$cache"
+        else echo "feature '$1' not working yet: $(head -1 "$cache.out")" > "$cache"; fi
+    fi
+    why=$(cat "$cache")
+    [ "$why" = ok ]
+}
+
+# Gate a case on several features; records a SKIP and returns 1 when one is missing.
+gate() {
+    label=$1
+    shift
+    for f in "$@"; do
+        if ! feature_ok "$f"; then
+            echo "SKIP: $label ($why)"
+            skipped=$((skipped + 1))
+            return 1
+        fi
+    done
+    return 0
+}
+
+result() { # result LABEL OK(0/1) [files to show on failure...]
+    label=$1 ok=$2
+    shift 2
+    if [ "$ok" = 0 ]; then
+        echo "PASS: $label"
+        passed=$((passed + 1))
+    else
+        echo "FAIL: $label"
+        for f in "$@"; do
+            [ -s "$f" ] && { echo "  --- $(basename "$f") (last lines)"; tail -15 "$f" | sed 's/^/  | /'; }
+        done
+        failed=$((failed + 1))
+    fi
+}
+
+# run_pair LABEL SECONDS PORT SERVER_CMD... -- CLIENT_CMD...
+# Starts the server, waits until it listens on PORT, runs the client against localhost, and passes if
+# both exit 0 within SECONDS. Extra clients can be started with run_clients (xsrq).
+run_pair() {
+    label=$1 secs=$2 port=$3
+    shift 3
+    server=""
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do server="$server $1"; shift; done
+    shift
+    out="$scratch/$(echo "$label" | tr -c 'A-Za-z0-9_.-' '_')"
+    # shellcheck disable=SC2086
+    timeout -k 5 "$secs" $server > "$out.server" 2>&1 < /dev/null &
+    spid=$!
+    pids="$pids $spid"
+    i=0
+    while ! listening "$port"; do
+        i=$((i + 1))
+        if [ $i -gt 100 ] || ! kill -0 "$spid" 2>/dev/null; then break; fi
+        sleep 0.1
+    done
+    timeout -k 5 "$secs" "$@" > "$out.client" 2>&1 < /dev/null
+    crc=$?
+    wait "$spid"
+    src=$?
+    [ $crc -eq 0 ] && [ $src -eq 0 ]
+    result "$label" $? "$out.server" "$out.client"
+    [ $crc -eq 124 ] || [ $src -eq 124 ] && echo "  (timed out after ${secs}s: server rc=$src client rc=$crc)"
+    return 0
+}
+
+# Final line in the plain "N passed, N failed, N skipped" form, and the Automake exit status.
+finish() {
+    echo "$me: $passed passed, $failed failed, $skipped skipped"
+    [ $failed -gt 0 ] && exit 1
+    [ $passed -eq 0 ] && exit 77
+    exit 0
+}
