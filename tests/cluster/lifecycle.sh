@@ -66,7 +66,6 @@ if command -v python3 >/dev/null; then
     for p in $daemons; do
         [ -d /proc/$p ] && [ "$(awk '{print $3}' /proc/$p/stat 2>/dev/null)" != Z ] && fail "daemon $p still alive after down"
     done
-    grep -q "exited\|DEAD" "$SIMCLUSTER_STATE"/nodes/*/simhcad.log 2>/dev/null && fail "daemon trouble"
     info "software HCA hook ok (mock daemons $daemons)"
 else
     info "python3 missing: software HCA hook not tested"
