@@ -1,0 +1,145 @@
+// The xrc BTL component: MCA registration, open/close, and btl_init, which finds the usable device ports
+// (ACTIVE ports of XRC-capable devices, after the include/exclude filters) and builds one module per port.
+// When there is none, the component disqualifies itself: quietly (a verbose line) when other BTLs can carry the
+// job, with our help message when the user asked for xrc explicitly.
+#include "btl_xrc.h"
+
+#include "src/core/device_discovery.h"
+#include "src/core/port_state.h"
+#include "src/core/receive_queue_spec.h"
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+namespace {
+
+int xrc_register() noexcept { return mca_btl_xrc_register_params(); }
+
+int xrc_open() noexcept {
+    mca_btl_xrc_add_help_dir();
+    mca_btl_xrc_component.output = opal_output_open(nullptr);
+    opal_output_set_verbosity(mca_btl_xrc_component.output, mca_btl_xrc_component.params.verbose);
+    mca_btl_xrc_component.num_modules = 0;
+    mca_btl_xrc_component.modules = nullptr;
+    return OPAL_SUCCESS;
+}
+
+int xrc_close() noexcept {
+    free(mca_btl_xrc_component.modules);
+    mca_btl_xrc_component.modules = nullptr;
+    mca_btl_xrc_component.num_modules = 0;
+    if (mca_btl_xrc_component.output >= 0) opal_output_close(mca_btl_xrc_component.output);
+    mca_btl_xrc_component.output = -1;
+    return OPAL_SUCCESS;
+}
+
+std::string join_lines(const std::vector<std::string> &lines, const char *none) {
+    if (lines.empty()) return std::string("    ") + none + "\n";
+    std::string text;
+    for (const auto &line : lines) text += "    " + line + "\n";
+    return text;
+}
+
+// Nothing usable: say why, at the level the situation deserves.
+void report_no_usable_port(const xrc::DiscoveryReport &report) {
+    const std::string devices = join_lines(report.device_names, "(no verbs device at all)");
+    const std::string passed = join_lines(report.passed_over, "(nothing)");
+    BTL_XRC_VERBOSE(1, "btl:xrc: disqualified on %s: no ACTIVE port of an XRC-capable device (devices seen: %d)",
+                    opal_process_info.nodename, static_cast<int>(report.device_names.size()));
+    if (mca_btl_xrc_explicitly_requested()) {
+        mca_btl_xrc_show_help("no-usable-port", opal_process_info.nodename, devices.c_str(),
+                       passed.c_str());
+    }
+}
+
+mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, int *num_btls) {
+    const std::size_t count = report.usable_port_count();
+    // The BTL base frees this array with free(), so it must come from malloc.
+    auto **array = static_cast<mca_btl_base_module_t **>(calloc(count, sizeof(mca_btl_base_module_t *)));
+    if (array == nullptr) return nullptr;
+    int n = 0;
+    for (auto &opened : report.devices) {
+        auto device = std::make_shared<xrc::OpenedDevice>(std::move(opened));
+        for (const auto &port : device->ports) {
+            auto *module = new mca_btl_xrc_module_t(mca_btl_xrc_module_template);
+            module->port = new xrc::PortState{device, port};
+            array[n++] = &module->super;
+            BTL_XRC_VERBOSE(1, "btl:xrc: %s: using %s:%u (LID %u)", opal_process_info.nodename,
+                            port.device.c_str(), port.port, port.port_attr.lid);
+        }
+    }
+    *num_btls = n;
+    mca_btl_xrc_component.modules = nullptr;  // the base owns the array from here on
+    mca_btl_xrc_component.num_modules = n;
+    return array;
+}
+
+mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool /*mpi_threads*/) noexcept {
+    *num_btls = 0;
+    try {
+        if (mca_btl_xrc_validate_params() != OPAL_SUCCESS) {
+            BTL_XRC_VERBOSE(1, "btl:xrc: disqualified: invalid MCA parameter value (see the message above)");
+            return nullptr;
+        }
+        const auto &P = mca_btl_xrc_component.params;
+        const auto include = xrc::parse_port_filter(P.if_include ? P.if_include : "");
+        const auto exclude = xrc::parse_port_filter(P.if_exclude ? P.if_exclude : "");
+        auto report = xrc::discover_xrc_ports(include, exclude);
+        if (!report.error.empty()) {
+            const std::string devices = join_lines(report.device_names, "(no verbs device at all)");
+            mca_btl_xrc_show_help("unknown-device", opal_process_info.nodename, report.error.c_str(),
+                           devices.c_str());
+            return nullptr;
+        }
+        if (report.usable_port_count() == 0) {
+            report_no_usable_port(report);
+            return nullptr;
+        }
+        const auto spec = xrc::parse_receive_queues(P.receive_queues);
+        for (const auto &dev : report.devices) {
+            const auto why = xrc::check_receive_queues_fit_device(spec, static_cast<uint32_t>(dev.device_attr.max_srq_wr));
+            if (!why.empty()) {
+                mca_btl_xrc_show_help("invalid-param", opal_process_info.nodename,
+                               "btl_xrc_receive_queues", P.receive_queues, (dev.name + ": " + why).c_str(),
+                               "COUNT values within the device's max_srq_wr (see ibv_devinfo -v)");
+                return nullptr;
+            }
+        }
+        return build_modules(report, num_btls);
+    } catch (...) {
+        BTL_XRC_VERBOSE(1, "btl:xrc: disqualified: out of memory during initialisation");
+        *num_btls = 0;
+        return nullptr;
+    }
+}
+
+int xrc_progress() noexcept { return 0; }
+
+}  // namespace
+
+extern "C" {
+// The one symbol the plugin exports (see btl_xrc.map). Designated initialisers: members in declaration order.
+__attribute__((visibility("default"))) mca_btl_xrc_component_t mca_btl_xrc_component = {
+    .super =
+        {
+            .btl_version =
+                {
+                    MCA_BTL_DEFAULT_VERSION("xrc"),
+                    .mca_open_component = xrc_open,
+                    .mca_close_component = xrc_close,
+                    .mca_register_component_params = xrc_register,
+                },
+            .btl_data =
+                {
+                    .param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT,
+                },
+            .btl_init = xrc_init,
+            .btl_progress = xrc_progress,
+        },
+    .params = {},
+    .output = -1,
+    .num_modules = 0,
+    .modules = nullptr,
+};
+}

@@ -1,0 +1,240 @@
+// The component's MCA parameters: registration (what `ompi_info --param btl xrc --level 9` lists) and
+// validation (a bad value names the parameter, the value and what is allowed, then disqualifies the BTL).
+#include "btl_xrc.h"
+
+#include "src/core/port_filter.h"
+#include "src/core/receive_queue_spec.h"
+
+#include <cstring>
+#include <string>
+
+namespace {
+
+// Three classes: control messages, eager fragments (btl_xrc_eager_limit), max-size fragments (max_send_size).
+constexpr const char *kDefaultReceiveQueues = "256,1024,256:16384,256,64:65536,64,16";
+
+mca_btl_xrc_params_t &P = mca_btl_xrc_component.params;
+
+int reg_int(const char *name, const char *desc, int default_value, int *storage, mca_base_var_info_lvl_t level) {
+    *storage = default_value;
+    return mca_base_component_var_register(&mca_btl_xrc_component.super.btl_version, name, desc,
+                                           MCA_BASE_VAR_TYPE_INT, nullptr, 0, MCA_BASE_VAR_FLAG_SETTABLE, level,
+                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+int reg_string(const char *name, const char *desc, const char *default_value, char **storage,
+               mca_base_var_info_lvl_t level) {
+    *storage = const_cast<char *>(default_value);
+    return mca_base_component_var_register(&mca_btl_xrc_component.super.btl_version, name, desc,
+                                           MCA_BASE_VAR_TYPE_STRING, nullptr, 0, MCA_BASE_VAR_FLAG_SETTABLE, level,
+                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+int reg_bool(const char *name, const char *desc, bool default_value, bool *storage, mca_base_var_info_lvl_t level) {
+    *storage = default_value;
+    return mca_base_component_var_register(&mca_btl_xrc_component.super.btl_version, name, desc,
+                                           MCA_BASE_VAR_TYPE_BOOL, nullptr, 0, MCA_BASE_VAR_FLAG_SETTABLE, level,
+                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+void register_module_defaults() {
+    mca_btl_base_module_t &m = mca_btl_xrc_module_template.super;
+    // DEFAULT exclusivity: vader/self (HIGH) keep on-node sends, but osc/rdma may still use xrc for every peer.
+    m.btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT;
+    m.btl_eager_limit = 12 * 1024;
+    m.btl_rndv_eager_limit = 12 * 1024;
+    m.btl_max_send_size = 64 * 1024;
+    m.btl_rdma_pipeline_send_length = 1024 * 1024;
+    m.btl_rdma_pipeline_frag_size = 1024 * 1024;
+    m.btl_min_rdma_pipeline_size = 256 * 1024;
+    m.btl_latency = 4;
+    m.btl_bandwidth = 10000;
+    m.btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET | MCA_BTL_FLAGS_SEND_INPLACE |
+                  MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS;
+    m.btl_atomic_flags = MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_CSWAP;
+    m.btl_get_limit = 1024 * 1024 * 1024;
+    m.btl_put_limit = 1024 * 1024 * 1024;
+}
+
+std::string str_or_empty(const char *s) { return s != nullptr ? s : ""; }
+
+// Shows the invalid-parameter help and returns the error for the caller to pass up.
+int invalid(const char *param, const std::string &value, const std::string &why, std::string_view allowed) {
+    mca_btl_xrc_show_help("invalid-param", opal_process_info.nodename, param, value.c_str(),
+                   why.c_str(), std::string(allowed).c_str());
+    return OPAL_ERR_BAD_PARAM;
+}
+
+int check_range(const char *param, int value, int lo, int hi, const char *meaning) {
+    if (value >= lo && value <= hi) return OPAL_SUCCESS;
+    const std::string allowed = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                                (meaning[0] != '\0' ? std::string(" (") + meaning + ")" : std::string());
+    return invalid(param, std::to_string(value), "out of range", allowed);
+}
+
+}  // namespace
+
+int mca_btl_xrc_register_params() noexcept {
+    reg_int("verbose", "Verbosity of the xrc BTL's diagnostic output (0: none, 1: why the BTL is or is not used, "
+            "10: connection set-up, 100: every event)", 0, &P.verbose, OPAL_INFO_LVL_5);
+    reg_string("if_include", "Comma-separated list of DEVICE[:PORT] the xrc BTL may use, e.g. mlx5_0:1,mlx5_1 "
+               "(default: every ACTIVE port of every XRC-capable device; mutually exclusive with btl_xrc_if_exclude)",
+               nullptr, &P.if_include, OPAL_INFO_LVL_1);
+    reg_string("if_exclude", "Comma-separated list of DEVICE[:PORT] the xrc BTL must not use (mutually exclusive "
+               "with btl_xrc_if_include)", nullptr, &P.if_exclude, OPAL_INFO_LVL_1);
+    reg_string("xrcd_dir", "Directory holding the per-job XRC domain file (mode 0600) that the job's ranks on a node "
+               "share (default: the job session directory, private to the job and the user)",
+               nullptr, &P.xrcd_dir, OPAL_INFO_LVL_5);
+    reg_string("receive_queues", "Receive size classes, one XRC SRQ per class per process: "
+               "SIZE,COUNT[,LOW][:SIZE,COUNT[,LOW]]... (buffer bytes, buffers posted, low watermark at which "
+               "buffers are reposted; sizes ascending, the largest must hold btl_xrc_max_send_size)",
+               kDefaultReceiveQueues, &P.receive_queues, OPAL_INFO_LVL_4);
+    reg_int("cq_size", "Completion queue entries per device (raise it when many sends are in flight)",
+            8192, &P.cq_size, OPAL_INFO_LVL_5);
+    reg_int("send_queue_depth", "Send work requests per XRC send QP (one such QP per remote node); sends beyond it "
+            "are queued, never dropped", 512, &P.send_queue_depth, OPAL_INFO_LVL_5);
+    reg_int("max_inline_data", "Largest send copied inline into the work request (-1: as much as the device "
+            "allows, up to 256 bytes; 0: never inline)", -1, &P.max_inline_data, OPAL_INFO_LVL_5);
+    reg_int("mtu", "InfiniBand path MTU in bytes: 256, 512, 1024, 2048 or 4096 (0: the port's active MTU)",
+            0, &P.mtu, OPAL_INFO_LVL_5);
+    reg_int("timeout", "Local ACK timeout exponent: a lost packet is retransmitted after 4.096 us * 2^value "
+            "(0-31; 0 waits forever)", 20, &P.timeout, OPAL_INFO_LVL_5);
+    reg_int("retry_count", "Retransmissions of a lost packet before the connection fails (0-7)",
+            7, &P.retry_count, OPAL_INFO_LVL_5);
+    reg_int("rnr_retry", "Retries when the receiver has no buffer posted (receiver-not-ready) before the "
+            "connection fails (0-6, 7 = retry forever)", 7, &P.rnr_retry, OPAL_INFO_LVL_5);
+    reg_int("min_rnr_timer", "Receiver-not-ready back-off code the receiving side asks for (0-31, IB encoding: "
+            "25 = 2.56 ms, 1 = 0.01 ms)", 25, &P.min_rnr_timer, OPAL_INFO_LVL_5);
+    reg_int("max_rdma_dst_ops", "RDMA reads and atomics in flight per connection (1-255, capped by the device)",
+            4, &P.max_rdma_dst_ops, OPAL_INFO_LVL_5);
+    reg_int("service_level", "InfiniBand service level of all connections (0-15)", 0, &P.service_level,
+            OPAL_INFO_LVL_5);
+    reg_int("pkey", "Partition key to use (0: the port's pkey at index 0; otherwise a value 1-65535 that must be in "
+            "the port's pkey table)", 0, &P.pkey, OPAL_INFO_LVL_5);
+    reg_int("gid_index", "Index into the port's GID table of the GID to use (0-255)", 0, &P.gid_index,
+            OPAL_INFO_LVL_5);
+    reg_int("signal_interval", "Request a send completion every N sends (selective signaling; 1 = every send; "
+            "at most btl_xrc_send_queue_depth)", 32, &P.signal_interval, OPAL_INFO_LVL_6);
+    reg_int("cq_poll_batch", "Completions taken from the completion queue per poll (1-256)", 16,
+            &P.cq_poll_batch, OPAL_INFO_LVL_6);
+    reg_int("free_list_num", "Send fragments allocated at start-up per module (1 or more)", 256,
+            &P.free_list_num, OPAL_INFO_LVL_5);
+    reg_int("free_list_max", "Maximum send fragments per module (-1: unlimited; otherwise >= btl_xrc_free_list_num)",
+            -1, &P.free_list_max, OPAL_INFO_LVL_5);
+    reg_int("free_list_inc", "Send fragments added when the free list runs empty (1 or more)", 64,
+            &P.free_list_inc, OPAL_INFO_LVL_5);
+    reg_bool("ignore_locality", "Use every usable device port even when some are nearer to the process's CPUs than "
+             "others (default: only the nearest ones)", false, &P.ignore_locality, OPAL_INFO_LVL_5);
+
+    register_module_defaults();
+    return mca_btl_base_param_register(&mca_btl_xrc_component.super.btl_version, &mca_btl_xrc_module_template.super);
+}
+
+int mca_btl_xrc_validate_params() noexcept {
+    try {
+        int rc = OPAL_SUCCESS;
+        auto fail = [&rc](int r) {
+            if (r != OPAL_SUCCESS) rc = r;
+        };
+        const std::string inc = str_or_empty(P.if_include), exc = str_or_empty(P.if_exclude);
+        if (!inc.empty() && !exc.empty()) {
+            mca_btl_xrc_show_help("include-and-exclude", opal_process_info.nodename, inc.c_str(),
+                           exc.c_str());
+            fail(OPAL_ERR_BAD_PARAM);
+        }
+        if (const auto f = xrc::parse_port_filter(inc); !f.ok())
+            fail(invalid("btl_xrc_if_include", inc, f.error, xrc::kPortFilterSyntax));
+        if (const auto f = xrc::parse_port_filter(exc); !f.ok())
+            fail(invalid("btl_xrc_if_exclude", exc, f.error, xrc::kPortFilterSyntax));
+
+        const std::string rq = str_or_empty(P.receive_queues);
+        const auto spec = xrc::parse_receive_queues(rq);
+        if (!spec.ok()) {
+            fail(invalid("btl_xrc_receive_queues", rq, spec.error, xrc::kReceiveQueueSyntax));
+        } else if (const auto why = xrc::check_receive_queues_cover(spec, mca_btl_xrc_module_template.super.btl_max_send_size);
+                   !why.empty()) {
+            fail(invalid("btl_xrc_receive_queues", rq, why,
+                         "a list whose largest SIZE is at least btl_xrc_max_send_size (" +
+                             std::to_string(mca_btl_xrc_module_template.super.btl_max_send_size) + ")"));
+        }
+
+        fail(check_range("btl_xrc_verbose", P.verbose, 0, 100, ""));
+        fail(check_range("btl_xrc_cq_size", P.cq_size, 64, 4194304, "capped by the device's max_cqe"));
+        fail(check_range("btl_xrc_send_queue_depth", P.send_queue_depth, 16, 65536, "capped by the device's max_qp_wr"));
+        fail(check_range("btl_xrc_max_inline_data", P.max_inline_data, -1, 1024, "-1 = automatic"));
+        if (P.mtu != 0 && P.mtu != 256 && P.mtu != 512 && P.mtu != 1024 && P.mtu != 2048 && P.mtu != 4096)
+            fail(invalid("btl_xrc_mtu", std::to_string(P.mtu), "not an InfiniBand MTU",
+                         "0 (the port's active MTU), 256, 512, 1024, 2048 or 4096"));
+        fail(check_range("btl_xrc_timeout", P.timeout, 0, 31, "IB local ACK timeout exponent"));
+        fail(check_range("btl_xrc_retry_count", P.retry_count, 0, 7, ""));
+        fail(check_range("btl_xrc_rnr_retry", P.rnr_retry, 0, 7, "7 = infinite"));
+        fail(check_range("btl_xrc_min_rnr_timer", P.min_rnr_timer, 0, 31, "IB RNR timer code"));
+        fail(check_range("btl_xrc_max_rdma_dst_ops", P.max_rdma_dst_ops, 1, 255, ""));
+        fail(check_range("btl_xrc_service_level", P.service_level, 0, 15, ""));
+        fail(check_range("btl_xrc_pkey", P.pkey, 0, 65535, "0 = the pkey at index 0"));
+        fail(check_range("btl_xrc_gid_index", P.gid_index, 0, 255, ""));
+        fail(check_range("btl_xrc_signal_interval", P.signal_interval, 1, P.send_queue_depth > 0 ? P.send_queue_depth : 1,
+                         "at most btl_xrc_send_queue_depth"));
+        fail(check_range("btl_xrc_cq_poll_batch", P.cq_poll_batch, 1, 256, ""));
+        fail(check_range("btl_xrc_free_list_num", P.free_list_num, 1, 1 << 20, ""));
+        fail(check_range("btl_xrc_free_list_inc", P.free_list_inc, 1, 1 << 20, ""));
+        if (P.free_list_max != -1 && P.free_list_max < P.free_list_num)
+            fail(invalid("btl_xrc_free_list_max", std::to_string(P.free_list_max), "smaller than btl_xrc_free_list_num",
+                         "-1 (unlimited) or at least btl_xrc_free_list_num"));
+        return rc;
+    } catch (...) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+}
+
+namespace {
+
+// Number of processes in the job, from PMIx (0 when unknown).
+uint32_t job_size() {
+    opal_process_name_t wildcard = OPAL_PROC_MY_NAME;
+    wildcard.vpid = OPAL_VPID_WILDCARD;
+    uint32_t size = 0, *size_ptr = &size;
+    int rc = OPAL_SUCCESS;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_JOB_SIZE, &wildcard, &size_ptr, OPAL_UINT32);
+    return rc == OPAL_SUCCESS ? size : 0;
+}
+
+}  // namespace
+
+// True when the job cannot do without xrc, so a missing device is an error worth stopping for rather than a
+// quiet fallback: the btl include list names xrc, every other BTL listed only reaches processes on the same
+// node (self, vader, sm, smcuda), and either none of those carries on-node traffic or the job spans nodes.
+// "--mca btl self,xrc" requires xrc; "--mca btl self,vader,xrc" requires it only for a multi-node job.
+bool mca_btl_xrc_explicitly_requested() noexcept {
+    try {
+        const int index = mca_base_var_find("opal", "btl", nullptr, nullptr);
+        if (index < 0) return false;
+        char **value = nullptr;
+        if (mca_base_var_get_value(index, &value, nullptr, nullptr) != OPAL_SUCCESS || value == nullptr ||
+            *value == nullptr)
+            return false;
+        const std::string list = *value;
+        if (list.empty() || list[0] == '^') return false;
+        bool names_xrc = false, on_node_transport = false;
+        std::size_t start = 0;
+        while (start <= list.size()) {
+            std::size_t end = list.find(',', start);
+            if (end == std::string::npos) end = list.size();
+            const std::string name = list.substr(start, end - start);
+            if (name == "xrc") {
+                names_xrc = true;
+            } else if (name == "vader" || name == "sm" || name == "smcuda") {
+                on_node_transport = true;
+            } else if (name != "self") {
+                return false;  // another network BTL can carry the job
+            }
+            start = end + 1;
+        }
+        if (!names_xrc) return false;
+        if (!on_node_transport) return true;
+        const uint32_t procs = job_size();
+        return procs > static_cast<uint32_t>(opal_process_info.num_local_peers) + 1;
+    } catch (...) {
+        return false;
+    }
+}

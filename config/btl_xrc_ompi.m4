@@ -1,0 +1,112 @@
+dnl Locate Open MPI's internal (devel) headers, libopen-pal, the component and help-file directories, and the
+dnl BTL interface version. Three ways, in order of precedence:
+dnl   --with-ompi-src=DIR  a configured and built Open MPI source tree
+dnl   --with-ompi=PREFIX   an installation built --with-devel-headers
+dnl   (default)            the ompi_info found in PATH
+dnl Supported BTL interface versions are listed in BTL_XRC_SUPPORTED_BTL_VERSIONS; everything that differs between
+dnl them lives in btl_xrc/btl_xrc_ompi_compat.h.
+AC_DEFUN([BTL_XRC_FIND_OMPI], [
+  BTL_XRC_SUPPORTED_BTL_VERSIONS="310"
+  AC_ARG_WITH([ompi],
+    [AS_HELP_STRING([--with-ompi=PREFIX], [Open MPI installation (built --with-devel-headers)])])
+  AC_ARG_WITH([ompi-src],
+    [AS_HELP_STRING([--with-ompi-src=DIR], [configured and built Open MPI source tree])])
+  AC_ARG_WITH([ompi-component-dir],
+    [AS_HELP_STRING([--with-ompi-component-dir=DIR],
+      [where make install puts mca_btl_xrc.so (default: Open MPI's pkglibdir)])])
+  AC_ARG_WITH([ompi-help-dir],
+    [AS_HELP_STRING([--with-ompi-help-dir=DIR],
+      [where make install puts help-mpi-btl-xrc.txt (default: Open MPI's pkgdatadir)])])
+
+  OMPI_INFO=""
+  AS_IF([test -n "$with_ompi_src" && test "x$with_ompi_src" != xno], [
+    AS_IF([test -f "$with_ompi_src/opal/include/opal_config.h"], [],
+      [AC_MSG_ERROR([--with-ompi-src=$with_ompi_src: opal/include/opal_config.h not found; configure and build that tree first])])
+    OMPI_INCDIR="$with_ompi_src"
+    OMPI_CPPFLAGS="-I$with_ompi_src -I$with_ompi_src/opal/include -I$with_ompi_src/ompi/include -I$with_ompi_src/orte/include"
+    OMPI_LIBDIR="$with_ompi_src/opal/.libs"
+    AS_IF([test -x "$with_ompi_src/ompi/tools/ompi_info/ompi_info"],
+      [OMPI_INFO="$with_ompi_src/ompi/tools/ompi_info/ompi_info"])
+    OMPI_COMPONENT_DIR_DEFAULT='${libdir}/openmpi'
+    OMPI_HELP_DIR_DEFAULT='${datadir}/openmpi'
+  ], [
+    AS_IF([test -n "$with_ompi" && test "x$with_ompi" != xno && test "x$with_ompi" != xyes], [
+      AS_IF([test -x "$with_ompi/bin/ompi_info"], [OMPI_INFO="$with_ompi/bin/ompi_info"],
+        [AC_MSG_ERROR([--with-ompi=$with_ompi: $with_ompi/bin/ompi_info not found])])
+    ], [
+      AC_PATH_PROG([OMPI_INFO], [ompi_info])
+      AS_IF([test -z "$OMPI_INFO"],
+        [AC_MSG_ERROR([ompi_info not found in PATH: install the Debian packages openmpi-bin and libopenmpi-dev, or pass --with-ompi=PREFIX / --with-ompi-src=DIR])])
+    ])
+    _bx_path() { "$OMPI_INFO" --path "$[]1" --parsable 2>/dev/null | sed -n "s/^path:$[]1://p"; }
+    OMPI_INCDIR=`_bx_path pkgincludedir`
+    OMPI_LIBDIR=`_bx_path libdir`
+    OMPI_COMPONENT_DIR_DEFAULT=`_bx_path pkglibdir`
+    OMPI_HELP_DIR_DEFAULT=`_bx_path pkgdatadir`
+    OMPI_CPPFLAGS="-I$OMPI_INCDIR"
+  ])
+  AS_IF([test -n "$OMPI_INFO"],
+    [OMPI_VERSION=`"$OMPI_INFO" --parsable --version 2>/dev/null | sed -n 's/^ompi:version:full://p'`])
+  AC_MSG_CHECKING([for Open MPI internal headers])
+  AC_MSG_RESULT([$OMPI_INCDIR])
+  AS_IF([test -f "$OMPI_INCDIR/opal_config.h" || test -f "$OMPI_INCDIR/opal/include/opal_config.h"], [],
+    [AC_MSG_ERROR([Open MPI's internal headers (opal_config.h) are missing in $OMPI_INCDIR.
+      A BTL is built against them: on Debian install libopenmpi-dev (it ships them); for your own build,
+      configure Open MPI with --with-devel-headers, or point --with-ompi-src at its built source tree.])])
+
+  AC_LANG_PUSH([C])
+  _bx_save_CPPFLAGS=$CPPFLAGS
+  CPPFLAGS="$CPPFLAGS $OMPI_CPPFLAGS"
+  AC_CHECK_HEADER([opal/mca/btl/btl.h], [],
+    [AC_MSG_ERROR([opal/mca/btl/btl.h does not compile with $OMPI_CPPFLAGS: Open MPI's devel headers are incomplete (see config.log)])],
+    [[#include "opal_config.h"]])
+  AC_MSG_CHECKING([Open MPI BTL interface version])
+  AC_COMPUTE_INT([BTL_XRC_BTL_VERSION], [BTL_VERSION],
+    [[#include "opal_config.h"
+#include "opal/mca/btl/btl.h"]],
+    [BTL_XRC_BTL_VERSION=unknown])
+  AC_MSG_RESULT([$BTL_XRC_BTL_VERSION])
+  CPPFLAGS=$_bx_save_CPPFLAGS
+  AC_LANG_POP([C])
+  _bx_ok=no
+  for _bx_v in $BTL_XRC_SUPPORTED_BTL_VERSIONS; do
+    AS_IF([test "x$_bx_v" = "x$BTL_XRC_BTL_VERSION"], [_bx_ok=yes])
+  done
+  AS_IF([test $_bx_ok = yes], [],
+    [AC_MSG_ERROR([Open MPI BTL interface version $BTL_XRC_BTL_VERSION is not supported (supported: $BTL_XRC_SUPPORTED_BTL_VERSIONS = Open MPI 4.1.x).
+      Open MPI 5.0.x (BTL_VERSION 330) support is planned; see btl_xrc/btl_xrc_ompi_compat.h.])])
+
+  _bx_save_LDFLAGS=$LDFLAGS
+  LDFLAGS="$LDFLAGS -L$OMPI_LIBDIR"
+  AC_CHECK_LIB([open-pal], [opal_show_help_add_dir], [OMPI_LIBS="-L$OMPI_LIBDIR -lopen-pal"],
+    [AC_MSG_ERROR([libopen-pal not found in $OMPI_LIBDIR (install libopenmpi-dev)])])
+  LDFLAGS=$_bx_save_LDFLAGS
+
+  AS_IF([test -n "$with_ompi_component_dir"], [OMPI_COMPONENT_DIR=$with_ompi_component_dir],
+    [OMPI_COMPONENT_DIR=$OMPI_COMPONENT_DIR_DEFAULT])
+  AS_IF([test -n "$with_ompi_help_dir"], [OMPI_HELP_DIR=$with_ompi_help_dir],
+    [OMPI_HELP_DIR=$OMPI_HELP_DIR_DEFAULT])
+  dnl The default component directory of this Open MPI, needed to build mca_base_component_path values
+  dnl that keep Open MPI's own components loadable next to ours.
+  OMPI_PKGLIBDIR=$OMPI_COMPONENT_DIR_DEFAULT
+  AC_SUBST([OMPI_INFO])
+  AC_SUBST([OMPI_VERSION])
+  AC_SUBST([OMPI_INCDIR])
+  AC_SUBST([OMPI_CPPFLAGS])
+  AC_SUBST([OMPI_LIBS])
+  AC_SUBST([OMPI_COMPONENT_DIR])
+  AC_SUBST([OMPI_HELP_DIR])
+  AC_SUBST([OMPI_PKGLIBDIR])
+  AC_SUBST([BTL_XRC_BTL_VERSION])
+])
+
+dnl mpicc/mpirun for the MPI tests (the ones of the Open MPI we build against when we can tell).
+AC_DEFUN([BTL_XRC_FIND_MPI_TOOLS], [
+  _bx_mpi_path=$PATH
+  AS_IF([test -n "$with_ompi" && test "x$with_ompi" != xno && test "x$with_ompi" != xyes],
+    [_bx_mpi_path="$with_ompi/bin:$PATH"])
+  AC_PATH_PROG([MPICC], [mpicc], [], [$_bx_mpi_path])
+  AC_PATH_PROG([MPIRUN], [mpirun], [], [$_bx_mpi_path])
+  AS_IF([test -z "$MPICC" || test -z "$MPIRUN"],
+    [AC_MSG_ERROR([mpicc/mpirun not found: install the Debian package openmpi-bin (and libopenmpi-dev)])])
+])

@@ -1,0 +1,16 @@
+dnl --enable-asan: build everything (core, plugin, software HCA, tests) with AddressSanitizer + UBSan.
+dnl Programs started by mpirun then need libasan preloaded; tests/smoke does that when ASAN_FLAGS is set.
+AC_DEFUN([BTL_XRC_SANITIZERS], [
+  AC_ARG_ENABLE([asan],
+    [AS_HELP_STRING([--enable-asan], [build with AddressSanitizer and UndefinedBehaviorSanitizer])],
+    [], [enable_asan=no])
+  ASAN_FLAGS=""
+  AS_IF([test "x$enable_asan" = xyes], [
+    ASAN_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer"
+    BTL_XRC_CXXFLAGS="$BTL_XRC_CXXFLAGS $ASAN_FLAGS"
+    BTL_XRC_CFLAGS="$BTL_XRC_CFLAGS $ASAN_FLAGS"
+    LDFLAGS="$LDFLAGS $ASAN_FLAGS"
+  ])
+  AC_SUBST([ASAN_FLAGS])
+  AM_CONDITIONAL([ENABLE_ASAN], [test "x$enable_asan" = xyes])
+])

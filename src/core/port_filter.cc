@@ -1,0 +1,58 @@
+#include "port_filter.h"
+
+#include <charconv>
+
+namespace xrc {
+
+bool PortFilter::matches(std::string_view device, std::uint8_t port) const noexcept {
+    for (const auto &sel : selectors) {
+        if (sel.device == device && (!sel.port || *sel.port == port)) return true;
+    }
+    return false;
+}
+
+bool PortFilter::names_device(std::string_view device) const noexcept {
+    for (const auto &sel : selectors) {
+        if (sel.device == device) return true;
+    }
+    return false;
+}
+
+PortFilter parse_port_filter(std::string_view text) {
+    PortFilter filter;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        std::size_t end = text.find(',', start);
+        if (end == std::string_view::npos) end = text.size();
+        std::string_view item = text.substr(start, end - start);
+        while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+        while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+        if (item.empty()) {
+            if (text.empty()) return filter;  // unset: no selectors
+            filter.error = "empty entry in the list";
+            return filter;
+        }
+        PortSelector sel;
+        const std::size_t colon = item.find(':');
+        sel.device = std::string(item.substr(0, colon));
+        if (sel.device.empty()) {
+            filter.error = "entry \"" + std::string(item) + "\" has no device name";
+            return filter;
+        }
+        if (colon != std::string_view::npos) {
+            const std::string_view port = item.substr(colon + 1);
+            unsigned value = 0;
+            const auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+            if (port.empty() || ec != std::errc() || ptr != port.data() + port.size() || value < 1 || value > 254) {
+                filter.error = "entry \"" + std::string(item) + "\": the port must be a number from 1 to 254";
+                return filter;
+            }
+            sel.port = static_cast<std::uint8_t>(value);
+        }
+        filter.selectors.push_back(std::move(sel));
+        start = end + 1;
+    }
+    return filter;
+}
+
+}  // namespace xrc
