@@ -32,6 +32,8 @@ daemon_pid=""
 passed=0 failed=0 skipped=0
 
 cleanup() {
+    # A script with more to stop (conf-two-node's cluster) defines extra_cleanup.
+    command -v extra_cleanup > /dev/null 2>&1 && extra_cleanup
     for p in $pids; do kill -TERM "$p" 2>/dev/null; done
     for p in $pids; do wait "$p" 2>/dev/null; done
     if [ -n "$daemon_pid" ]; then
@@ -77,12 +79,13 @@ listening() {
 }
 
 # Feature gate: feature_ok FEATURE -> 0 if conf-probe moves data with it (cached), else 1 with the reason
-# in $why. SIMHCA_CONF_FORCE=1 says yes to everything.
+# in $why. SIMHCA_CONF_FORCE=1 says yes to everything. PROBE_PREFIX runs the probe elsewhere (in a node).
 feature_ok() {
     [ "${SIMHCA_CONF_FORCE:-0}" = 1 ] && return 0
     cache="$scratch/probe.$1"
     if [ ! -e "$cache" ]; then
-        if timeout 30 "$CONF_PROBE" "$1" > "$cache.out" 2>&1; then echo ok > "$cache"
+        # shellcheck disable=SC2086
+        if timeout 30 ${PROBE_PREFIX:-} "$CONF_PROBE" "$1" > "$cache.out" 2>&1 < /dev/null; then echo ok > "$cache"
         else echo "feature '$1' not working yet: $(head -1 "$cache.out")" > "$cache"; fi
     fi
     why=$(cat "$cache")
