@@ -6,6 +6,8 @@
 . "${srcdir:-$(dirname "$0")}/abi-common.sh"
 PY=/usr/bin/python3   # Debian's interpreter: pyverbs is installed for it, not for a pyenv/venv python
 export LD_BIND_NOW=1
+# Never reach a daemon someone runs on the default instance: this test is about loading only.
+export SIMHCA_INSTANCE="abi-load.$$"
 export LD_LIBRARY_PATH="$OUR_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 status=0
 checked=0
