@@ -1,6 +1,10 @@
 // Address handles from a received completion (UD replies), and the Ethernet L2 resolver providers call.
 // Built only on public verbs (ibv_query_port, ibv_query_gid, ibv_create_ah), so it works with whatever
 // device the library serves.
+// Exported whatever -fvisibility the library is built with: the version script alone decides what is
+// local (abi/libibverbs.map).
+#pragma GCC visibility push(default)
+
 #include <infiniband/verbs.h>
 
 #include <arpa/inet.h>

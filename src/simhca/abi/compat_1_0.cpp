@@ -10,6 +10,10 @@
 //
 // The version is attached with GCC's symver attribute ("name@VERSION", one '@' = not the default); the
 // nodes themselves come from abi/libibverbs.map. The C++ names are internal (local in the map).
+// Exported whatever -fvisibility the library is built with: the version script alone decides what is
+// local (abi/libibverbs.map).
+#pragma GCC visibility push(default)
+
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,10 @@
 // Kernel-ABI to verbs-struct copies (rdma-core's marshall.h, used by librdmacm and old providers).
 // Plain field copies between the uverbs wire structs (<rdma/ib_user_verbs.h>, <rdma/ib_user_sa.h>) and the
 // verbs structs; no device state. Debian does not ship marshall.h, so the prototypes are declared here.
+// Exported whatever -fvisibility the library is built with: the version script alone decides what is
+// local (abi/libibverbs.map).
+#pragma GCC visibility push(default)
+
 #include <infiniband/sa.h>
 #include <infiniband/verbs.h>
 #include <rdma/ib_user_sa.h>

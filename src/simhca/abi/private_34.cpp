@@ -11,6 +11,10 @@
 //
 // rdma-core's driver.h is not shipped by Debian; argument types are forward-declared here. Only the
 // symbol names and return types are ABI; the argument lists follow rdma-core 44's driver.h.
+// Exported whatever -fvisibility the library is built with: the version script alone decides what is
+// local (abi/libibverbs.map).
+#pragma GCC visibility push(default)
+
 #include <infiniband/verbs.h>
 
 #include <cerrno>

@@ -6,6 +6,10 @@
 // ibv_rate_to_mult has no entry for the 14/56/112/168/25/100/200/300 Gb/s rates (they are not multiples of
 // 2.5 Gb/s) while 28 Gb/s maps to 11x and 50 Gb/s to 20x. tests/simhca/abi/abi-strings.sh diffs every value
 // against the system library.
+// Exported whatever -fvisibility the library is built with: the version script alone decides what is
+// local (abi/libibverbs.map).
+#pragma GCC visibility push(default)
+
 #include <infiniband/verbs.h>
 
 #include <array>

@@ -1,4 +1,8 @@
 // sysfs helpers and fork support of libibverbs (no device state).
+// Exported whatever -fvisibility the library is built with: the version script alone decides what is
+// local (abi/libibverbs.map).
+#pragma GCC visibility push(default)
+
 #include <infiniband/verbs.h>
 
 #include <cerrno>

@@ -2,6 +2,10 @@
 // so that the library always exports them (BIND_NOW binaries need the symbol) while a strong definition in
 // core's code, when it exists, silently replaces these at link time (same shared object: the linker picks the
 // strong one, no duplicate-definition error). Each fallback fails cleanly or gives the conservative answer.
+// Exported whatever -fvisibility the library is built with: the version script alone decides what is
+// local (abi/libibverbs.map).
+#pragma GCC visibility push(default)
+
 #include <infiniband/verbs.h>
 
 #include <cerrno>
