@@ -278,7 +278,8 @@ int probe(const std::string &feature)
         if (feature == "rdma") {
             std::memcpy(d.buf, "rdmadata", 8);
             wr.opcode = IBV_WR_RDMA_WRITE;
-            wr.wr.rdma = {remote, d.mr->rkey};
+            wr.wr.rdma.remote_addr = remote;
+            wr.wr.rdma.rkey = d.mr->rkey;
             need0(ibv_post_send(p.a, &wr, &bad), "post RDMA_WRITE");
             poll_one(d.cq, "RDMA_WRITE");
             if (std::memcmp(d.buf + 8192, "rdmadata", 8) != 0)
@@ -294,7 +295,9 @@ int probe(const std::string &feature)
         uint64_t start = 40;
         std::memcpy(d.buf + 8192, &start, 8);
         wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-        wr.wr.atomic = {remote, d.mr->rkey, 2, 0};
+        wr.wr.atomic.remote_addr = remote;
+        wr.wr.atomic.rkey = d.mr->rkey;
+        wr.wr.atomic.compare_add = 2;
         need0(ibv_post_send(p.a, &wr, &bad), "post FETCH_AND_ADD");
         poll_one(d.cq, "FETCH_AND_ADD");
         uint64_t old = 0, now = 0;
@@ -303,7 +306,8 @@ int probe(const std::string &feature)
         if (old != 40 || now != 42)
             missing("FETCH_AND_ADD gave wrong values");
         wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
-        wr.wr.atomic = {remote, d.mr->rkey, 42, 7};
+        wr.wr.atomic.compare_add = 42;
+        wr.wr.atomic.swap = 7;
         need0(ibv_post_send(p.a, &wr, &bad), "post CMP_AND_SWP");
         poll_one(d.cq, "CMP_AND_SWP");
         std::memcpy(&now, d.buf + 8192, 8);
