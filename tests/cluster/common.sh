@@ -62,7 +62,9 @@ mpirun_sim() {
     local out=$1 rc
     shift
     info "mpirun $*"
-    sc run timeout -k 5 "$MPIRUN_TIMEOUT" "$MPIRUN" "$@" >"$out.raw" 2>&1
+    # in the background + wait, so that a TERM/INT reaches our trap at once (teardown then stops the job)
+    sc run timeout -k 5 "$MPIRUN_TIMEOUT" "$MPIRUN" "$@" >"$out.raw" 2>&1 </dev/null &
+    wait $!
     rc=$?
     filter_stderr <"$out.raw" >"$out"
     cat "$out"
