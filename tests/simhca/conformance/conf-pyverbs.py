@@ -74,7 +74,7 @@ def main():
     ap.add_argument('--dev', default='simhca0')
     ap.add_argument('--require-pass', action='append', default=[])
     ap.add_argument('modules', nargs='*')
-    opts = ap.parse_args()
+    opts = ap.parse_intermixed_args()
 
     testdir = unpack(opts.workdir)
     sys.path.insert(0, testdir)
