@@ -1,0 +1,114 @@
+#include "address.h"
+
+#include <cstring>
+
+namespace xrc {
+namespace {
+
+class Writer {
+public:
+    explicit Writer(std::vector<std::uint8_t> &out) : out_(out) {}
+    template <class T>
+    void put(T value) {
+        std::uint8_t bytes[sizeof(T)];
+        for (std::size_t i = 0; i < sizeof(T); ++i) bytes[i] = static_cast<std::uint8_t>(value >> (8 * i));
+        out_.insert(out_.end(), bytes, bytes + sizeof(T));
+    }
+    void put_bytes(const std::uint8_t *data, std::size_t n) { out_.insert(out_.end(), data, data + n); }
+
+private:
+    std::vector<std::uint8_t> &out_;
+};
+
+class Reader {
+public:
+    explicit Reader(std::span<const std::uint8_t> in) : in_(in) {}
+    template <class T>
+    bool get(T &value) {
+        if (in_.size() - pos_ < sizeof(T)) return false;
+        T v = 0;
+        for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<T>(in_[pos_ + i]) << (8 * i));
+        value = v;
+        pos_ += sizeof(T);
+        return true;
+    }
+    bool get_bytes(std::uint8_t *data, std::size_t n) {
+        if (in_.size() - pos_ < n) return false;
+        std::memcpy(data, in_.data() + pos_, n);
+        pos_ += n;
+        return true;
+    }
+    std::size_t remaining() const { return in_.size() - pos_; }
+
+private:
+    std::span<const std::uint8_t> in_;
+    std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::uint8_t> encode_address(const ProcessAddress &address) {
+    std::vector<std::uint8_t> out;
+    Writer w(out);
+    w.put<std::uint32_t>(kAddressMagic);
+    w.put<std::uint16_t>(kAddressVersion);
+    w.put<std::uint16_t>(static_cast<std::uint16_t>(address.ports.size()));
+    for (const auto &p : address.ports) {
+        w.put<std::uint16_t>(p.lid);
+        w.put<std::uint8_t>(p.port_num);
+        w.put<std::uint8_t>(p.mtu);
+        w.put_bytes(p.gid, sizeof(p.gid));
+        w.put<std::uint32_t>(p.node_index);
+        w.put<std::uint16_t>(static_cast<std::uint16_t>(p.srq_numbers.size()));
+        w.put<std::uint32_t>(static_cast<std::uint32_t>(p.ini_qp_by_node.size()));
+        w.put<std::uint32_t>(static_cast<std::uint32_t>(p.tgt_qps.size()));
+        for (auto srqn : p.srq_numbers) w.put<std::uint32_t>(srqn);
+        for (auto qpn : p.ini_qp_by_node) w.put<std::uint32_t>(qpn);
+        for (const auto &t : p.tgt_qps) {
+            w.put<std::uint32_t>(t.sender_rank);
+            w.put<std::uint32_t>(t.qp_num);
+        }
+    }
+    return out;
+}
+
+std::string decode_address(std::span<const std::uint8_t> bytes, ProcessAddress &out) {
+    out.ports.clear();
+    Reader r(bytes);
+    std::uint32_t magic = 0;
+    std::uint16_t version = 0, ports = 0;
+    if (!r.get(magic) || magic != kAddressMagic) return "not an xrc address (bad magic)";
+    if (!r.get(version)) return "truncated header";
+    if (version != kAddressVersion)
+        return "address version " + std::to_string(version) + ", this build speaks " + std::to_string(kAddressVersion) +
+               " (mixed btl-xrc versions in one job?)";
+    if (!r.get(ports)) return "truncated header";
+    if (ports == 0 || ports > kMaxPortsPerProcess) return "bad port count " + std::to_string(ports);
+    out.ports.resize(ports);
+    for (auto &p : out.ports) {
+        std::uint16_t srqs = 0;
+        std::uint32_t nodes = 0, tgts = 0;
+        if (!r.get(p.lid) || !r.get(p.port_num) || !r.get(p.mtu) || !r.get_bytes(p.gid, sizeof(p.gid)) ||
+            !r.get(p.node_index) || !r.get(srqs) || !r.get(nodes) || !r.get(tgts))
+            return "truncated port record";
+        if (srqs == 0 || srqs > kMaxReceiveClassesOnWire) return "bad receive class count " + std::to_string(srqs);
+        if (nodes > kMaxNodesOnWire || p.node_index >= nodes) return "bad node count or node index";
+        if (tgts > kMaxTgtEntriesOnWire) return "bad TGT QP count";
+        // Check the remaining length before allocating: a hostile count must not make us allocate gigabytes.
+        const std::size_t need = 4u * srqs + 4u * static_cast<std::size_t>(nodes) + 8u * static_cast<std::size_t>(tgts);
+        if (r.remaining() < need) return "truncated QP tables";
+        p.srq_numbers.resize(srqs);
+        for (auto &v : p.srq_numbers) r.get(v);
+        p.ini_qp_by_node.resize(nodes);
+        for (auto &v : p.ini_qp_by_node) r.get(v);
+        p.tgt_qps.resize(tgts);
+        for (auto &t : p.tgt_qps) {
+            r.get(t.sender_rank);
+            r.get(t.qp_num);
+        }
+    }
+    if (r.remaining() != 0) return std::to_string(r.remaining()) + " unexpected trailing bytes";
+    return {};
+}
+
+}  // namespace xrc

@@ -1,0 +1,43 @@
+// Which process runs on which node, known inside btl_init (before the modex fence) from the job's node list
+// and every peer's hostname. It decides the XRC topology: one INI QP per (process, node), and for every sending
+// process one TGT QP per node, created by one "owner" rank of that node (the others open it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace xrc {
+
+class NodeMap {
+public:
+    // node_list: comma-separated host names (PMIx OPAL_PMIX_NODE_LIST); hostnames[r]: host of rank r.
+    // Hosts are matched exactly, else by their short name (before the first dot); a host missing from the
+    // list is appended, so the map always covers every rank.
+    NodeMap(std::string_view node_list, const std::vector<std::string> &hostnames);
+
+    std::size_t node_count() const noexcept { return nodes_.size(); }
+    std::size_t rank_count() const noexcept { return node_of_rank_.size(); }
+    std::uint32_t node_of(std::uint32_t rank) const noexcept { return node_of_rank_[rank]; }
+    const std::vector<std::uint32_t> &ranks_on(std::uint32_t node) const noexcept { return ranks_on_node_[node]; }
+    const std::string &node_name(std::uint32_t node) const noexcept { return nodes_[node]; }
+
+    // The rank of `node` that creates the TGT QP through which `sender` reaches that node. Spreads the TGT QPs
+    // evenly over the node's ranks.
+    std::uint32_t tgt_owner(std::uint32_t sender, std::uint32_t node) const noexcept {
+        const auto &ranks = ranks_on_node_[node];
+        return ranks[sender % ranks.size()];
+    }
+
+    // Senders whose TGT QP `rank` creates on its node (every rank of the job, the node's own included: on-node
+    // traffic goes through the HCA's loopback when the BTL is used for it).
+    std::vector<std::uint32_t> tgt_qps_owned_by(std::uint32_t rank) const;
+
+private:
+    std::vector<std::string> nodes_;
+    std::vector<std::uint32_t> node_of_rank_;
+    std::vector<std::vector<std::uint32_t>> ranks_on_node_;
+};
+
+}  // namespace xrc

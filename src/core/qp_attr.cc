@@ -1,0 +1,102 @@
+#include "qp_attr.h"
+
+namespace xrc {
+namespace {
+
+ibv_ah_attr address_vector(const PathSettings &path, std::uint16_t lid, const ibv_gid &gid) noexcept {
+    ibv_ah_attr ah{};
+    ah.dlid = lid;
+    ah.sl = path.service_level;
+    ah.src_path_bits = 0;
+    ah.port_num = path.port_num;
+    if (path.use_grh) {
+        ah.is_global = 1;
+        ah.grh.dgid = gid;
+        ah.grh.sgid_index = path.gid_index;
+        ah.grh.hop_limit = 255;
+    }
+    return ah;
+}
+
+}  // namespace
+
+QpTransition ini_to_init(const PathSettings &path) noexcept {
+    QpTransition t;
+    t.attr.qp_state = IBV_QPS_INIT;
+    t.attr.pkey_index = path.pkey_index;
+    t.attr.port_num = path.port_num;
+    t.attr.qp_access_flags = 0;
+    t.mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+    return t;
+}
+
+QpTransition ini_to_rtr(const PathSettings &path, const RemoteQp &tgt) noexcept {
+    QpTransition t;
+    t.attr.qp_state = IBV_QPS_RTR;
+    t.attr.ah_attr = address_vector(path, tgt.lid, tgt.gid);
+    t.attr.path_mtu = path.mtu;
+    t.attr.dest_qp_num = tgt.qp_num;
+    t.attr.rq_psn = tgt.psn;
+    t.mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+    return t;
+}
+
+QpTransition ini_to_rts(const PathSettings &path, std::uint32_t my_psn) noexcept {
+    QpTransition t;
+    t.attr.qp_state = IBV_QPS_RTS;
+    t.attr.timeout = path.timeout;
+    t.attr.retry_cnt = path.retry_count;
+    t.attr.rnr_retry = path.rnr_retry;
+    t.attr.sq_psn = my_psn;
+    t.attr.max_rd_atomic = path.max_rd_atomic;
+    t.mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+             IBV_QP_MAX_QP_RD_ATOMIC;
+    return t;
+}
+
+QpTransition tgt_to_init(const PathSettings &path) noexcept {
+    QpTransition t;
+    t.attr.qp_state = IBV_QPS_INIT;
+    t.attr.pkey_index = path.pkey_index;
+    t.attr.port_num = path.port_num;
+    t.attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    t.mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+    return t;
+}
+
+QpTransition tgt_to_rtr(const PathSettings &path, const RemoteQp &ini) noexcept {
+    QpTransition t;
+    t.attr.qp_state = IBV_QPS_RTR;
+    t.attr.ah_attr = address_vector(path, ini.lid, ini.gid);
+    t.attr.path_mtu = path.mtu;
+    t.attr.dest_qp_num = ini.qp_num;
+    t.attr.rq_psn = ini.psn;
+    t.attr.max_dest_rd_atomic = path.max_rd_atomic;
+    t.attr.min_rnr_timer = path.min_rnr_timer;
+    t.mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    return t;
+}
+
+QpTransition tgt_to_rts(const PathSettings &path, std::uint32_t my_psn) noexcept {
+    QpTransition t;
+    t.attr.qp_state = IBV_QPS_RTS;
+    t.attr.timeout = path.timeout;
+    t.attr.sq_psn = my_psn;
+    t.mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
+    return t;
+}
+
+ibv_mtu mtu_from_bytes(int bytes) noexcept {
+    switch (bytes) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    default: return IBV_MTU_4096;
+    }
+}
+
+int mtu_to_bytes(ibv_mtu mtu) noexcept { return 128 << static_cast<int>(mtu); }
+
+}  // namespace xrc

@@ -1,0 +1,58 @@
+// The attributes and masks of every XRC QP state transition the BTL makes, in one place. The masks are exactly
+// the kernel's (ib_modify_qp_is_ok): required bits only, nothing the kernel rejects. In particular the XRC INI
+// INIT->RTR transition carries no MAX_DEST_RD_ATOMIC and no MIN_RNR_TIMER (Open MPI's old xoob bug, #1839).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+namespace xrc {
+
+struct QpTransition {
+    ibv_qp_attr attr{};
+    int mask = 0;
+};
+
+// What both ends of a connection agree on (from the MCA parameters and the port).
+struct PathSettings {
+    std::uint8_t port_num = 1;
+    std::uint16_t pkey_index = 0;
+    ibv_mtu mtu = IBV_MTU_4096;
+    std::uint8_t service_level = 0;
+    std::uint8_t gid_index = 0;
+    bool use_grh = false;  // needed when the peer is in another subnet
+    std::uint8_t timeout = 20;
+    std::uint8_t retry_count = 7;
+    std::uint8_t rnr_retry = 7;
+    std::uint8_t min_rnr_timer = 25;
+    std::uint8_t max_rd_atomic = 4;
+};
+
+// The remote end of a connection: where to send, and which QP there.
+struct RemoteQp {
+    std::uint16_t lid = 0;
+    ibv_gid gid{};
+    std::uint32_t qp_num = 0;
+    std::uint32_t psn = 0;
+};
+
+// INI (send side, IBV_QPT_XRC_SEND)
+QpTransition ini_to_init(const PathSettings &path) noexcept;
+QpTransition ini_to_rtr(const PathSettings &path, const RemoteQp &tgt) noexcept;
+QpTransition ini_to_rts(const PathSettings &path, std::uint32_t my_psn) noexcept;
+
+// TGT (receive side, IBV_QPT_XRC_RECV): accepts RDMA write/read and atomics from its INI peer.
+QpTransition tgt_to_init(const PathSettings &path) noexcept;
+QpTransition tgt_to_rtr(const PathSettings &path, const RemoteQp &ini) noexcept;
+QpTransition tgt_to_rts(const PathSettings &path, std::uint32_t my_psn) noexcept;
+
+// The initial packet sequence number of a QP, derived from its number so both ends compute it without an
+// extra exchange (24 bits).
+constexpr std::uint32_t initial_psn(std::uint32_t qp_num) noexcept { return (qp_num * 2654435761u) & 0xffffffu; }
+
+// ibv_mtu from bytes (256..4096); IBV_MTU_4096 for anything else (callers validate first).
+ibv_mtu mtu_from_bytes(int bytes) noexcept;
+int mtu_to_bytes(ibv_mtu mtu) noexcept;
+
+}  // namespace xrc

@@ -1,0 +1,43 @@
+// Rank -> node map and TGT QP ownership: deterministic, complete, balanced; unequal ranks per node.
+#include "src/core/node_map.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+using xrc::NodeMap;
+
+TEST(NodeMap, UnequalNodes) {
+    // nodeA:2, nodeB:1, nodeC:3; the launch host "head" runs no rank.
+    const NodeMap m("head,nodeA,nodeB,nodeC", {"nodeA", "nodeA", "nodeB", "nodeC", "nodeC", "nodeC"});
+    ASSERT_EQ(m.node_count(), 3u);
+    EXPECT_EQ(m.node_name(0), "nodeA");
+    EXPECT_EQ(m.node_of(2), 1u);
+    EXPECT_EQ(m.ranks_on(2), (std::vector<std::uint32_t>{3, 4, 5}));
+    EXPECT_EQ(m.tgt_owner(4, 1), 2u);  // single-rank node owns every TGT QP
+    EXPECT_EQ(m.tgt_owner(4, 2), 4u);
+}
+
+TEST(NodeMap, ShortNamesAndMissingHosts) {
+    const NodeMap m("nodeA.cluster,nodeB", {"nodeA", "nodeB.cluster", "nodeZ"});
+    ASSERT_EQ(m.node_count(), 3u);
+    EXPECT_EQ(m.node_of(0), 0u);
+    EXPECT_EQ(m.node_of(1), 1u);
+    EXPECT_EQ(m.node_of(2), 2u);
+    EXPECT_EQ(m.node_name(2), "nodeZ");
+}
+
+TEST(NodeMap, EveryTgtQpHasExactlyOneOwnerPerNode) {
+    std::vector<std::string> hosts;
+    for (int n = 0; n < 4; ++n)
+        for (int p = 0; p < 3; ++p) hosts.push_back("n" + std::to_string(n));
+    const NodeMap m("n0,n1,n2,n3", hosts);
+    for (std::uint32_t node = 0; node < m.node_count(); ++node) {
+        std::multiset<std::uint32_t> owned;
+        for (auto r : m.ranks_on(node))
+            for (auto s : m.tgt_qps_owned_by(r)) owned.insert(s);
+        ASSERT_EQ(owned.size(), m.rank_count());
+        for (std::uint32_t s = 0; s < m.rank_count(); ++s) EXPECT_EQ(owned.count(s), 1u);
+        for (auto r : m.ranks_on(node)) EXPECT_EQ(m.tgt_qps_owned_by(r).size(), 4u);  // 12 senders / 3 ranks
+    }
+}
