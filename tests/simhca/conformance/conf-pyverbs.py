@@ -14,8 +14,10 @@ Exit status: 0 all ran tests passed (and every required one), 1 otherwise.
 import argparse
 import collections
 import gzip
+import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 import unittest
@@ -68,55 +70,101 @@ class Recorder(unittest.TextTestResult):
         self.outcome[test.id()] = 'pass'
 
 
+def run_one(workdir, dev, module):
+    """Child mode: run one test module, print its outcomes as one JSON line (the parent aggregates)."""
+    testdir = os.path.join(workdir, 'tests')
+    sys.path.insert(0, testdir)
+    # The suite parses its own options from sys.argv (args_parser); give it only the device.
+    sys.argv = [sys.argv[0], '--dev', dev]
+    from args_parser import parser  # noqa: E402 (needs sys.path)
+    from importlib.machinery import SourceFileLoader
+    tests = SourceFileLoader('tests', os.path.join(testdir, '__init__.py')).load_module()
+    parser.parse_args()
+    suite = unittest.TestLoader().loadTestsFromNames([module], tests)
+    runner = unittest.TextTestRunner(stream=sys.stdout, verbosity=2, resultclass=Recorder)
+    result = runner.run(suite)
+    sys.stdout.flush()
+    print('@@RESULT ' + json.dumps({
+        'outcome': result.outcome,
+        'skipped': [(t.id(), r) for t, r in result.skipped],
+    }))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('workdir')
     ap.add_argument('--dev', default='simhca0')
     ap.add_argument('--require-pass', action='append', default=[])
+    ap.add_argument('--one', help=argparse.SUPPRESS)  # child mode
+    ap.add_argument('--module-timeout', type=int, default=600)
     ap.add_argument('modules', nargs='*')
     opts = ap.parse_intermixed_args()
+    if opts.one:
+        return run_one(opts.workdir, opts.dev, opts.one)
 
     testdir = unpack(opts.workdir)
-    sys.path.insert(0, testdir)
-    # The suite parses its own options from sys.argv (args_parser); give it only the device.
-    sys.argv = [sys.argv[0], '--dev', opts.dev]
-    from args_parser import parser  # noqa: E402 (needs sys.path)
-    from importlib.machinery import SourceFileLoader
-    tests = SourceFileLoader('tests', os.path.join(testdir, '__init__.py')).load_module()
-    parser.parse_args()
-
-    loader = unittest.TestLoader()
-    if opts.modules:
-        suite = loader.loadTestsFromNames(opts.modules, tests)
-    else:
-        suite = loader.loadTestsFromModule(tests)
+    modules = opts.modules or sorted(f[:-3] for f in os.listdir(testdir)
+                                     if f.startswith('test_') and f.endswith('.py'))
+    # One process per module: a crash (the library under test may segfault) costs that module only,
+    # and is reported as such instead of losing the whole report.
+    outcome, skipped, crashed = {}, [], []
     start = time.monotonic()
-    runner = unittest.TextTestRunner(stream=sys.stdout, verbosity=1, resultclass=Recorder)
-    result = runner.run(suite)
+    for module in modules:
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run([sys.executable, '-u', os.path.abspath(__file__), opts.workdir, '--dev', opts.dev,
+                                   '--one', module], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  timeout=opts.module_timeout, text=True, errors='replace')
+            out, rc = proc.stdout, proc.returncode
+        except subprocess.TimeoutExpired as e:
+            out, rc = (e.stdout or b'').decode(errors='replace') if isinstance(e.stdout, bytes) else (e.stdout or ''), 'timeout'
+        lines = out.splitlines()
+        res = [l for l in lines if l.startswith('@@RESULT ')]
+        if res:
+            data = json.loads(res[-1][len('@@RESULT '):])
+            outcome.update(data['outcome'])
+            skipped += data['skipped']
+        else:
+            crashed.append(module)
+            why = 'timed out after %d s' % opts.module_timeout if rc == 'timeout' else \
+                ('killed by signal %d' % -rc if isinstance(rc, int) and rc < 0 else 'exit status %s' % rc)
+            print('CRASH: %s %s; last test started and output:' % (module, why))
+            for l in lines[-15:]:
+                print('  | ' + l)
+        # Failures and errors with their tracebacks (unittest prints them after a line of '=').
+        body = '\n'.join(l for l in lines if not l.startswith('@@RESULT '))
+        if '\nFAIL: ' in body or '\nERROR: ' in body:
+            i = body.find('\n' + '=' * 70)
+            print(body[i:].split('\n' + '-' * 70 + '\nRan ')[0] if i >= 0 else body[-3000:])
+        counts = collections.Counter(o for tid, o in outcome.items() if tid.split('.')[1] == module)
+        print('module %-28s %3d pass %3d skip %3d fail/error %5.1f s%s' % (
+            module, counts['pass'], counts['skip'], counts['fail'] + counts['error'], time.monotonic() - t0,
+            '  CRASHED' if module in crashed else ''), flush=True)
     took = time.monotonic() - start
 
-    reasons = collections.Counter(reason for _, reason in result.skipped)
-    print('\n=== pyverbs: %d skipped, by reason ===' % len(result.skipped))
+    reasons = collections.Counter(reason for _, reason in skipped)
+    print('\n=== pyverbs: %d skipped, by reason ===' % len(skipped))
     for reason, count in reasons.most_common():
         print('  %4d  %s' % (count, reason.strip().replace('\n', ' ')[:200]))
     print('=== pyverbs: every skipped test ===')
-    for test, reason in result.skipped:
-        print('  SKIP %s: %s' % (test.id(), reason.strip().replace('\n', ' ')[:200]))
+    for tid, reason in skipped:
+        print('  SKIP %s: %s' % (tid, reason.strip().replace('\n', ' ')[:200]))
 
-    bad = len(result.failures) + len(result.errors)
+    failed = sum(1 for o in outcome.values() if o in ('fail', 'error')) + len(crashed)
     for pattern in opts.require_pass:
-        hits = {tid: o for tid, o in result.outcome.items() if pattern in tid}
+        hits = {tid: o for tid, o in outcome.items() if pattern in tid}
         if not hits:
-            print('REQUIRED-FAIL: no test matches %s' % pattern)
-            bad += 1
-        for tid, outcome in sorted(hits.items()):
-            if outcome != 'pass':
-                print('REQUIRED-FAIL: %s must pass, was %s' % (tid, outcome))
-                bad += 1
-    print('pyverbs: ran %d tests in %.0f s (%d failures, %d errors)'
-          % (result.testsRun, took, len(result.failures), len(result.errors)))
-    print('%d passed, %d failed, %d skipped' % (result.passed, bad, len(result.skipped)))
-    return 1 if bad else 0
+            print('REQUIRED-FAIL: no test result matches %s' % pattern)
+            failed += 1
+        for tid, o in sorted(hits.items()):
+            if o != 'pass':
+                print('REQUIRED-FAIL: %s must pass, was %s' % (tid, o))
+                failed += 1
+    passed = sum(1 for o in outcome.values() if o == 'pass')
+    print('pyverbs: %d modules in %.0f s, %d crashed' % (len(modules), took, len(crashed)))
+    print('%d passed, %d failed, %d skipped' % (passed, failed, len(skipped)))
+    return 1 if failed else 0
 
 
 if __name__ == '__main__':
