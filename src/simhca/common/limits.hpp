@@ -1,0 +1,36 @@
+// Device identity and limits, shared by the daemon (enforcement) and the
+// library (ibv_query_device). Values are modelled on a ConnectX-4 class HCA
+// so that tools and Open MPI's device table treat it as ordinary hardware.
+#pragma once
+#include <cstdint>
+#include "shm_layout.hpp"
+
+namespace simhca::limits {
+
+constexpr uint32_t kVendorId = 0x02c9;
+constexpr uint32_t kVendorPartId = 4119;
+constexpr uint32_t kHwVer = 0;
+constexpr const char *kFwVer = "1.0.0";
+constexpr const char *kDeviceName = "simhca0";
+
+constexpr uint32_t kMaxQp = 16384;
+constexpr uint32_t kMaxQpWr = 16384;
+constexpr uint32_t kMaxSge = shm::kMaxSge;
+constexpr uint32_t kMaxInline = shm::kMaxInline;
+constexpr uint32_t kMaxCq = 16384;
+constexpr uint32_t kMaxCqe = 4194303;
+constexpr uint32_t kMaxMr = 65536;
+constexpr uint32_t kMaxPd = 16384;
+constexpr uint32_t kMaxQpRdAtom = 16;
+constexpr uint32_t kMaxSrq = 16384;
+constexpr uint32_t kMaxSrqWr = 16383;
+constexpr uint32_t kMaxAh = 65536;
+constexpr uint32_t kMaxMsgSize = 0x40000000;
+constexpr uint32_t kMaxUdPayload = 4096;
+constexpr uint16_t kPkeyDefault = 0xffff;
+
+// Node GUID / port GID derive from the LID (the fabric file is the SM).
+inline uint64_t node_guid_for_lid(uint16_t lid) { return 0x0002c90300a10000ull | lid; }
+constexpr uint64_t kSubnetPrefix = 0xfe80000000000000ull;
+
+} // namespace simhca::limits

@@ -1,0 +1,113 @@
+// simhca-ctl: inspect and poke the local simhcad.
+//   simhca-ctl wait-ready [--timeout S] | status | list [--json] | fault WHAT
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/protocol.hpp"
+#include "../common/socket_io.hpp"
+
+using namespace simhca;
+
+namespace {
+
+void usage(FILE *f) {
+    std::fprintf(f, "usage: simhca-ctl COMMAND\n"
+                    "  wait-ready [--timeout S]  wait until simhcad answers (default 10 s)\n"
+                    "  status                    device state and object counts\n"
+                    "  list [--json]             objects: QPs (type, state, owner, handles), SRQs, XRCDs\n"
+                    "  fault port-down|port-up   change the port state (raises PORT_ERR / PORT_ACTIVE)\n"
+                    "  fault stop                DEVICE_FATAL to every client, then simhcad exits\n"
+                    "Talks to %s (set SIMHCA_INSTANCE to choose another daemon).\n",
+                 daemon_address_text().c_str());
+}
+
+int connect_daemon() {
+    int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0) return -1;
+    sockaddr_un addr;
+    socklen_t len = daemon_address(addr);
+    if (::connect(s, reinterpret_cast<sockaddr *>(&addr), len) < 0) {
+        ::close(s);
+        return -1;
+    }
+    return s;
+}
+
+int call(proto::Op op, proto::Request &req, proto::Response &resp) {
+    int s = connect_daemon();
+    if (s < 0) return ECONNREFUSED;
+    req.op = uint32_t(op);
+    int fds[4];
+    int e = send_with_fds(s, &req, sizeof(req), nullptr, 0);
+    long n = e ? -e : recv_with_fds(s, &resp, sizeof(resp), fds, 4);
+    for (int fd : fds)
+        if (fd >= 0) ::close(fd);
+    ::close(s);
+    if (n <= 0) return n == 0 ? ECONNRESET : int(-n);
+    return resp.err;
+}
+
+double now() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    std::string cmd = argv[1];
+    auto req = std::make_unique<proto::Request>();
+    auto resp = std::make_unique<proto::Response>();
+    if (cmd == "-h" || cmd == "--help") {
+        usage(stdout);
+        return 0;
+    }
+    if (cmd == "wait-ready") {
+        double timeout = 10;
+        if (argc >= 4 && std::strcmp(argv[2], "--timeout") == 0) timeout = std::atof(argv[3]);
+        double end = now() + timeout;
+        for (;;) {
+            if (call(proto::Op::Probe, *req, *resp) == 0) return 0;
+            if (now() >= end) {
+                std::fprintf(stderr, "simhca-ctl: no simhcad at %s after %.1f s\n", daemon_address_text().c_str(),
+                             timeout);
+                return 1;
+            }
+            ::usleep(20000);
+        }
+    }
+    int e;
+    if (cmd == "status") {
+        e = call(proto::Op::Status, *req, *resp);
+    } else if (cmd == "list") {
+        req->list.json = argc >= 3 && std::strcmp(argv[2], "--json") == 0;
+        e = call(proto::Op::ListObjects, *req, *resp);
+    } else if (cmd == "fault" && argc >= 3) {
+        std::snprintf(req->fault.what, sizeof(req->fault.what), "%s", argv[2]);
+        if (argc >= 4) std::snprintf(req->fault.arg, sizeof(req->fault.arg), "%s", argv[3]);
+        e = call(proto::Op::Fault, *req, *resp);
+        if (e == EINVAL) std::fprintf(stderr, "simhca-ctl: unknown fault '%s'\n", argv[2]);
+    } else {
+        usage(stderr);
+        return 2;
+    }
+    if (e) {
+        std::fprintf(stderr, "simhca-ctl: %s: %s\n", cmd.c_str(), std::strerror(e));
+        return 1;
+    }
+    if (cmd != "fault") std::fputs(resp->status.text, stdout);
+    return 0;
+}

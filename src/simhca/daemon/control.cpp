@@ -1,0 +1,443 @@
+// Control verbs for PDs, MRs, completion channels, CQs, XRCDs and SRQs,
+// plus client bookkeeping and uverbs-close style cleanup.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/limits.hpp"
+#include "device.hpp"
+
+namespace simhca {
+
+using namespace proto;
+
+Device::Device(DeviceConfig c) : cfg(std::move(c)) {}
+Device::~Device() {
+    for (auto id : client_ids()) remove_client(id);
+}
+
+uint64_t Device::now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+Client &Device::add_client(UniqueFd sock, pid_t pid, uid_t uid) {
+    auto c = std::make_unique<Client>();
+    c->id = new_id();
+    c->sock = std::move(sock);
+    c->pid = pid;
+    c->uid = uid;
+    Client &ref = *c;
+    clients_[ref.id] = std::move(c);
+    return ref;
+}
+
+Client *Device::client(uint32_t id) {
+    auto it = clients_.find(id);
+    return it == clients_.end() ? nullptr : it->second.get();
+}
+
+std::vector<uint32_t> Device::client_ids() const {
+    std::vector<uint32_t> v;
+    for (auto &[id, c] : clients_) v.push_back(id);
+    return v;
+}
+
+// Tear down in dependency order, like ib_uverbs_cleanup_ufile: QP handles
+// (a TGT QP dies only with its last handle), SRQs, CQs, MRs, PDs, XRCDs.
+void Device::remove_client(uint32_t client_id) {
+    Client *c = client(client_id);
+    if (!c) return;
+    std::vector<uint32_t> ids;
+    for (auto &[id, h] : qp_handles_)
+        if (h->owner == c) ids.push_back(id);
+    for (auto id : ids) {
+        Response r{};
+        do_destroy_qp(*c, id, r);
+    }
+    ids.clear();
+    for (auto &[id, s] : srqs_)
+        if (s->owner == c) ids.push_back(id);
+    for (auto id : ids) destroy_srq_object(*srqs_[id]);
+    ids.clear();
+    for (auto &[id, q] : cqs_)
+        if (q->owner == c) ids.push_back(id);
+    for (auto id : ids) {
+        Cq &cq = *cqs_[id];
+        if (cq.channel)
+            if (auto it = channels_.find(cq.channel); it != channels_.end()) it->second->users--;
+        cqs_.erase(id);
+    }
+    ids.clear();
+    for (auto &[id, m] : mrs_)
+        if (m->owner == c) ids.push_back(id);
+    for (auto id : ids) {
+        key_to_mr_.erase(mrs_[id]->key);
+        mrs_.erase(id);
+    }
+    std::erase_if(pds_, [c](auto &p) { return p.second->owner == c; });
+    std::erase_if(channels_, [c](auto &p) { return p.second->owner == c; });
+    ids.clear();
+    for (auto &[id, h] : xrcd_handles_)
+        if (h->owner == c) ids.push_back(id);
+    for (auto id : ids) {
+        uint32_t x = xrcd_handles_[id]->xrcd;
+        xrcd_handles_.erase(id);
+        xrcd_put(x);
+    }
+    clients_.erase(client_id);
+}
+
+void Device::post_async(Client *c, ibv_event_type type, uint64_t cookie, uint32_t port) {
+    if (!c || !c->async_wr) return;
+    AsyncRecord rec{uint32_t(type), port, cookie};
+    // Non-blocking: a client that never reads its events cannot stall the HCA.
+    (void)!::write(c->async_wr.get(), &rec, sizeof(rec));
+}
+
+void Device::broadcast_port_event(ibv_event_type type) {
+    for (auto &[id, c] : clients_)
+        if (!c->is_ctl) post_async(c.get(), type, 0, 1);
+}
+
+void Device::handle(Client &c, const Request &req, const int *in_fds, Response &resp, std::vector<int> &fds) {
+    std::memset(&resp, 0, offsetof(Response, raw) + 64);
+    int err = 0;
+    if (req.op != uint32_t(Op::Hello) && req.op != uint32_t(Op::Status) && req.op != uint32_t(Op::ListObjects) &&
+        req.op != uint32_t(Op::Fault) && req.op != uint32_t(Op::Probe) && !c.async_wr && !c.is_ctl) {
+        resp.err = EPROTO; // verbs before Hello
+        return;
+    }
+    switch (Op(req.op)) {
+    case Op::Hello: err = do_hello(c, resp, fds); break;
+    case Op::QueryPort:
+        resp.port.state = port_state;
+        resp.port.lid = cfg.lid;
+        resp.port.sm_lid = 1;
+        break;
+    case Op::AllocPd: err = do_alloc_pd(c, resp); break;
+    case Op::DeallocPd: err = do_dealloc_pd(c, req.h.handle); break;
+    case Op::RegMr: err = do_reg_mr(c, req.reg_mr, resp); break;
+    case Op::DeregMr: err = do_dereg_mr(c, req.h.handle); break;
+    case Op::CreateChannel: err = do_create_channel(c, resp, fds); break;
+    case Op::DestroyChannel: err = do_destroy_channel(c, req.h.handle); break;
+    case Op::CreateCq: err = do_create_cq(c, req.create_cq, resp, fds); break;
+    case Op::DestroyCq: err = do_destroy_cq(c, req.h.handle, resp); break;
+    case Op::OpenXrcd: err = do_open_xrcd(c, req.open_xrcd, in_fds[0], resp); break;
+    case Op::CloseXrcd: err = do_close_xrcd(c, req.h.handle); break;
+    case Op::CreateSrq: err = do_create_srq(c, req.create_srq, resp, fds); break;
+    case Op::ModifySrq: err = do_modify_srq(c, req.modify_srq); break;
+    case Op::QuerySrq: err = do_query_srq(c, req.h.handle, resp); break;
+    case Op::DestroySrq: err = do_destroy_srq(c, req.h.handle, resp); break;
+    case Op::CreateQp: err = do_create_qp(c, req.create_qp, resp, fds); break;
+    case Op::OpenQp: err = do_open_qp(c, req.open_qp, resp); break;
+    case Op::ModifyQp: err = do_modify_qp(c, req.modify_qp); break;
+    case Op::QueryQp: err = do_query_qp(c, req.h.handle, resp); break;
+    case Op::DestroyQp: err = do_destroy_qp(c, req.h.handle, resp); break;
+    case Op::Status: c.is_ctl = c.is_ctl || !c.async_wr; err = do_status(resp, false); break;
+    case Op::ListObjects: c.is_ctl = c.is_ctl || !c.async_wr; err = do_status(resp, req.list.json != 0); break;
+    case Op::Fault: c.is_ctl = c.is_ctl || !c.async_wr; err = do_fault(req.fault); break;
+    case Op::Kick: on_doorbell(c); break;
+    case Op::Probe:
+        c.is_ctl = c.is_ctl || !c.async_wr;
+        resp.hello.lid = cfg.lid;
+        resp.hello.port_state = port_state;
+        resp.hello.node_guid = __builtin_bswap64(limits::node_guid_for_lid(cfg.lid));
+        std::snprintf(resp.hello.node_name, sizeof(resp.hello.node_name), "%s", cfg.node.c_str());
+        std::snprintf(resp.hello.sysfs_dir, sizeof(resp.hello.sysfs_dir), "%s", cfg.sysfs_dir.c_str());
+        break;
+    default: err = EOPNOTSUPP;
+    }
+    resp.err = err;
+}
+
+int Device::do_hello(Client &c, Response &r, std::vector<int> &fds) {
+    if (c.async_wr) return EALREADY;
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) < 0) return errno;
+    c.async_rd.reset(p[0]);
+    c.async_wr.reset(p[1]);
+    ::fcntl(p[1], F_SETFL, O_NONBLOCK);
+    c.doorbell.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!c.doorbell) return errno;
+    r.hello.lid = cfg.lid;
+    r.hello.port_state = port_state;
+    r.hello.node_guid = __builtin_bswap64(limits::node_guid_for_lid(cfg.lid));
+    std::snprintf(r.hello.node_name, sizeof(r.hello.node_name), "%s", cfg.node.c_str());
+    std::snprintf(r.hello.sysfs_dir, sizeof(r.hello.sysfs_dir), "%s", cfg.sysfs_dir.c_str());
+    fds = {c.async_rd.get(), c.doorbell.get()};
+    return 0;
+}
+
+int Device::do_alloc_pd(Client &c, Response &r) {
+    if (pds_.size() >= limits::kMaxPd) return ENOMEM;
+    auto pd = std::make_unique<Pd>(Pd{new_id(), &c, 0});
+    r.h.handle = pd->id;
+    pds_[pd->id] = std::move(pd);
+    return 0;
+}
+
+int Device::do_dealloc_pd(Client &c, uint32_t h) {
+    Pd *pd = owned(pds_, c, h);
+    if (!pd) return EINVAL;
+    if (pd->users) return EBUSY;
+    pds_.erase(h);
+    return 0;
+}
+
+int Device::do_reg_mr(Client &c, const RegMrReq &q, Response &r) {
+    Pd *pd = owned(pds_, c, q.pd);
+    if (!pd) return EINVAL;
+    if (mrs_.size() >= limits::kMaxMr) return ENOMEM;
+    constexpr int kKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                           IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+                           IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING;
+    if (q.access & ~kKnown) return EINVAL;
+    // Remote write/atomic require local write, as the kernel enforces.
+    if ((q.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(q.access & IBV_ACCESS_LOCAL_WRITE))
+        return EINVAL;
+    if (q.length == 0 || q.addr + q.length < q.addr) return EINVAL;
+    auto mr = std::make_unique<Mr>();
+    mr->id = new_id();
+    mr->owner = &c;
+    mr->pd = q.pd;
+    mr->addr = q.addr;
+    mr->length = q.length;
+    mr->iova = q.iova;
+    mr->access = q.access;
+    // 24-bit index + 8-bit variant, like mlx keys; never reuse a live key.
+    do {
+        next_key_ = (next_key_ + 0x100 + 0x11) & 0xffffffffu;
+    } while (next_key_ == 0 || key_to_mr_.count(next_key_));
+    mr->key = next_key_;
+    r.reg_mr = {mr->id, mr->key, mr->key};
+    key_to_mr_[mr->key] = mr->id;
+    pd->users++;
+    mrs_[mr->id] = std::move(mr);
+    return 0;
+}
+
+int Device::do_dereg_mr(Client &c, uint32_t h) {
+    Mr *mr = owned(mrs_, c, h);
+    if (!mr) return EINVAL;
+    if (auto it = pds_.find(mr->pd); it != pds_.end()) it->second->users--;
+    key_to_mr_.erase(mr->key);
+    mrs_.erase(h);
+    return 0;
+}
+
+Mr *Device::mr_by_key(uint32_t key) {
+    auto it = key_to_mr_.find(key);
+    if (it == key_to_mr_.end()) return nullptr;
+    return mrs_[it->second].get();
+}
+
+int Device::do_create_channel(Client &c, Response &r, std::vector<int> &fds) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) < 0) return errno;
+    auto ch = std::make_unique<Channel>();
+    ch->id = new_id();
+    ch->owner = &c;
+    ch->rd.reset(p[0]);
+    ch->wr.reset(p[1]);
+    ::fcntl(p[1], F_SETFL, O_NONBLOCK);
+    r.h.handle = ch->id;
+    fds = {ch->rd.get()};
+    channels_[ch->id] = std::move(ch);
+    return 0;
+}
+
+int Device::do_destroy_channel(Client &c, uint32_t h) {
+    Channel *ch = owned(channels_, c, h);
+    if (!ch) return EINVAL;
+    if (ch->users) return EBUSY;
+    channels_.erase(h);
+    return 0;
+}
+
+int Device::do_create_cq(Client &c, const CreateCqReq &q, Response &r, std::vector<int> &fds) {
+    if (q.cqe < 1 || uint32_t(q.cqe) > limits::kMaxCqe) return EINVAL;
+    if (cqs_.size() >= limits::kMaxCq) return ENOMEM;
+    Channel *ch = nullptr;
+    if (q.channel && !(ch = owned(channels_, c, q.channel))) return EINVAL;
+    auto cq = std::make_unique<Cq>();
+    cq->id = new_id();
+    cq->owner = &c;
+    cq->channel = q.channel;
+    cq->cookie = q.cookie;
+    cq->entries = shm::round_up_pow2(uint32_t(q.cqe) + 1);
+    if (int e = cq->shm.create("simhca-cq", shm::cq_region_size(cq->entries))) return e;
+    cq->ctl = static_cast<shm::CqCtl *>(cq->shm.data());
+    cq->ring = reinterpret_cast<shm::Cqe *>(static_cast<char *>(cq->shm.data()) + shm::kCqEntriesOffset);
+    if (ch) ch->users++;
+    r.create_cq = {cq->id, cq->entries};
+    fds = {cq->shm.fd()};
+    cqs_[cq->id] = std::move(cq);
+    return 0;
+}
+
+int Device::do_destroy_cq(Client &c, uint32_t h, Response &r) {
+    Cq *cq = owned(cqs_, c, h);
+    if (!cq) return EINVAL;
+    if (cq->users) return EBUSY;
+    if (cq->channel)
+        if (auto it = channels_.find(cq->channel); it != channels_.end()) it->second->users--;
+    r.destroyed = {cq->comp_events, cq->async_events};
+    cqs_.erase(h);
+    return 0;
+}
+
+// XRCDs are keyed by the inode of the file the caller opened (the daemon
+// fstat()s the passed fd itself, so a client cannot claim a file it could
+// not open). Errors follow the kernel: no O_CREAT -> EAGAIN, O_EXCL -> EINVAL.
+int Device::do_open_xrcd(Client &c, const OpenXrcdReq &q, int fd, Response &r) {
+    UniqueFd owned_fd(fd);
+    Xrcd *x = nullptr;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    if (q.has_fd) {
+        if (!owned_fd) return EBADF;
+        struct stat st;
+        if (::fstat(owned_fd.get(), &st) < 0) return EBADF;
+        dev = st.st_dev;
+        ino = st.st_ino;
+        for (auto &[id, xp] : xrcds_)
+            if (xp->has_inode && xp->dev == dev && xp->ino == ino) x = xp.get();
+        if (x && (q.oflags & O_EXCL)) return EINVAL;
+        if (!x && !(q.oflags & O_CREAT)) return EAGAIN;
+    }
+    if (!x) {
+        auto nx = std::make_unique<Xrcd>();
+        nx->id = new_id();
+        nx->has_inode = q.has_fd;
+        nx->dev = dev;
+        nx->ino = ino;
+        x = nx.get();
+        xrcds_[nx->id] = std::move(nx);
+    }
+    x->usecnt++;
+    auto h = std::make_unique<XrcdHandle>(XrcdHandle{new_id(), &c, x->id});
+    r.open_xrcd.handle = h->id;
+    xrcd_handles_[h->id] = std::move(h);
+    return 0;
+}
+
+Xrcd *Device::xrcd_of_handle(Client &c, uint32_t h) {
+    XrcdHandle *xh = owned(xrcd_handles_, c, h);
+    if (!xh) return nullptr;
+    auto it = xrcds_.find(xh->xrcd);
+    return it == xrcds_.end() ? nullptr : it->second.get();
+}
+
+void Device::xrcd_put(uint32_t xrcd_id) {
+    auto it = xrcds_.find(xrcd_id);
+    if (it == xrcds_.end()) return;
+    if (--it->second->usecnt <= 0) xrcds_.erase(it);
+}
+
+int Device::do_close_xrcd(Client &c, uint32_t h) {
+    Xrcd *x = xrcd_of_handle(c, h);
+    if (!x) return EINVAL;
+    // A private XRCD with live objects cannot go (the kernel says EBUSY);
+    // a shared one just drops this opener's reference.
+    if (!x->has_inode && x->usecnt > 1) return EBUSY;
+    xrcd_handles_.erase(h);
+    xrcd_put(x->id);
+    return 0;
+}
+
+int Device::do_create_srq(Client &c, const CreateSrqReq &q, Response &r, std::vector<int> &fds) {
+    if (q.type != IBV_SRQT_BASIC && q.type != IBV_SRQT_XRC) return EOPNOTSUPP;
+    Pd *pd = owned(pds_, c, q.pd);
+    if (!pd) return EINVAL;
+    if (q.max_wr == 0 || q.max_wr > limits::kMaxSrqWr || q.max_sge > limits::kMaxSge) return EINVAL;
+    if (q.srq_limit > q.max_wr) return EINVAL;
+    if (srqs_.size() >= limits::kMaxSrq) return ENOMEM;
+    Xrcd *x = nullptr;
+    Cq *cq = nullptr;
+    if (q.type == IBV_SRQT_XRC) {
+        x = xrcd_of_handle(c, q.xrcd);
+        cq = owned(cqs_, c, q.cq);
+        if (!x || !cq) return EINVAL;
+    }
+    auto s = std::make_unique<Srq>();
+    s->id = new_id();
+    s->owner = &c;
+    s->type = ibv_srq_type(q.type);
+    s->pd = q.pd;
+    s->xrcd = x ? x->id : 0;
+    s->cq = cq ? cq->id : 0;
+    s->cookie = q.cookie;
+    s->max_wr = q.max_wr;
+    s->entries = shm::round_up_pow2(q.max_wr);
+    s->max_sge = std::max<uint32_t>(q.max_sge, 1);
+    s->limit = q.srq_limit;
+    if (int e = s->shm.create("simhca-srq", shm::srq_region_size(s->entries))) return e;
+    s->ctl = static_cast<shm::SrqCtl *>(s->shm.data());
+    s->ring = reinterpret_cast<shm::RecvWqe *>(static_cast<char *>(s->shm.data()) + shm::kSrqEntriesOffset);
+    do {
+        next_srqn_ = (next_srqn_ + 1) & 0xffffff;
+    } while (next_srqn_ == 0 || srqn_to_srq_.count(next_srqn_));
+    s->srqn = next_srqn_;
+    pd->users++;
+    if (x) x->usecnt++;
+    if (cq) cq->users++;
+    r.create_srq = {s->id, s->srqn, s->entries, s->max_sge};
+    fds = {s->shm.fd()};
+    srqn_to_srq_[s->srqn] = s->id;
+    srqs_[s->id] = std::move(s);
+    return 0;
+}
+
+Srq *Device::srq_by_num(uint32_t srqn) {
+    auto it = srqn_to_srq_.find(srqn);
+    if (it == srqn_to_srq_.end()) return nullptr;
+    return srqs_[it->second].get();
+}
+
+int Device::do_modify_srq(Client &c, const ModifySrqReq &q) {
+    Srq *s = owned(srqs_, c, q.handle);
+    if (!s) return EINVAL;
+    if (q.mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) return EINVAL;
+    if (q.mask & IBV_SRQ_MAX_WR) return EINVAL; // resizing is not supported (no SRQ_RESIZE cap)
+    if (q.mask & IBV_SRQ_LIMIT) {
+        if (q.attr.srq_limit > s->max_wr) return EINVAL;
+        s->limit = q.attr.srq_limit;
+    }
+    return 0;
+}
+
+int Device::do_query_srq(Client &c, uint32_t h, Response &r) {
+    Srq *s = owned(srqs_, c, h);
+    if (!s) return EINVAL;
+    r.srq_attr.attr.max_wr = s->max_wr;
+    r.srq_attr.attr.max_sge = s->max_sge;
+    r.srq_attr.attr.srq_limit = s->limit;
+    return 0;
+}
+
+void Device::destroy_srq_object(Srq &s) {
+    if (auto it = pds_.find(s.pd); it != pds_.end()) it->second->users--;
+    if (s.cq)
+        if (auto it = cqs_.find(s.cq); it != cqs_.end()) it->second->users--;
+    if (s.xrcd) xrcd_put(s.xrcd);
+    srqn_to_srq_.erase(s.srqn);
+    srqs_.erase(s.id);
+}
+
+int Device::do_destroy_srq(Client &c, uint32_t h, Response &r) {
+    Srq *s = owned(srqs_, c, h);
+    if (!s) return EINVAL;
+    if (s->users) return EBUSY;
+    r.destroyed = {0, s->async_events};
+    destroy_srq_object(*s);
+    return 0;
+}
+
+} // namespace simhca

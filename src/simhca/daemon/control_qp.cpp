@@ -1,0 +1,230 @@
+// Control verbs for QPs: create / open (XRC TGT handles) / modify / query /
+// destroy. A TGT QP belongs to its XRCD, not to a process: every process
+// reaches it through a QpHandle and the last handle destroys it.
+#include <cerrno>
+#include <cstring>
+
+#include "../common/limits.hpp"
+#include "device.hpp"
+#include "qp_transitions.hpp"
+
+namespace simhca {
+
+using namespace proto;
+
+Qp *Device::qp_by_num(uint32_t qpn) {
+    auto it = qps_.find(qpn);
+    return it == qps_.end() ? nullptr : it->second.get();
+}
+
+void Device::qp_event(Qp &qp, ibv_event_type type) {
+    for (uint32_t hid : qp.handles) {
+        auto it = qp_handles_.find(hid);
+        if (it == qp_handles_.end()) continue;
+        it->second->async_events++;
+        post_async(it->second->owner, type, it->second->cookie);
+    }
+}
+
+int Device::do_create_qp(Client &c, const CreateQpReq &q, Response &r, std::vector<int> &fds) {
+    if (qps_.size() >= limits::kMaxQp) return ENOMEM;
+    ibv_qp_type type = ibv_qp_type(q.type);
+    if (type != IBV_QPT_RC && type != IBV_QPT_UD && type != IBV_QPT_XRC_SEND && type != IBV_QPT_XRC_RECV)
+        return EOPNOTSUPP;
+    ibv_qp_cap cap = q.cap;
+    if (cap.max_send_wr > limits::kMaxQpWr || cap.max_recv_wr > limits::kMaxQpWr ||
+        cap.max_send_sge > limits::kMaxSge || cap.max_recv_sge > limits::kMaxSge ||
+        cap.max_inline_data > limits::kMaxInline)
+        return EINVAL;
+    auto qp = std::make_unique<Qp>();
+    qp->type = type;
+    Pd *pd = nullptr;
+    Cq *scq = nullptr, *rcq = nullptr;
+    Srq *srq = nullptr;
+    Xrcd *x = nullptr;
+    if (type == IBV_QPT_XRC_RECV) {
+        x = xrcd_of_handle(c, q.xrcd);
+        if (!x) return EINVAL;
+        cap = {}; // a TGT QP has no queues of its own
+    } else {
+        pd = owned(pds_, c, q.pd);
+        scq = owned(cqs_, c, q.send_cq);
+        if (!pd || !scq) return EINVAL;
+        if (type == IBV_QPT_XRC_SEND) {
+            cap.max_recv_wr = cap.max_recv_sge = 0;
+        } else {
+            rcq = owned(cqs_, c, q.recv_cq);
+            if (!rcq) return EINVAL;
+            if (q.srq) {
+                srq = owned(srqs_, c, q.srq);
+                if (!srq || srq->type != IBV_SRQT_BASIC) return EINVAL;
+                cap.max_recv_wr = cap.max_recv_sge = 0;
+            }
+        }
+        qp->sq_entries = shm::round_up_pow2(std::max<uint32_t>(cap.max_send_wr, 1));
+        qp->rq_entries = (type == IBV_QPT_XRC_SEND || srq) ? 0 : shm::round_up_pow2(std::max<uint32_t>(cap.max_recv_wr, 1));
+        if (int e = qp->shm.create("simhca-qp", shm::qp_region_size(qp->sq_entries, qp->rq_entries))) return e;
+        char *base = static_cast<char *>(qp->shm.data());
+        qp->ctl = reinterpret_cast<shm::QpCtl *>(base);
+        qp->sq = reinterpret_cast<shm::SendWqe *>(base + shm::kQpSqOffset);
+        qp->rq = reinterpret_cast<shm::RecvWqe *>(base + shm::qp_rq_offset(qp->sq_entries));
+        cap.max_send_wr = qp->sq_entries;
+        if (qp->rq_entries) cap.max_recv_wr = qp->rq_entries;
+        cap.max_send_sge = std::max<uint32_t>(cap.max_send_sge, 1);
+        if (qp->rq_entries) cap.max_recv_sge = std::max<uint32_t>(cap.max_recv_sge, 1);
+    }
+    do {
+        next_qpn_ = (next_qpn_ + 1) & 0xffffff;
+    } while (next_qpn_ < 2 || qps_.count(next_qpn_));
+    qp->qpn = next_qpn_;
+    qp->owner = type == IBV_QPT_XRC_RECV ? nullptr : &c;
+    qp->pd = pd ? pd->id : 0;
+    qp->send_cq = scq ? scq->id : 0;
+    qp->recv_cq = rcq ? rcq->id : 0;
+    qp->srq = srq ? srq->id : 0;
+    qp->xrcd = x ? x->id : 0;
+    qp->sq_sig_all = q.sq_sig_all != 0;
+    qp->cap = cap;
+    qp->attr.qp_state = IBV_QPS_RESET;
+    qp->attr.path_mtu = IBV_MTU_4096;
+    qp->attr.port_num = 1;
+    if (pd) pd->users++;
+    if (scq) scq->users++;
+    if (rcq) rcq->users++;
+    if (srq) srq->users++;
+    if (x) x->usecnt++;
+    auto h = std::make_unique<QpHandle>(QpHandle{new_id(), &c, qp->qpn, q.cookie, 0});
+    qp->handles.push_back(h->id);
+    r.create_qp = {h->id, qp->qpn, qp->sq_entries, qp->rq_entries, cap};
+    if (qp->ctl) fds = {qp->shm.fd()};
+    qp_handles_[h->id] = std::move(h);
+    qps_[qp->qpn] = std::move(qp);
+    return 0;
+}
+
+int Device::do_open_qp(Client &c, const OpenQpReq &q, Response &r) {
+    if (q.type != IBV_QPT_XRC_RECV) return EINVAL;
+    Xrcd *x = xrcd_of_handle(c, q.xrcd);
+    Qp *qp = qp_by_num(q.qpn);
+    if (!x || !qp || qp->type != IBV_QPT_XRC_RECV || qp->xrcd != x->id) return EINVAL;
+    auto h = std::make_unique<QpHandle>(QpHandle{new_id(), &c, qp->qpn, q.cookie, 0});
+    qp->handles.push_back(h->id);
+    r.create_qp.handle = h->id;
+    r.create_qp.qpn = qp->qpn;
+    qp_handles_[h->id] = std::move(h);
+    return 0;
+}
+
+static bool attrs_in_range(const ibv_qp_attr &a, int mask) {
+    if ((mask & IBV_QP_PORT) && a.port_num != 1) return false;
+    if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index >= 128) return false;
+    if ((mask & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > IBV_MTU_4096)) return false;
+    if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > limits::kMaxQpRdAtom) return false;
+    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > limits::kMaxQpRdAtom) return false;
+    if ((mask & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31) return false;
+    if ((mask & IBV_QP_TIMEOUT) && a.timeout > 31) return false;
+    if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return false;
+    if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return false;
+    if ((mask & IBV_QP_AV) && a.ah_attr.port_num > 1) return false;
+    if ((mask & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xffffff) return false;
+    return true;
+}
+
+int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
+    auto hit = qp_handles_.find(q.handle);
+    if (hit == qp_handles_.end() || hit->second->owner != &c) return EINVAL;
+    Qp *qp = qp_by_num(hit->second->qpn);
+    if (!qp) return EINVAL;
+    const ibv_qp_attr &a = q.attr;
+    int mask = q.mask;
+    ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? a.cur_qp_state : qp->state;
+    ibv_qp_state next = (mask & IBV_QP_STATE) ? a.qp_state : cur;
+    if (!modify_qp_is_ok(cur, next, qp->type, mask)) return EINVAL;
+    if (!attrs_in_range(a, mask)) return EINVAL;
+    ibv_qp_attr &s = qp->attr;
+    if (mask & IBV_QP_PKEY_INDEX) s.pkey_index = a.pkey_index;
+    if (mask & IBV_QP_PORT) s.port_num = a.port_num;
+    if (mask & IBV_QP_QKEY) s.qkey = a.qkey;
+    if (mask & IBV_QP_ACCESS_FLAGS) s.qp_access_flags = a.qp_access_flags;
+    if (mask & IBV_QP_AV) s.ah_attr = a.ah_attr;
+    if (mask & IBV_QP_ALT_PATH) {
+        s.alt_ah_attr = a.alt_ah_attr;
+        s.alt_pkey_index = a.alt_pkey_index;
+        s.alt_port_num = a.alt_port_num;
+        s.alt_timeout = a.alt_timeout;
+    }
+    if (mask & IBV_QP_PATH_MTU) s.path_mtu = a.path_mtu;
+    if (mask & IBV_QP_DEST_QPN) s.dest_qp_num = a.dest_qp_num;
+    if (mask & IBV_QP_RQ_PSN) s.rq_psn = a.rq_psn & 0xffffff;
+    if (mask & IBV_QP_SQ_PSN) s.sq_psn = a.sq_psn & 0xffffff;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) s.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) s.max_rd_atomic = a.max_rd_atomic;
+    if (mask & IBV_QP_MIN_RNR_TIMER) s.min_rnr_timer = a.min_rnr_timer;
+    if (mask & IBV_QP_TIMEOUT) s.timeout = a.timeout;
+    if (mask & IBV_QP_RETRY_CNT) s.retry_cnt = a.retry_cnt;
+    if (mask & IBV_QP_RNR_RETRY) s.rnr_retry = a.rnr_retry;
+    if (mask & IBV_QP_PATH_MIG_STATE) s.path_mig_state = a.path_mig_state;
+    if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) s.en_sqd_async_notify = a.en_sqd_async_notify;
+
+    ibv_qp_state old = qp->state;
+    qp->state = next;
+    s.qp_state = next;
+    s.cur_qp_state = next;
+    if (next == IBV_QPS_RESET) {
+        // Reset discards all outstanding work, like the hardware does.
+        qp->pending.clear();
+        qp->retry_at_ns = 0;
+        qp->last_wqe_sent = false;
+        if (qp->ctl) {
+            qp->ctl->sq.tail.store(qp->ctl->sq.head.load(std::memory_order_acquire), std::memory_order_release);
+            qp->ctl->rq.tail.store(qp->ctl->rq.head.load(std::memory_order_acquire), std::memory_order_release);
+            qp->ctl->in_error.store(0, std::memory_order_release);
+        }
+    } else if (next == IBV_QPS_ERR && old != IBV_QPS_ERR) {
+        qp_to_error(*qp);
+    } else if (next == IBV_QPS_RTS) {
+        qp->counters_loaded = false;
+        pull_sq(*qp);
+    }
+    return 0;
+}
+
+int Device::do_query_qp(Client &c, uint32_t h, Response &r) {
+    auto hit = qp_handles_.find(h);
+    if (hit == qp_handles_.end() || hit->second->owner != &c) return EINVAL;
+    Qp *qp = qp_by_num(hit->second->qpn);
+    if (!qp) return EINVAL;
+    r.query_qp.attr = qp->attr;
+    r.query_qp.attr.qp_state = qp->state;
+    r.query_qp.attr.cur_qp_state = qp->state;
+    r.query_qp.attr.cap = qp->cap;
+    r.query_qp.cap = qp->cap;
+    r.query_qp.sq_sig_all = qp->sq_sig_all;
+    return 0;
+}
+
+void Device::destroy_qp_object(uint32_t qpn) {
+    Qp *qp = qp_by_num(qpn);
+    if (!qp) return;
+    if (auto it = pds_.find(qp->pd); it != pds_.end()) it->second->users--;
+    if (auto it = cqs_.find(qp->send_cq); it != cqs_.end()) it->second->users--;
+    if (auto it = cqs_.find(qp->recv_cq); it != cqs_.end()) it->second->users--;
+    if (auto it = srqs_.find(qp->srq); it != srqs_.end()) it->second->users--;
+    if (qp->xrcd) xrcd_put(qp->xrcd);
+    qps_.erase(qpn);
+}
+
+int Device::do_destroy_qp(Client &c, uint32_t h, Response &r) {
+    auto hit = qp_handles_.find(h);
+    if (hit == qp_handles_.end() || hit->second->owner != &c) return EINVAL;
+    uint32_t qpn = hit->second->qpn;
+    r.destroyed = {0, hit->second->async_events};
+    qp_handles_.erase(hit);
+    Qp *qp = qp_by_num(qpn);
+    if (!qp) return 0;
+    std::erase(qp->handles, h);
+    if (qp->handles.empty()) destroy_qp_object(qpn);
+    return 0;
+}
+
+} // namespace simhca

@@ -1,0 +1,157 @@
+// The simulated adapter: object tables, control verbs and the data path.
+// Single-threaded: the server's epoll loop calls into it, so no locking.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../common/protocol.hpp"
+#include "objects.hpp"
+
+namespace simhca {
+
+struct DeviceConfig {
+    std::string node = "node0";
+    uint16_t lid = 1;
+    std::string sysfs_dir;
+};
+
+// Outcome of a request at the responder (what a real HCA would signal with
+// ACK / NAK codes, or by dropping the packet).
+enum class RespStatus { Ack, RnrNak, Drop, RemAccess, RemInvReq, RemOp };
+
+// One "packet" from requester to responder.
+struct Message {
+    uint32_t opcode; // ibv_wr_opcode
+    uint32_t src_qpn, dst_qpn;
+    uint16_t src_lid;
+    uint32_t srqn;
+    uint64_t remote_addr;
+    uint32_t rkey;
+    uint32_t imm;
+    bool has_imm, solicited;
+    uint64_t compare_add, swap;
+    uint32_t length; // RDMA READ / atomic size
+    uint32_t qkey;
+    bool has_grh;
+    uint8_t grh[40];
+    std::vector<uint8_t> *payload; // SEND / WRITE data
+};
+
+struct Reply {
+    RespStatus status = RespStatus::Ack;
+    uint8_t rnr_timer = 0; // responder's min_rnr_timer, for RNR NAKs
+    std::vector<uint8_t> data; // READ / atomic result
+};
+
+class Device {
+public:
+    explicit Device(DeviceConfig cfg);
+    ~Device();
+
+    Client &add_client(UniqueFd sock, pid_t pid, uid_t uid);
+    void remove_client(uint32_t client_id); // uverbs-close style cleanup
+    Client *client(uint32_t id);
+    std::vector<uint32_t> client_ids() const;
+
+    // Control: fills resp and the fds to pass back (not owned by caller).
+    void handle(Client &c, const proto::Request &req, const int *in_fds, proto::Response &resp,
+                std::vector<int> &out_fds);
+
+    // Data path.
+    void on_doorbell(Client &c);
+    void on_timers(uint64_t now_ns);
+    uint64_t next_timer_ns() const; // 0 = none
+    bool idle() const;
+
+    static uint64_t now_ns();
+
+private:
+    // control handlers (control.cpp, control_qp.cpp)
+    int do_hello(Client &c, proto::Response &r, std::vector<int> &fds);
+    int do_alloc_pd(Client &c, proto::Response &r);
+    int do_dealloc_pd(Client &c, uint32_t h);
+    int do_reg_mr(Client &c, const proto::RegMrReq &q, proto::Response &r);
+    int do_dereg_mr(Client &c, uint32_t h);
+    int do_create_channel(Client &c, proto::Response &r, std::vector<int> &fds);
+    int do_destroy_channel(Client &c, uint32_t h);
+    int do_create_cq(Client &c, const proto::CreateCqReq &q, proto::Response &r, std::vector<int> &fds);
+    int do_destroy_cq(Client &c, uint32_t h, proto::Response &r);
+    int do_open_xrcd(Client &c, const proto::OpenXrcdReq &q, int fd, proto::Response &r);
+    int do_close_xrcd(Client &c, uint32_t h);
+    int do_create_srq(Client &c, const proto::CreateSrqReq &q, proto::Response &r, std::vector<int> &fds);
+    int do_modify_srq(Client &c, const proto::ModifySrqReq &q);
+    int do_query_srq(Client &c, uint32_t h, proto::Response &r);
+    int do_destroy_srq(Client &c, uint32_t h, proto::Response &r);
+    int do_create_qp(Client &c, const proto::CreateQpReq &q, proto::Response &r, std::vector<int> &fds);
+    int do_open_qp(Client &c, const proto::OpenQpReq &q, proto::Response &r);
+    int do_modify_qp(Client &c, const proto::ModifyQpReq &q);
+    int do_query_qp(Client &c, uint32_t h, proto::Response &r);
+    int do_destroy_qp(Client &c, uint32_t h, proto::Response &r);
+    int do_status(proto::Response &r, bool json);
+    int do_fault(const proto::FaultReq &q);
+
+    // helpers
+    uint32_t new_id() { return next_id_++; }
+    template <class T> T *owned(std::map<uint32_t, std::unique_ptr<T>> &m, Client &c, uint32_t h) {
+        auto it = m.find(h);
+        if (it == m.end() || it->second->owner != &c) return nullptr;
+        return it->second.get();
+    }
+    Qp *qp_by_num(uint32_t qpn);
+    Srq *srq_by_num(uint32_t srqn);
+    Mr *mr_by_key(uint32_t key);
+    Xrcd *xrcd_of_handle(Client &c, uint32_t h);
+    void xrcd_put(uint32_t xrcd_id);
+    void destroy_qp_object(uint32_t qpn);
+    void destroy_srq_object(Srq &s);
+
+    // events
+    void post_async(Client *c, ibv_event_type type, uint64_t cookie, uint32_t port = 0);
+    void qp_event(Qp &qp, ibv_event_type type);
+    void broadcast_port_event(ibv_event_type type);
+
+    // data path (engine.cpp)
+    void pull_sq(Qp &qp);
+    void progress(Qp &qp);
+    bool post_cqe(uint32_t cq_id, const shm::Cqe &e, bool solicited);
+    void qp_to_error(Qp &qp);
+    void flush_qp(Qp &qp);
+    int gather(Qp &qp, const shm::SendWqe &w, std::vector<uint8_t> &out, ibv_wc_status &st);
+    ibv_wc_status scatter(Client &owner, uint32_t pd, const shm::Sge *sge, uint32_t nsge,
+                          const uint8_t *data, size_t len, size_t skip = 0);
+    Reply respond(const Message &m);
+    RespStatus deliver_recv(Qp &t, Srq *srq, const Message &m);
+    RespStatus remote_mem(Qp &t, Srq *srq, const Message &m, Reply &out);
+    bool recv_available(Qp &t, Srq *srq);
+    bool take_recv(Qp &t, Srq *srq, shm::RecvWqe &w);
+    void complete_send(Qp &qp, const shm::SendWqe &w, ibv_wc_status st);
+
+public:
+    DeviceConfig cfg;
+    ibv_port_state port_state = IBV_PORT_ACTIVE;
+    bool stop_requested = false;
+
+private:
+    uint32_t next_id_ = 1;
+    uint32_t next_qpn_ = 0x48;
+    uint32_t next_srqn_ = 0x20;
+    uint32_t next_key_ = 0x100;
+    std::map<uint32_t, std::unique_ptr<Client>> clients_;
+    std::map<uint32_t, std::unique_ptr<Pd>> pds_;
+    std::map<uint32_t, std::unique_ptr<Mr>> mrs_;
+    std::map<uint32_t, uint32_t> key_to_mr_;
+    std::map<uint32_t, std::unique_ptr<Channel>> channels_;
+    std::map<uint32_t, std::unique_ptr<Cq>> cqs_;
+    std::map<uint32_t, std::unique_ptr<Xrcd>> xrcds_;
+    std::map<uint32_t, std::unique_ptr<XrcdHandle>> xrcd_handles_;
+    std::map<uint32_t, std::unique_ptr<Srq>> srqs_;
+    std::map<uint32_t, uint32_t> srqn_to_srq_;
+    std::map<uint32_t, std::unique_ptr<Qp>> qps_; // by qpn
+    std::map<uint32_t, std::unique_ptr<QpHandle>> qp_handles_;
+    std::vector<uint8_t> buf_; // scratch payload buffer, reused
+};
+
+} // namespace simhca

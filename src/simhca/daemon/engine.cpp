@@ -1,0 +1,394 @@
+// The data path: consumes send WQEs from the shared rings, executes them
+// against the responder (local QPs for now), and writes CQEs. Reliability
+// follows IB RC: RNR NAKs back off by the responder's min_rnr_timer and are
+// retried rnr_retry times (7 = forever); unanswered requests are retried
+// after the local ACK timeout retry_cnt times; errors move the QP to ERR and
+// flush everything outstanding.
+#include <cerrno>
+#include <cstring>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "../common/limits.hpp"
+#include "device.hpp"
+#include "dma.hpp"
+
+namespace simhca {
+
+using namespace shm;
+
+namespace {
+
+// IB spec table of RNR NAK timer values (in units of 10 ns: 0 = 655.36 ms).
+uint64_t rnr_delay_ns(uint8_t code) {
+    static const uint32_t us100[32] = {
+        65536, 1,    2,    3,    4,    6,    8,    12,   16,   24,   32,   48,   64,    96,    128,   192,
+        256,   384,  512,  768,  1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+    return uint64_t(us100[code & 31]) * 10000ull; // entries are in units of 10 us
+}
+
+// Local ACK timeout: 4.096 us * 2^timeout (0 means "infinite": we poll once a second).
+uint64_t ack_timeout_ns(uint8_t t) {
+    if (t == 0) return 1000000000ull;
+    if (t > 31) t = 31;
+    return 4096ull << t;
+}
+
+ibv_wc_opcode wc_opcode_for(uint32_t wr_opcode) {
+    switch (wr_opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    default: return IBV_WC_SEND;
+    }
+}
+
+bool carries_payload(uint32_t op) {
+    return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
+           op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+} // namespace
+
+void Device::on_doorbell(Client &c) {
+    uint64_t v;
+    if (c.doorbell) (void)!::read(c.doorbell.get(), &v, sizeof(v));
+    std::vector<uint32_t> mine;
+    for (auto &[qpn, qp] : qps_)
+        if (qp->owner == &c) mine.push_back(qpn);
+    for (uint32_t qpn : mine) {
+        Qp *qp = qp_by_num(qpn);
+        if (!qp) continue;
+        if (qp->state == IBV_QPS_ERR) flush_qp(*qp);
+        else pull_sq(*qp);
+    }
+}
+
+void Device::pull_sq(Qp &qp) {
+    if (!qp.ctl || qp.type == IBV_QPT_XRC_RECV) return;
+    if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_ERR) return; // WQEs wait in the ring
+    RingCtl &r = qp.ctl->sq;
+    uint32_t head = r.head.load(std::memory_order_acquire);
+    uint32_t tail = r.tail.load(std::memory_order_relaxed);
+    if (head - tail > qp.sq_entries) {
+        // The client corrupted its producer index: treat as a fatal QP error.
+        r.tail.store(head, std::memory_order_release);
+        qp_event(qp, IBV_EVENT_QP_FATAL);
+        qp_to_error(qp);
+        return;
+    }
+    while (tail != head && qp.pending.size() < qp.sq_entries) {
+        qp.pending.push_back(qp.sq[tail & (qp.sq_entries - 1)]);
+        ++tail;
+    }
+    r.tail.store(tail, std::memory_order_release);
+    progress(qp);
+}
+
+void Device::complete_send(Qp &qp, const SendWqe &w, ibv_wc_status st) {
+    bool signaled = qp.sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED);
+    if (st == IBV_WC_SUCCESS && !signaled) return;
+    Cqe e{};
+    e.wr_id = w.wr_id;
+    e.status = st;
+    e.opcode = wc_opcode_for(w.opcode);
+    e.qp_num = qp.qpn;
+    if (w.opcode == IBV_WR_RDMA_READ) {
+        for (uint32_t i = 0; i < std::min(w.num_sge, kMaxSge); ++i) e.byte_len += w.sge[i].length;
+    } else if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        e.byte_len = 8;
+    }
+    post_cqe(qp.send_cq, e, false);
+}
+
+bool Device::post_cqe(uint32_t cq_id, const Cqe &e, bool solicited) {
+    auto it = cqs_.find(cq_id);
+    if (it == cqs_.end()) return false;
+    Cq &cq = *it->second;
+    uint32_t tail = cq.ctl->ring.tail.load(std::memory_order_acquire);
+    if (cq.head - tail >= cq.entries) {
+        if (!cq.overflowed) {
+            cq.overflowed = true;
+            cq.async_events++;
+            post_async(cq.owner, IBV_EVENT_CQ_ERR, cq.cookie);
+        }
+        return false;
+    }
+    cq.ring[cq.head & (cq.entries - 1)] = e;
+    cq.head++;
+    cq.ctl->ring.head.store(cq.head, std::memory_order_release);
+    uint32_t armed = cq.ctl->armed.load(std::memory_order_acquire);
+    if (armed == 1 || (armed == 2 && (solicited || e.status != IBV_WC_SUCCESS))) {
+        if (cq.ctl->armed.exchange(0, std::memory_order_acq_rel) != 0 && cq.channel) {
+            auto ch = channels_.find(cq.channel);
+            if (ch != channels_.end()) {
+                proto::CompRecord rec{cq.cookie};
+                if (::write(ch->second->wr.get(), &rec, sizeof(rec)) == sizeof(rec)) cq.comp_events++;
+            }
+        }
+    }
+    return true;
+}
+
+void Device::qp_to_error(Qp &qp) {
+    qp.state = IBV_QPS_ERR;
+    qp.attr.qp_state = IBV_QPS_ERR;
+    qp.retry_at_ns = 0;
+    if (qp.ctl) qp.ctl->in_error.store(1, std::memory_order_release);
+    flush_qp(qp);
+    if ((qp.srq || qp.type == IBV_QPT_XRC_RECV) && !qp.last_wqe_sent) {
+        qp.last_wqe_sent = true;
+        qp_event(qp, IBV_EVENT_QP_LAST_WQE_REACHED);
+    }
+}
+
+// Everything outstanding completes with IBV_WC_WR_FLUSH_ERR (signaled or not).
+void Device::flush_qp(Qp &qp) {
+    if (!qp.ctl) return;
+    RingCtl &s = qp.ctl->sq;
+    uint32_t head = s.head.load(std::memory_order_acquire), tail = s.tail.load(std::memory_order_relaxed);
+    if (head - tail <= qp.sq_entries)
+        for (; tail != head; ++tail) qp.pending.push_back(qp.sq[tail & (qp.sq_entries - 1)]);
+    s.tail.store(head, std::memory_order_release);
+    while (!qp.pending.empty()) {
+        complete_send(qp, qp.pending.front(), IBV_WC_WR_FLUSH_ERR);
+        qp.pending.pop_front();
+    }
+    if (qp.rq_entries) {
+        RingCtl &r = qp.ctl->rq;
+        head = r.head.load(std::memory_order_acquire);
+        tail = r.tail.load(std::memory_order_relaxed);
+        if (head - tail <= qp.rq_entries) {
+            for (; tail != head; ++tail) {
+                Cqe e{};
+                e.wr_id = qp.rq[tail & (qp.rq_entries - 1)].wr_id;
+                e.status = IBV_WC_WR_FLUSH_ERR;
+                e.opcode = IBV_WC_RECV;
+                e.qp_num = qp.qpn;
+                post_cqe(qp.recv_cq, e, false);
+            }
+        }
+        r.tail.store(head, std::memory_order_release);
+    }
+}
+
+ibv_wc_status Device::scatter(Client &owner, uint32_t pd, const Sge *sge, uint32_t nsge, const uint8_t *data,
+                              size_t len, size_t skip) {
+    size_t pos = 0; // position in the sge space
+    for (uint32_t i = 0; i < nsge && pos < skip + len; ++i) {
+        const Sge &g = sge[i];
+        size_t seg_end = pos + g.length;
+        if (seg_end <= skip) {
+            pos = seg_end;
+            continue;
+        }
+        Mr *mr = mr_by_key(g.lkey);
+        if (!mr || mr->pd != pd || mr->owner != &owner || !(mr->access & IBV_ACCESS_LOCAL_WRITE) ||
+            g.addr < mr->iova || g.addr + g.length > mr->iova + mr->length)
+            return IBV_WC_LOC_PROT_ERR;
+        size_t from = std::max(pos, skip);          // first sge-space byte written here
+        size_t to = std::min(seg_end, skip + len);  // one past the last
+        uint64_t host = mr->addr + (g.addr - mr->iova) + (from - pos);
+        if (to > from && dma_write(owner.pid, host, data + (from - skip), to - from)) return IBV_WC_LOC_PROT_ERR;
+        pos = seg_end;
+    }
+    return pos >= skip + len ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;
+}
+
+int Device::gather(Qp &qp, const SendWqe &w, std::vector<uint8_t> &out, ibv_wc_status &st) {
+    out.clear();
+    st = IBV_WC_SUCCESS;
+    if (w.send_flags & IBV_SEND_INLINE) {
+        if (w.inline_len > kMaxInline) return st = IBV_WC_LOC_LEN_ERR, -1;
+        out.assign(w.inline_data, w.inline_data + w.inline_len);
+        return 0;
+    }
+    if (w.num_sge > kMaxSge) return st = IBV_WC_LOC_LEN_ERR, -1;
+    size_t total = 0;
+    for (uint32_t i = 0; i < w.num_sge; ++i) total += w.sge[i].length;
+    if (total > limits::kMaxMsgSize) return st = IBV_WC_LOC_LEN_ERR, -1;
+    out.resize(total);
+    size_t off = 0;
+    for (uint32_t i = 0; i < w.num_sge; ++i) {
+        const Sge &g = w.sge[i];
+        if (g.length == 0) continue;
+        Mr *mr = mr_by_key(g.lkey);
+        if (!mr || mr->pd != qp.pd || mr->owner != qp.owner || g.addr < mr->iova ||
+            g.addr + g.length > mr->iova + mr->length)
+            return st = IBV_WC_LOC_PROT_ERR, -1;
+        if (dma_read(qp.owner->pid, mr->addr + (g.addr - mr->iova), out.data() + off, g.length))
+            return st = IBV_WC_LOC_PROT_ERR, -1;
+        off += g.length;
+    }
+    return 0;
+}
+
+void Device::progress(Qp &qp) {
+    uint64_t now = 0;
+    while (!qp.pending.empty()) {
+        if (qp.state == IBV_QPS_ERR) {
+            flush_qp(qp);
+            return;
+        }
+        if (qp.state != IBV_QPS_RTS) return;
+        if (qp.retry_at_ns) {
+            if (!now) now = now_ns();
+            if (now < qp.retry_at_ns) return;
+            qp.retry_at_ns = 0;
+        }
+        if (!qp.counters_loaded) {
+            qp.rnr_left = qp.attr.rnr_retry;
+            qp.retry_left = qp.attr.retry_cnt;
+            qp.counters_loaded = true;
+        }
+        const SendWqe w = qp.pending.front(); // copy: the responder may flush this QP
+        ibv_wc_status st = IBV_WC_SUCCESS;
+        bool ud = qp.type == IBV_QPT_UD;
+        bool op_ok = ud ? (w.opcode == IBV_WR_SEND || w.opcode == IBV_WR_SEND_WITH_IMM)
+                        : (w.opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD && w.opcode != 0xff);
+        if (!op_ok) st = IBV_WC_LOC_QP_OP_ERR;
+
+        Message m{};
+        m.opcode = w.opcode;
+        m.src_qpn = qp.qpn;
+        m.src_lid = cfg.lid;
+        m.srqn = w.remote_srqn & 0xffffff;
+        m.remote_addr = w.remote_addr;
+        m.rkey = w.rkey;
+        m.imm = w.imm_data;
+        m.has_imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+        m.solicited = w.send_flags & IBV_SEND_SOLICITED;
+        m.compare_add = w.compare_add;
+        m.swap = w.swap;
+        uint16_t dlid;
+        if (ud) {
+            m.dst_qpn = w.remote_qpn & 0xffffff;
+            // A qkey with the high bit set means "use the QP's own qkey".
+            m.qkey = (w.remote_qkey & 0x80000000u) ? qp.attr.qkey : w.remote_qkey;
+            dlid = w.av.dlid;
+            if (w.av.is_global) {
+                m.has_grh = true;
+                uint8_t *g = m.grh;
+                std::memset(g, 0, 40);
+                uint32_t vtf = (6u << 28) | (uint32_t(w.av.traffic_class) << 20) | (w.av.flow_label & 0xfffff);
+                g[0] = uint8_t(vtf >> 24); g[1] = uint8_t(vtf >> 16); g[2] = uint8_t(vtf >> 8); g[3] = uint8_t(vtf);
+                g[6] = 0x1b; // next header: IBA transport
+                g[7] = w.av.hop_limit;
+                uint64_t pfx = __builtin_bswap64(limits::kSubnetPrefix);
+                uint64_t guid = __builtin_bswap64(limits::node_guid_for_lid(cfg.lid));
+                std::memcpy(g + 8, &pfx, 8);
+                std::memcpy(g + 16, &guid, 8);
+                std::memcpy(g + 24, w.av.dgid, 16);
+            }
+        } else {
+            m.dst_qpn = qp.attr.dest_qp_num;
+            dlid = qp.attr.ah_attr.dlid;
+        }
+
+        if (st == IBV_WC_SUCCESS && carries_payload(w.opcode)) {
+            gather(qp, w, buf_, st);
+            if (st == IBV_WC_SUCCESS && ud && buf_.size() > limits::kMaxUdPayload) st = IBV_WC_LOC_LEN_ERR;
+            if (ud && st == IBV_WC_SUCCESS) {
+                uint16_t paylen = uint16_t(buf_.size() + 8 + 4 + 4); // BTH+DETH+ICRC, close enough
+                m.grh[4] = uint8_t(paylen >> 8);
+                m.grh[5] = uint8_t(paylen);
+            }
+        }
+        if (st == IBV_WC_SUCCESS && w.opcode == IBV_WR_RDMA_READ) {
+            uint64_t total = 0;
+            for (uint32_t i = 0; i < std::min(w.num_sge, kMaxSge); ++i) total += w.sge[i].length;
+            if (w.num_sge > kMaxSge || total > limits::kMaxMsgSize) st = IBV_WC_LOC_LEN_ERR;
+            m.length = uint32_t(total);
+        }
+        if (st == IBV_WC_SUCCESS && (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)) {
+            if (w.num_sge < 1 || w.sge[0].length != 8) st = IBV_WC_LOC_LEN_ERR;
+            m.length = 8;
+        }
+        if (st != IBV_WC_SUCCESS) {
+            if (!qp.pending.empty()) qp.pending.pop_front();
+            complete_send(qp, w, st);
+            if (!ud) qp_to_error(qp);
+            continue;
+        }
+        m.payload = &buf_;
+
+        Reply rep;
+        if (port_state != IBV_PORT_ACTIVE || dlid != cfg.lid) rep.status = RespStatus::Drop; // no route yet
+        else rep = respond(m);
+
+        switch (rep.status) {
+        case RespStatus::Ack: {
+            ibv_wc_status fin = IBV_WC_SUCCESS;
+            if (!rep.data.empty()) {
+                uint32_t n = std::min(w.num_sge, kMaxSge);
+                if (w.opcode != IBV_WR_RDMA_READ) n = 1;
+                fin = scatter(*qp.owner, qp.pd, w.sge, n, rep.data.data(), rep.data.size());
+            }
+            if (!qp.pending.empty()) qp.pending.pop_front();
+            qp.counters_loaded = false; // progress resets the retry budgets
+            complete_send(qp, w, fin);
+            if (fin != IBV_WC_SUCCESS) qp_to_error(qp);
+            break;
+        }
+        case RespStatus::Drop:
+            if (ud) { // unreliable: the sender never knows
+                if (!qp.pending.empty()) qp.pending.pop_front();
+            complete_send(qp, w, IBV_WC_SUCCESS);
+                break;
+            }
+            if (qp.attr.timeout == 0 || qp.retry_left > 0) {
+                if (qp.attr.timeout) qp.retry_left--;
+                qp.retry_at_ns = now_ns() + ack_timeout_ns(qp.attr.timeout);
+                return;
+            } else {
+                if (!qp.pending.empty()) qp.pending.pop_front();
+            complete_send(qp, w, IBV_WC_RETRY_EXC_ERR);
+                qp_to_error(qp);
+            }
+            break;
+        case RespStatus::RnrNak:
+            if (qp.attr.rnr_retry == 7 || qp.rnr_left > 0) {
+                if (qp.attr.rnr_retry != 7) qp.rnr_left--;
+                qp.retry_at_ns = now_ns() + rnr_delay_ns(rep.rnr_timer);
+                return;
+            } else {
+                if (!qp.pending.empty()) qp.pending.pop_front();
+            complete_send(qp, w, IBV_WC_RNR_RETRY_EXC_ERR);
+                qp_to_error(qp);
+            }
+            break;
+        case RespStatus::RemAccess:
+        case RespStatus::RemInvReq:
+        case RespStatus::RemOp: {
+            ibv_wc_status es = rep.status == RespStatus::RemAccess   ? IBV_WC_REM_ACCESS_ERR
+                               : rep.status == RespStatus::RemInvReq ? IBV_WC_REM_INV_REQ_ERR
+                                                                     : IBV_WC_REM_OP_ERR;
+            if (!qp.pending.empty()) qp.pending.pop_front();
+            complete_send(qp, w, es);
+            qp_to_error(qp);
+            break;
+        }
+        }
+    }
+}
+
+void Device::on_timers(uint64_t now) {
+    std::vector<uint32_t> due;
+    for (auto &[qpn, qp] : qps_)
+        if (qp->retry_at_ns && qp->retry_at_ns <= now) due.push_back(qpn);
+    for (uint32_t qpn : due)
+        if (Qp *qp = qp_by_num(qpn)) progress(*qp);
+}
+
+uint64_t Device::next_timer_ns() const {
+    uint64_t best = 0;
+    for (auto &[qpn, qp] : qps_)
+        if (qp->retry_at_ns && (!best || qp->retry_at_ns < best)) best = qp->retry_at_ns;
+    return best;
+}
+
+bool Device::idle() const { return next_timer_ns() == 0; }
+
+} // namespace simhca

@@ -1,0 +1,82 @@
+// simhcad: the per-node software HCA daemon.
+//   simhcad --node NAME [--fabric FILE] [--sysfs DIR]
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "../common/socket_io.hpp"
+#include "device.hpp"
+#include "fabric.hpp"
+#include "server.hpp"
+#include "sysfs.hpp"
+
+using namespace simhca;
+
+static void usage() {
+    std::fprintf(stderr, "usage: simhcad --node NAME [--fabric FILE] [--sysfs DIR]\n"
+                         "Runs the software HCA of one (simulated) node in the foreground.\n"
+                         "Listens on the abstract socket @simhca[.$SIMHCA_INSTANCE].\n");
+}
+
+int main(int argc, char **argv) {
+    DeviceConfig cfg;
+    std::string fabric;
+    bool have_node = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                usage();
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--node") cfg.node = next(), have_node = true;
+        else if (a == "--fabric") fabric = next();
+        else if (a == "--sysfs") cfg.sysfs_dir = next();
+        else if (a == "-h" || a == "--help") return usage(), 0;
+        else {
+            std::fprintf(stderr, "simhcad: unknown argument '%s'\n", a.c_str());
+            usage();
+            return 2;
+        }
+    }
+    if (!have_node) {
+        usage();
+        return 2;
+    }
+    std::vector<FabricNode> nodes;
+    if (!fabric.empty()) {
+        std::string err;
+        if (!load_fabric(fabric, nodes, err)) {
+            std::fprintf(stderr, "simhcad: %s\n", err.c_str());
+            return 1;
+        }
+        bool found = false;
+        for (auto &n : nodes)
+            if (n.name == cfg.node) cfg.lid = n.lid, found = true;
+        if (!found) {
+            std::fprintf(stderr, "simhcad: node '%s' is not in fabric file %s\n", cfg.node.c_str(), fabric.c_str());
+            return 1;
+        }
+    }
+    if (cfg.sysfs_dir.empty()) {
+        const char *inst = std::getenv("SIMHCA_INSTANCE");
+        const char *tmp = std::getenv("TMPDIR");
+        cfg.sysfs_dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/simhca-sysfs" +
+                        (inst && *inst ? std::string(".") + inst : std::string()) + "/" + cfg.node + "/simhca0";
+    }
+    std::string err;
+    if (!write_sysfs(cfg.sysfs_dir, cfg.lid, err)) std::fprintf(stderr, "simhcad: warning: %s\n", err.c_str());
+
+    Device dev(cfg);
+    Server srv(dev);
+    if (int e = srv.listen()) {
+        std::fprintf(stderr, "simhcad: cannot listen on %s: %s%s\n", daemon_address_text().c_str(), std::strerror(e),
+                     e == EADDRINUSE ? " (another simhcad is running there)" : "");
+        return 1;
+    }
+    return srv.run();
+}

@@ -1,0 +1,127 @@
+// The objects the daemon owns on behalf of its clients (what the adapter
+// and the kernel own on real hardware). Ids are daemon-wide; every request
+// is checked against the owner so one process cannot touch another's.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include <infiniband/verbs.h>
+
+#include "../common/shm_layout.hpp"
+#include "../common/unique_fd.hpp"
+#include "shm_region.hpp"
+
+namespace simhca {
+
+struct Client {
+    uint32_t id = 0;
+    UniqueFd sock;
+    pid_t pid = 0;
+    uid_t uid = 0;
+    UniqueFd async_rd, async_wr; // rd is handed to the library
+    UniqueFd doorbell;            // eventfd the library writes after posting
+    bool is_ctl = false;          // simhca-ctl connection: no verbs objects
+};
+
+struct Pd {
+    uint32_t id;
+    Client *owner;
+    int users = 0; // MRs, QPs, SRQs
+};
+
+struct Mr {
+    uint32_t id;
+    Client *owner;
+    uint32_t pd;
+    uint64_t addr, length, iova;
+    int access;
+    uint32_t key; // lkey == rkey
+};
+
+struct Channel {
+    uint32_t id;
+    Client *owner;
+    UniqueFd rd, wr;
+    int users = 0;
+};
+
+struct Cq {
+    uint32_t id;
+    Client *owner;
+    uint32_t channel = 0;
+    uint64_t cookie = 0;
+    ShmRegion shm;
+    uint32_t entries = 0;
+    uint32_t head = 0; // daemon's producer index
+    shm::CqCtl *ctl = nullptr;
+    shm::Cqe *ring = nullptr;
+    int users = 0;
+    uint32_t comp_events = 0, async_events = 0;
+    bool overflowed = false;
+};
+
+struct Xrcd {
+    uint32_t id;
+    bool has_inode = false;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    int usecnt = 0; // open handles + SRQs + TGT QPs, like the kernel's xrcd->usecnt
+};
+
+struct XrcdHandle {
+    uint32_t id;
+    Client *owner;
+    uint32_t xrcd;
+};
+
+struct Srq {
+    uint32_t id;
+    Client *owner;
+    ibv_srq_type type = IBV_SRQT_BASIC;
+    uint32_t pd = 0, xrcd = 0, cq = 0;
+    uint32_t srqn = 0;
+    uint64_t cookie = 0;
+    ShmRegion shm;
+    uint32_t entries = 0, max_sge = 0, max_wr = 0;
+    uint32_t limit = 0; // armed when non-zero
+    shm::SrqCtl *ctl = nullptr;
+    shm::RecvWqe *ring = nullptr;
+    int users = 0; // QPs attached
+    uint32_t async_events = 0;
+};
+
+struct QpHandle {
+    uint32_t id;
+    Client *owner;
+    uint32_t qpn;
+    uint64_t cookie;
+    uint32_t async_events = 0;
+};
+
+struct Qp {
+    uint32_t qpn;
+    Client *owner = nullptr; // nullptr for XRC TGT QPs: they live in the XRCD
+    ibv_qp_type type;
+    uint32_t pd = 0, send_cq = 0, recv_cq = 0, srq = 0, xrcd = 0;
+    bool sq_sig_all = false;
+    ibv_qp_cap cap{};
+    ibv_qp_state state = IBV_QPS_RESET;
+    ibv_qp_attr attr{}; // current attributes (what query_qp returns)
+    ShmRegion shm;
+    uint32_t sq_entries = 0, rq_entries = 0;
+    shm::QpCtl *ctl = nullptr;
+    shm::SendWqe *sq = nullptr;
+    shm::RecvWqe *rq = nullptr;
+    std::deque<shm::SendWqe> pending; // consumed from the ring, not yet completed
+    // Retry machinery (RNR NAK and transport timeouts).
+    uint64_t retry_at_ns = 0; // 0 = not waiting
+    int rnr_left = 0, retry_left = 0;
+    bool counters_loaded = false;
+    std::vector<uint32_t> handles; // QpHandle ids
+    bool last_wqe_sent = false;
+};
+
+} // namespace simhca

@@ -1,0 +1,193 @@
+// The responder half of the data path: what the target HCA does with an
+// incoming request. Routing: RC by QPN (and the connected peer), UD by QPN
+// and Q_Key, XRC by the TGT QPN plus remote_srqn, with the XRCD check that
+// keeps jobs with different XRC domains apart.
+#include <cstring>
+
+#include "../common/limits.hpp"
+#include "device.hpp"
+#include "dma.hpp"
+
+namespace simhca {
+
+using namespace shm;
+
+namespace {
+struct RecvQueue {
+    RingCtl *ctl;
+    RecvWqe *ring;
+    uint32_t entries;
+};
+
+RecvQueue queue_of(Qp &t, Srq *srq) {
+    if (srq) return {&srq->ctl->rq, srq->ring, srq->entries};
+    return {t.ctl ? &t.ctl->rq : nullptr, t.rq, t.rq_entries};
+}
+} // namespace
+
+bool Device::recv_available(Qp &t, Srq *srq) {
+    RecvQueue q = queue_of(t, srq);
+    if (!q.ctl || !q.entries) return false;
+    uint32_t head = q.ctl->head.load(std::memory_order_acquire);
+    uint32_t tail = q.ctl->tail.load(std::memory_order_relaxed);
+    return head != tail && head - tail <= q.entries;
+}
+
+bool Device::take_recv(Qp &t, Srq *srq, RecvWqe &w) {
+    if (!recv_available(t, srq)) return false;
+    RecvQueue q = queue_of(t, srq);
+    uint32_t head = q.ctl->head.load(std::memory_order_acquire);
+    uint32_t tail = q.ctl->tail.load(std::memory_order_relaxed);
+    w = q.ring[tail & (q.entries - 1)];
+    q.ctl->tail.store(tail + 1, std::memory_order_release);
+    if (srq && srq->limit && head - (tail + 1) < srq->limit) {
+        // The limit is one-shot: it disarms itself when it fires.
+        srq->limit = 0;
+        srq->async_events++;
+        post_async(srq->owner, IBV_EVENT_SRQ_LIMIT_REACHED, srq->cookie);
+    }
+    return true;
+}
+
+Reply Device::respond(const Message &m) {
+    Reply rep;
+    Qp *t = qp_by_num(m.dst_qpn);
+    if (!t || (t->state != IBV_QPS_RTR && t->state != IBV_QPS_RTS && t->state != IBV_QPS_SQD)) {
+        rep.status = RespStatus::Drop; // nobody listens: the requester times out
+        return rep;
+    }
+    rep.rnr_timer = t->attr.min_rnr_timer;
+    Srq *srq = nullptr;
+    switch (t->type) {
+    case IBV_QPT_RC:
+        if (t->attr.dest_qp_num != m.src_qpn) return rep.status = RespStatus::Drop, rep;
+        if (t->srq) srq = srqs_[t->srq].get();
+        break;
+    case IBV_QPT_UD:
+        if ((m.opcode != IBV_WR_SEND && m.opcode != IBV_WR_SEND_WITH_IMM) || m.qkey != t->attr.qkey)
+            return rep.status = RespStatus::Drop, rep;
+        if (t->srq) srq = srqs_[t->srq].get();
+        break;
+    case IBV_QPT_XRC_RECV:
+        if (t->attr.dest_qp_num != m.src_qpn) return rep.status = RespStatus::Drop, rep;
+        srq = srq_by_num(m.srqn);
+        // The SRQ must live in the TGT QP's own XRC domain.
+        if (!srq || srq->type != IBV_SRQT_XRC || srq->xrcd != t->xrcd) return rep.status = RespStatus::RemInvReq, rep;
+        break;
+    default: return rep.status = RespStatus::Drop, rep;
+    }
+    switch (m.opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM: rep.status = deliver_recv(*t, srq, m); break;
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+        if (!recv_available(*t, srq)) {
+            rep.status = RespStatus::RnrNak;
+            break;
+        }
+        rep.status = remote_mem(*t, srq, m, rep);
+        if (rep.status == RespStatus::Ack) rep.status = deliver_recv(*t, srq, m);
+        break;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: rep.status = remote_mem(*t, srq, m, rep); break;
+    default: rep.status = RespStatus::RemInvReq;
+    }
+    return rep;
+}
+
+RespStatus Device::deliver_recv(Qp &t, Srq *srq, const Message &m) {
+    bool ud = t.type == IBV_QPT_UD;
+    RecvWqe w;
+    if (!take_recv(t, srq, w)) return ud ? RespStatus::Drop : RespStatus::RnrNak;
+    Client *owner = srq ? srq->owner : t.owner;
+    uint32_t pd = srq ? srq->pd : t.pd;
+    uint32_t cq = (srq && srq->type == IBV_SRQT_XRC) ? srq->cq : t.recv_cq;
+    bool write_imm = m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    size_t len = write_imm ? 0 : m.payload->size();
+
+    Cqe e{};
+    e.wr_id = w.wr_id;
+    e.qp_num = t.qpn;
+    e.src_qp = m.src_qpn;
+    e.slid = m.src_lid;
+    e.opcode = write_imm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+    e.byte_len = uint32_t(write_imm ? m.payload->size() : len + (ud ? 40 : 0));
+    if (m.has_imm) {
+        e.imm_data = m.imm;
+        e.wc_flags |= IBV_WC_WITH_IMM;
+    }
+    ibv_wc_status st = IBV_WC_SUCCESS;
+    uint32_t nsge = std::min(w.num_sge, kMaxSge);
+    if (w.num_sge > kMaxSge) st = IBV_WC_LOC_LEN_ERR;
+    else if (!write_imm) {
+        if (ud && m.has_grh) {
+            e.wc_flags |= IBV_WC_GRH;
+            std::vector<uint8_t> tmp(40 + len);
+            std::memcpy(tmp.data(), m.grh, 40);
+            if (len) std::memcpy(tmp.data() + 40, m.payload->data(), len);
+            st = scatter(*owner, pd, w.sge, nsge, tmp.data(), tmp.size());
+        } else {
+            st = scatter(*owner, pd, w.sge, nsge, m.payload->data(), len, ud ? 40 : 0);
+        }
+    }
+    e.status = st;
+    post_cqe(cq, e, m.solicited);
+    if (st == IBV_WC_SUCCESS) return RespStatus::Ack;
+    if (ud) return RespStatus::Drop;
+    qp_to_error(t);
+    return st == IBV_WC_LOC_LEN_ERR ? RespStatus::RemInvReq : RespStatus::RemOp;
+}
+
+RespStatus Device::remote_mem(Qp &t, Srq *srq, const Message &m, Reply &out) {
+    int need_mr, need_qp;
+    uint64_t len;
+    switch (m.opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+        need_mr = need_qp = IBV_ACCESS_REMOTE_WRITE;
+        len = m.payload->size();
+        break;
+    case IBV_WR_RDMA_READ:
+        need_mr = need_qp = IBV_ACCESS_REMOTE_READ;
+        len = m.length;
+        break;
+    default:
+        need_mr = need_qp = IBV_ACCESS_REMOTE_ATOMIC;
+        len = 8;
+        if (m.remote_addr & 7) return RespStatus::RemInvReq; // misaligned atomic
+    }
+    if (!(t.attr.qp_access_flags & need_qp)) return RespStatus::RemAccess;
+    if (len == 0) return RespStatus::Ack;
+    Mr *mr = mr_by_key(m.rkey);
+    uint32_t pd = t.type == IBV_QPT_XRC_RECV ? (srq ? srq->pd : 0) : t.pd;
+    if (!mr || mr->pd != pd || !(mr->access & need_mr) || m.remote_addr < mr->iova ||
+        m.remote_addr + len > mr->iova + mr->length || m.remote_addr + len < m.remote_addr)
+        return RespStatus::RemAccess;
+    uint64_t host = mr->addr + (m.remote_addr - mr->iova);
+    pid_t pid = mr->owner->pid;
+    switch (m.opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+        if (dma_write(pid, host, m.payload->data(), len)) return RespStatus::RemAccess;
+        return RespStatus::Ack;
+    case IBV_WR_RDMA_READ:
+        out.data.resize(len);
+        if (dma_read(pid, host, out.data.data(), len)) return RespStatus::RemAccess;
+        return RespStatus::Ack;
+    default: {
+        // The daemon is single threaded, so atomics are atomic with respect
+        // to every other HCA operation (like a real HCA's atomic unit).
+        uint64_t orig;
+        if (dma_read(pid, host, &orig, 8)) return RespStatus::RemAccess;
+        uint64_t nv = m.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? (orig == m.compare_add ? m.swap : orig)
+                                                             : orig + m.compare_add;
+        if (nv != orig && dma_write(pid, host, &nv, 8)) return RespStatus::RemAccess;
+        out.data.resize(8);
+        std::memcpy(out.data.data(), &orig, 8);
+        return RespStatus::Ack;
+    }
+    }
+}
+
+} // namespace simhca

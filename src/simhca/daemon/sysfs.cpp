@@ -1,0 +1,72 @@
+#include "sysfs.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/limits.hpp"
+
+namespace simhca {
+
+namespace {
+bool mkdirs(const std::string &p) {
+    std::string cur;
+    for (size_t i = 0; i <= p.size(); ++i) {
+        if (i == p.size() || p[i] == '/') {
+            if (!cur.empty() && ::mkdir(cur.c_str(), 0755) < 0 && errno != EEXIST) return false;
+        }
+        if (i < p.size()) cur += p[i];
+    }
+    return true;
+}
+bool put(const std::string &path, const std::string &text) {
+    FILE *f = std::fopen(path.c_str(), "w");
+    if (!f) return false;
+    std::fputs(text.c_str(), f);
+    return std::fclose(f) == 0;
+}
+std::string guid_text(uint64_t g) {
+    char b[32];
+    std::snprintf(b, sizeof(b), "%04x:%04x:%04x:%04x", unsigned(g >> 48) & 0xffff, unsigned(g >> 32) & 0xffff,
+                  unsigned(g >> 16) & 0xffff, unsigned(g) & 0xffff);
+    return b;
+}
+} // namespace
+
+bool write_sysfs(const std::string &dir, uint16_t lid, std::string &err) {
+    if (!mkdirs(dir + "/device") || !mkdirs(dir + "/ports/1")) {
+        err = "cannot create " + dir + ": " + std::strerror(errno);
+        return false;
+    }
+    // Every CPU is local: the simulated HCA is attached to the whole machine.
+    long ncpu = ::sysconf(_SC_NPROCESSORS_CONF);
+    std::string mask;
+    {
+        unsigned words = unsigned((ncpu + 31) / 32);
+        for (unsigned w = words; w-- > 0;) {
+            long bits = std::min<long>(32, ncpu - long(w) * 32);
+            uint32_t v = bits >= 32 ? 0xffffffffu : ((1u << bits) - 1);
+            char b[16];
+            std::snprintf(b, sizeof(b), "%08x", v);
+            if (!mask.empty()) mask += ",";
+            mask += b;
+        }
+    }
+    uint64_t guid = limits::node_guid_for_lid(lid);
+    char lidtxt[16];
+    std::snprintf(lidtxt, sizeof(lidtxt), "0x%x\n", lid);
+    bool ok = put(dir + "/device/local_cpus", mask + "\n") && put(dir + "/device/numa_node", "-1\n") &&
+              put(dir + "/device/vendor", "0x02c9\n") && put(dir + "/device/device", "0x1017\n") &&
+              put(dir + "/board_id", "SIM0000000001\n") && put(dir + "/fw_ver", std::string(limits::kFwVer) + "\n") &&
+              put(dir + "/hca_type", "SIMHCA\n") && put(dir + "/hw_rev", "0\n") &&
+              put(dir + "/node_type", "1: CA\n") && put(dir + "/node_guid", guid_text(guid) + "\n") &&
+              put(dir + "/sys_image_guid", guid_text(guid) + "\n") && put(dir + "/ports/1/lid", lidtxt) &&
+              put(dir + "/ports/1/state", "4: ACTIVE\n") && put(dir + "/ports/1/phys_state", "5: LinkUp\n") &&
+              put(dir + "/ports/1/link_layer", "InfiniBand\n") && put(dir + "/ports/1/rate", "100 Gb/sec (4X EDR)\n");
+    if (!ok) err = "cannot write files in " + dir;
+    return ok;
+}
+
+} // namespace simhca

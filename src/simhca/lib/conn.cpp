@@ -1,0 +1,73 @@
+// The control connection to simhcad and the shared-memory mapping helper.
+#include <cerrno>
+#include <cstring>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../common/socket_io.hpp"
+#include "lib.hpp"
+
+namespace simhca::lib {
+
+Conn::~Conn() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+int Conn::connect() {
+    int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0) return errno;
+    sockaddr_un addr;
+    socklen_t len = daemon_address(addr);
+    if (::connect(s, reinterpret_cast<sockaddr *>(&addr), len) < 0) {
+        int e = errno;
+        ::close(s);
+        return e;
+    }
+    fd_ = s;
+    return 0;
+}
+
+int Conn::call(proto::Op op, proto::Request &req, proto::Response &resp, int in_fd, int *out_fds,
+               int max_out) noexcept {
+    std::lock_guard<std::mutex> g(mu_);
+    if (fd_ < 0) return ENODEV;
+    req.op = uint32_t(op);
+    if (int e = send_with_fds(fd_, &req, sizeof(req), &in_fd, in_fd >= 0 ? 1 : 0)) return e == EPIPE ? ENODEV : e;
+    int fds[4];
+    long n = recv_with_fds(fd_, &resp, sizeof(resp), fds, 4);
+    int kept = 0;
+    for (int i = 0; i < 4; ++i) {
+        if (fds[i] < 0) continue;
+        if (out_fds && kept < max_out) out_fds[kept++] = fds[i];
+        else ::close(fds[i]);
+    }
+    if (n <= 0) return n == 0 ? ENODEV : int(-n); // daemon gone: like a device removal
+    if (size_t(n) < offsetof(proto::Response, raw)) return EPROTO;
+    return resp.err;
+}
+
+int Mapping::map(int fd, size_t len) noexcept {
+    size_t page = size_t(::sysconf(_SC_PAGESIZE));
+    len = (len + page - 1) / page * page;
+    void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    ::close(fd);
+    if (p == MAP_FAILED) return e;
+    base = p;
+    size = len;
+    return 0;
+}
+
+void Mapping::unmap() noexcept {
+    if (base) ::munmap(base, size);
+    base = nullptr;
+}
+
+void ring_doorbell(Context &c) noexcept {
+    uint64_t one = 1;
+    (void)!::write(c.doorbell, &one, sizeof(one));
+}
+
+} // namespace simhca::lib

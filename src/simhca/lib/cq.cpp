@@ -1,0 +1,195 @@
+// Completion channels and CQs. Polling reads CQEs straight from the shared
+// ring (no syscall); arming writes a flag the daemon checks when it adds a
+// CQE, and events arrive as records on the channel's pipe.
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <unistd.h>
+
+#include "lib.hpp"
+
+using namespace simhca;
+using namespace simhca::lib;
+
+SIMHCA_API ibv_comp_channel *ibv_create_comp_channel(ibv_context *context) noexcept {
+    if (!context) return fail<ibv_comp_channel>(EINVAL);
+    proto::Request req{};
+    proto::Response resp{};
+    int fd = -1;
+    if (int e = ctx_of(context)->conn.call(proto::Op::CreateChannel, req, resp, -1, &fd, 1))
+        return fail<ibv_comp_channel>(e);
+    if (fd < 0) return fail<ibv_comp_channel>(EPROTO);
+    auto *ch = new (std::nothrow) Channel{};
+    if (!ch) {
+        ::close(fd);
+        return fail<ibv_comp_channel>(ENOMEM);
+    }
+    ch->ch.context = context;
+    ch->ch.fd = fd;
+    ch->ch.refcnt = 0;
+    ch->handle = resp.h.handle;
+    return &ch->ch;
+}
+
+SIMHCA_API int ibv_destroy_comp_channel(ibv_comp_channel *channel) noexcept {
+    if (!channel) return EINVAL;
+    if (channel->refcnt) return EBUSY;
+    auto *ch = reinterpret_cast<Channel *>(channel);
+    proto::Request req{};
+    proto::Response resp{};
+    req.h.handle = ch->handle;
+    if (int e = ctx_of(channel->context)->conn.call(proto::Op::DestroyChannel, req, resp); e && e != ENODEV)
+        return e;
+    ::close(channel->fd);
+    delete ch;
+    return 0;
+}
+
+namespace simhca::lib {
+
+static Cq *make_cq(ibv_context *context, int cqe, void *cq_context, ibv_comp_channel *channel) noexcept {
+    if (!context || cqe < 1) return fail<Cq>(EINVAL);
+    auto *cq = new (std::nothrow) Cq();
+    if (!cq) return fail<Cq>(ENOMEM);
+    proto::Request req{};
+    proto::Response resp{};
+    req.create_cq.cqe = cqe;
+    req.create_cq.channel = channel ? reinterpret_cast<Channel *>(channel)->handle : 0;
+    req.create_cq.cookie = reinterpret_cast<uint64_t>(&cq->cq);
+    int fd = -1;
+    if (int e = ctx_of(context)->conn.call(proto::Op::CreateCq, req, resp, -1, &fd, 1)) {
+        delete cq;
+        return fail<Cq>(e);
+    }
+    if (fd < 0 || cq->map.map(fd, shm::cq_region_size(resp.create_cq.entries))) {
+        proto::Request d{};
+        d.h.handle = resp.create_cq.handle;
+        ctx_of(context)->conn.call(proto::Op::DestroyCq, d, resp);
+        delete cq;
+        return fail<Cq>(ENOMEM);
+    }
+    cq->entries = resp.create_cq.entries;
+    cq->ctl = static_cast<shm::CqCtl *>(cq->map.base);
+    cq->ring = reinterpret_cast<shm::Cqe *>(static_cast<char *>(cq->map.base) + shm::kCqEntriesOffset);
+    ibv_cq_ex &c = cq->cq;
+    c.context = context;
+    c.channel = channel;
+    c.cq_context = cq_context;
+    c.handle = req.create_cq.cookie ? resp.create_cq.handle : 0;
+    c.cqe = int(cq->entries - 1);
+    pthread_mutex_init(&c.mutex, nullptr);
+    pthread_cond_init(&c.cond, nullptr);
+    if (channel) ++channel->refcnt;
+    return cq;
+}
+
+void wc_from_cqe(ibv_wc &wc, const shm::Cqe &e) noexcept {
+    wc.wr_id = e.wr_id;
+    wc.status = ibv_wc_status(e.status);
+    wc.opcode = ibv_wc_opcode(e.opcode);
+    wc.vendor_err = e.vendor_err;
+    wc.byte_len = e.byte_len;
+    wc.imm_data = e.imm_data;
+    wc.qp_num = e.qp_num;
+    wc.src_qp = e.src_qp;
+    wc.wc_flags = e.wc_flags;
+    wc.pkey_index = e.pkey_index;
+    wc.slid = e.slid;
+    wc.sl = e.sl;
+    wc.dlid_path_bits = e.dlid_path_bits;
+}
+
+int poll_cq(ibv_cq *ibcq, int n, ibv_wc *wc) noexcept {
+    auto *cq = reinterpret_cast<Cq *>(ibcq);
+    std::lock_guard<std::mutex> g(cq->mu);
+    uint32_t head = cq->ctl->ring.head.load(std::memory_order_acquire);
+    int got = 0;
+    while (got < n && cq->tail != head) {
+        wc_from_cqe(wc[got++], cq->ring[cq->tail & (cq->entries - 1)]);
+        ++cq->tail;
+    }
+    if (got) cq->ctl->ring.tail.store(cq->tail, std::memory_order_release);
+    return got;
+}
+
+int req_notify_cq(ibv_cq *ibcq, int solicited_only) noexcept {
+    auto *cq = reinterpret_cast<Cq *>(ibcq);
+    if (solicited_only) {
+        uint32_t expected = 0; // "next completion" arming is stronger; keep it
+        cq->ctl->armed.compare_exchange_strong(expected, 2, std::memory_order_acq_rel);
+    } else {
+        cq->ctl->armed.store(1, std::memory_order_release);
+    }
+    return 0;
+}
+
+ibv_cq_ex *create_cq_ex(ibv_context *context, ibv_cq_init_attr_ex *attr) noexcept {
+    if (!attr) return fail<ibv_cq_ex>(EINVAL);
+    if (attr->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD))
+        return fail<ibv_cq_ex>(EOPNOTSUPP);
+    constexpr uint64_t kSupported = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+                                    IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+                                    IBV_WC_EX_WITH_DLID_PATH_BITS;
+    if (attr->wc_flags & ~kSupported) return fail<ibv_cq_ex>(EOPNOTSUPP);
+    if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+        (attr->flags & ~uint32_t(IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN)))
+        return fail<ibv_cq_ex>(EOPNOTSUPP);
+    if (attr->comp_vector != 0) return fail<ibv_cq_ex>(EINVAL);
+    Cq *cq = make_cq(context, int(attr->cqe), attr->cq_context, attr->channel);
+    if (!cq) return nullptr;
+    init_cq_ex_ops(*cq);
+    return &cq->cq;
+}
+
+} // namespace simhca::lib
+
+SIMHCA_API ibv_cq *ibv_create_cq(ibv_context *context, int cqe, void *cq_context, ibv_comp_channel *channel,
+                                 int comp_vector) noexcept {
+    if (comp_vector != 0) return fail<ibv_cq>(EINVAL);
+    Cq *cq = make_cq(context, cqe, cq_context, channel);
+    if (!cq) return nullptr;
+    init_cq_ex_ops(*cq);
+    return ibv_cq_ex_to_cq(&cq->cq);
+}
+
+SIMHCA_API int ibv_resize_cq(ibv_cq *cq, int cqe) noexcept {
+    if (!cq || cqe < 1) return EINVAL;
+    // The ring is fixed at creation; growing within it is a no-op.
+    return cqe <= cq->cqe ? 0 : EOPNOTSUPP;
+}
+
+SIMHCA_API int ibv_destroy_cq(ibv_cq *ibcq) noexcept {
+    if (!ibcq) return EINVAL;
+    auto *cq = reinterpret_cast<Cq *>(ibcq);
+    proto::Request req{};
+    proto::Response resp{};
+    req.h.handle = ibcq->handle;
+    if (int e = ctx_of(ibcq->context)->conn.call(proto::Op::DestroyCq, req, resp); e && e != ENODEV) return e;
+    if (ibcq->channel) --ibcq->channel->refcnt;
+    cq->map.unmap();
+    pthread_mutex_destroy(&ibcq->mutex);
+    pthread_cond_destroy(&ibcq->cond);
+    delete cq;
+    return 0;
+}
+
+SIMHCA_API int ibv_get_cq_event(ibv_comp_channel *channel, ibv_cq **cq, void **cq_context) noexcept {
+    if (!channel || !cq || !cq_context) return -1;
+    proto::CompRecord rec;
+    ssize_t n;
+    do {
+        n = ::read(channel->fd, &rec, sizeof(rec));
+    } while (n < 0 && errno == EINTR);
+    if (n != sizeof(rec)) return -1; // EAGAIN on a non-blocking channel
+    *cq = reinterpret_cast<ibv_cq *>(rec.cq_cookie);
+    *cq_context = (*cq)->cq_context;
+    return 0;
+}
+
+SIMHCA_API void ibv_ack_cq_events(ibv_cq *cq, unsigned int nevents) noexcept {
+    if (!cq) return;
+    pthread_mutex_lock(&cq->mutex);
+    cq->comp_events_completed += nevents;
+    pthread_cond_signal(&cq->cond);
+    pthread_mutex_unlock(&cq->mutex);
+}

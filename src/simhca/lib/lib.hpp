@@ -1,0 +1,148 @@
+// Internal types of the software HCA's libibverbs.so.1. Every verbs object
+// handed to the application is the public rdma-core struct embedded first in
+// one of ours, so a plain cast recovers our state (like providers do).
+#pragma once
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "../common/protocol.hpp"
+#include "../common/shm_layout.hpp"
+
+// The exported verbs are plain C functions; noexcept keeps C++ exceptions
+// from ever unwinding into C callers.
+#define SIMHCA_API extern "C"
+
+namespace simhca::lib {
+
+// One control connection per context (and a short-lived one for probing).
+class Conn {
+public:
+    Conn() = default;
+    Conn(const Conn &) = delete;
+    Conn &operator=(const Conn &) = delete;
+    ~Conn();
+    int connect(); // 0 or errno
+    // One round trip. in_fd (or -1) is attached to the request; received fds
+    // are stored in out_fds. Returns 0 or an errno (transport or daemon).
+    int call(proto::Op op, proto::Request &req, proto::Response &resp, int in_fd = -1, int *out_fds = nullptr,
+             int max_out = 0) noexcept;
+    int fd() const { return fd_; }
+
+private:
+    int fd_ = -1;
+    std::mutex mu_;
+};
+
+struct Context {
+    verbs_context vctx; // vctx.context is what the application sees
+    Conn conn;
+    int doorbell = -1;
+    uint16_t lid = 0;
+    uint64_t node_guid = 0; // network order
+};
+
+inline Context *ctx_of(ibv_context *c) {
+    return reinterpret_cast<Context *>(reinterpret_cast<char *>(c) - offsetof(Context, vctx.context));
+}
+
+// Read-modify-write of a mapped region (CQ, SRQ, QP): unmapped by the owner.
+struct Mapping {
+    void *base = nullptr;
+    size_t size = 0;
+    int map(int fd, size_t len) noexcept; // takes ownership of fd (closes it)
+    void unmap() noexcept;
+};
+
+struct Pd {
+    ibv_pd pd;
+};
+
+struct Mr {
+    ibv_mr mr;
+};
+
+struct Channel {
+    ibv_comp_channel ch;
+    uint32_t handle;
+};
+
+struct Cq {
+    ibv_cq_ex cq; // superset of ibv_cq, so both APIs work on one object
+    Mapping map;
+    shm::CqCtl *ctl = nullptr;
+    shm::Cqe *ring = nullptr;
+    uint32_t entries = 0;
+    uint32_t tail = 0;
+    const shm::Cqe *cur = nullptr; // extended polling cursor
+    std::mutex mu;
+};
+
+struct Xrcd {
+    ibv_xrcd xrcd;
+    uint32_t handle;
+};
+
+struct Srq {
+    ibv_srq srq;
+    uint32_t srqn = 0;
+    Mapping map;
+    shm::SrqCtl *ctl = nullptr;
+    shm::RecvWqe *ring = nullptr;
+    uint32_t entries = 0, max_sge = 0;
+    std::mutex mu;
+};
+
+struct Qp {
+    ibv_qp_ex qpx; // qpx.qp_base is the ibv_qp the application sees
+    Mapping map;
+    shm::QpCtl *ctl = nullptr;
+    shm::SendWqe *sq = nullptr;
+    shm::RecvWqe *rq = nullptr;
+    uint32_t sq_entries = 0, rq_entries = 0;
+    ibv_qp_cap cap{};
+    std::mutex sq_mu, rq_mu;
+    // ibv_qp_ex builder state (ibv_wr_start .. ibv_wr_complete)
+    uint32_t wr_head = 0;
+    int wr_err = 0;
+    shm::SendWqe *wr_cur = nullptr;
+};
+
+inline Qp *qp_of(ibv_qp *q) { return reinterpret_cast<Qp *>(q); }
+
+struct Ah {
+    ibv_ah ah;
+    ibv_ah_attr attr;
+};
+
+// Sets errno and returns nullptr: the common failure shape of create verbs.
+template <class T> T *fail(int err) {
+    errno = err;
+    return nullptr;
+}
+
+void ring_doorbell(Context &c) noexcept;
+void init_qp_ex_ops(Qp &qp) noexcept; // qp_ex.cpp
+void init_cq_ex_ops(Cq &cq) noexcept; // cq_ex.cpp
+void wc_from_cqe(ibv_wc &wc, const shm::Cqe &e) noexcept;
+
+// Entry points installed in the context (context.cpp wires them up).
+int post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) noexcept;
+int post_recv(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad) noexcept;
+int post_srq_recv(ibv_srq *srq, ibv_recv_wr *wr, ibv_recv_wr **bad) noexcept;
+int poll_cq(ibv_cq *cq, int n, ibv_wc *wc) noexcept;
+int req_notify_cq(ibv_cq *cq, int solicited_only) noexcept;
+int query_port_ex(ibv_context *c, uint8_t port, ibv_port_attr *attr, size_t len) noexcept;
+int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *in, ibv_device_attr_ex *attr,
+                    size_t len) noexcept;
+ibv_cq_ex *create_cq_ex(ibv_context *c, ibv_cq_init_attr_ex *attr) noexcept;
+ibv_xrcd *open_xrcd(ibv_context *c, ibv_xrcd_init_attr *attr) noexcept;
+int close_xrcd(ibv_xrcd *x) noexcept;
+ibv_srq *create_srq_ex(ibv_context *c, ibv_srq_init_attr_ex *attr) noexcept;
+int get_srq_num(ibv_srq *srq, uint32_t *num) noexcept;
+ibv_qp *create_qp_ex(ibv_context *c, ibv_qp_init_attr_ex *attr) noexcept;
+ibv_qp *open_qp(ibv_context *c, ibv_qp_open_attr *attr) noexcept;
+
+} // namespace simhca::lib

@@ -1,0 +1,36 @@
+// Address handles (kept in the library: the AV travels inside each UD WQE),
+// multicast, memory windows and object import (cleanly unsupported).
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "lib.hpp"
+
+using namespace simhca;
+using namespace simhca::lib;
+
+SIMHCA_API ibv_ah *ibv_create_ah(ibv_pd *pd, ibv_ah_attr *attr) noexcept {
+    if (!pd || !attr) return fail<ibv_ah>(EINVAL);
+    if (attr->port_num != 1) return fail<ibv_ah>(EINVAL);
+    auto *ah = new (std::nothrow) Ah{};
+    if (!ah) return fail<ibv_ah>(ENOMEM);
+    ah->ah.context = pd->context;
+    ah->ah.pd = pd;
+    ah->attr = *attr;
+    return &ah->ah;
+}
+
+SIMHCA_API int ibv_destroy_ah(ibv_ah *ah) noexcept {
+    if (!ah) return EINVAL;
+    delete reinterpret_cast<Ah *>(ah);
+    return 0;
+}
+
+SIMHCA_API int ibv_attach_mcast(ibv_qp *, const union ibv_gid *, uint16_t) noexcept { return EOPNOTSUPP; }
+SIMHCA_API int ibv_detach_mcast(ibv_qp *, const union ibv_gid *, uint16_t) noexcept { return EOPNOTSUPP; }
+
+SIMHCA_API ibv_context *ibv_import_device(int) noexcept { return fail<ibv_context>(EOPNOTSUPP); }
+SIMHCA_API ibv_pd *ibv_import_pd(ibv_context *, uint32_t) noexcept { return fail<ibv_pd>(EOPNOTSUPP); }
+SIMHCA_API ibv_mr *ibv_import_mr(ibv_pd *, uint32_t) noexcept { return fail<ibv_mr>(EOPNOTSUPP); }
+SIMHCA_API void ibv_unimport_pd(ibv_pd *) noexcept {}
+SIMHCA_API void ibv_unimport_mr(ibv_mr *) noexcept {}

@@ -1,0 +1,96 @@
+// Protection domains and memory regions. Registration only records the
+// range in the daemon: the daemon reads and writes it with
+// process_vm_readv/writev, so nothing is pinned.
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "lib.hpp"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+using namespace simhca;
+using namespace simhca::lib;
+
+SIMHCA_API ibv_pd *ibv_alloc_pd(ibv_context *context) noexcept {
+    if (!context) return fail<ibv_pd>(EINVAL);
+    proto::Request req{};
+    proto::Response resp{};
+    if (int e = ctx_of(context)->conn.call(proto::Op::AllocPd, req, resp)) return fail<ibv_pd>(e);
+    auto *p = new (std::nothrow) Pd{};
+    if (!p) return fail<ibv_pd>(ENOMEM);
+    p->pd.context = context;
+    p->pd.handle = resp.h.handle;
+    return &p->pd;
+}
+
+SIMHCA_API int ibv_dealloc_pd(ibv_pd *pd) noexcept {
+    if (!pd) return EINVAL;
+    proto::Request req{};
+    proto::Response resp{};
+    req.h.handle = pd->handle;
+    if (int e = ctx_of(pd->context)->conn.call(proto::Op::DeallocPd, req, resp)) return e;
+    delete reinterpret_cast<Pd *>(pd);
+    return 0;
+}
+
+SIMHCA_API ibv_mr *ibv_reg_mr_iova2(ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+                                    unsigned int access) noexcept {
+    if (!pd) return fail<ibv_mr>(EINVAL);
+    proto::Request req{};
+    proto::Response resp{};
+    req.reg_mr = {pd->handle, int32_t(access), reinterpret_cast<uint64_t>(addr), length, iova};
+    if (int e = ctx_of(pd->context)->conn.call(proto::Op::RegMr, req, resp)) return fail<ibv_mr>(e);
+    auto *m = new (std::nothrow) Mr{};
+    if (!m) return fail<ibv_mr>(ENOMEM);
+    m->mr.context = pd->context;
+    m->mr.pd = pd;
+    m->mr.addr = addr;
+    m->mr.length = length;
+    m->mr.handle = resp.reg_mr.handle;
+    m->mr.lkey = resp.reg_mr.lkey;
+    m->mr.rkey = resp.reg_mr.rkey;
+    return &m->mr;
+}
+
+SIMHCA_API ibv_mr *ibv_reg_mr(ibv_pd *pd, void *addr, size_t length, int access) noexcept {
+    return ibv_reg_mr_iova2(pd, addr, length, reinterpret_cast<uint64_t>(addr), unsigned(access));
+}
+
+SIMHCA_API ibv_mr *ibv_reg_mr_iova(ibv_pd *pd, void *addr, size_t length, uint64_t iova, int access) noexcept {
+    return ibv_reg_mr_iova2(pd, addr, length, iova, unsigned(access));
+}
+
+SIMHCA_API ibv_mr *ibv_reg_dmabuf_mr(ibv_pd *, uint64_t, size_t, uint64_t, int, int) noexcept {
+    return fail<ibv_mr>(EOPNOTSUPP); // no device memory to export here
+}
+
+SIMHCA_API int ibv_dereg_mr(ibv_mr *mr) noexcept {
+    if (!mr) return EINVAL;
+    proto::Request req{};
+    proto::Response resp{};
+    req.h.handle = mr->handle;
+    if (int e = ctx_of(mr->context)->conn.call(proto::Op::DeregMr, req, resp)) return e;
+    delete reinterpret_cast<Mr *>(mr);
+    return 0;
+}
+
+// Re-registration as dereg+reg in one step; on failure the old MR stays valid.
+SIMHCA_API int ibv_rereg_mr(ibv_mr *mr, int flags, ibv_pd *pd, void *addr, size_t length, int access) noexcept {
+    if (!mr || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)) return IBV_REREG_MR_ERR_INPUT;
+    ibv_pd *npd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : mr->pd;
+    void *naddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : mr->addr;
+    size_t nlen = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : mr->length;
+    if (!npd) return IBV_REREG_MR_ERR_INPUT;
+    if (!(flags & IBV_REREG_MR_CHANGE_ACCESS)) return IBV_REREG_MR_ERR_INPUT; // we do not remember old access
+    ibv_mr *n = ibv_reg_mr_iova2(npd, naddr, nlen, reinterpret_cast<uint64_t>(naddr), unsigned(access));
+    if (!n) return IBV_REREG_MR_ERR_INPUT;
+    proto::Request req{};
+    proto::Response resp{};
+    req.h.handle = mr->handle;
+    ctx_of(mr->context)->conn.call(proto::Op::DeregMr, req, resp);
+    *mr = *n;
+    delete reinterpret_cast<Mr *>(n);
+    return 0;
+}

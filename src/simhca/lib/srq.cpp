@@ -1,0 +1,147 @@
+// XRC domains and shared receive queues (basic and XRC).
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <new>
+
+#include "lib.hpp"
+
+using namespace simhca;
+using namespace simhca::lib;
+
+namespace simhca::lib {
+
+ibv_xrcd *open_xrcd(ibv_context *context, ibv_xrcd_init_attr *attr) noexcept {
+    if (!context || !attr) return fail<ibv_xrcd>(EINVAL);
+    if (attr->comp_mask & ~uint32_t(IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS))
+        return fail<ibv_xrcd>(EOPNOTSUPP);
+    if (!(attr->comp_mask & IBV_XRCD_INIT_ATTR_FD) || !(attr->comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS))
+        return fail<ibv_xrcd>(EINVAL);
+    proto::Request req{};
+    proto::Response resp{};
+    req.open_xrcd.oflags = attr->oflags;
+    req.open_xrcd.has_fd = attr->fd != -1;
+    // The daemon identifies the domain by the inode of this very fd.
+    if (int e = ctx_of(context)->conn.call(proto::Op::OpenXrcd, req, resp, attr->fd)) return fail<ibv_xrcd>(e);
+    auto *x = new (std::nothrow) Xrcd{};
+    if (!x) return fail<ibv_xrcd>(ENOMEM);
+    x->xrcd.context = context;
+    x->handle = resp.open_xrcd.handle;
+    return &x->xrcd;
+}
+
+int close_xrcd(ibv_xrcd *xrcd) noexcept {
+    if (!xrcd) return EINVAL;
+    auto *x = reinterpret_cast<Xrcd *>(xrcd);
+    proto::Request req{};
+    proto::Response resp{};
+    req.h.handle = x->handle;
+    if (int e = ctx_of(xrcd->context)->conn.call(proto::Op::CloseXrcd, req, resp); e && e != ENODEV) return e;
+    delete x;
+    return 0;
+}
+
+static Srq *make_srq(ibv_context *context, ibv_pd *pd, ibv_srq_type type, ibv_xrcd *xrcd, ibv_cq *cq,
+                     ibv_srq_attr &a, void *srq_context) noexcept {
+    auto *s = new (std::nothrow) Srq();
+    if (!s) return fail<Srq>(ENOMEM);
+    proto::Request req{};
+    proto::Response resp{};
+    auto &q = req.create_srq;
+    q.type = type;
+    q.pd = pd ? pd->handle : 0;
+    q.xrcd = xrcd ? reinterpret_cast<Xrcd *>(xrcd)->handle : 0;
+    q.cq = cq ? cq->handle : 0;
+    q.max_wr = a.max_wr;
+    q.max_sge = a.max_sge;
+    q.srq_limit = a.srq_limit;
+    q.cookie = reinterpret_cast<uint64_t>(&s->srq);
+    int fd = -1;
+    if (int e = ctx_of(context)->conn.call(proto::Op::CreateSrq, req, resp, -1, &fd, 1)) {
+        delete s;
+        return fail<Srq>(e);
+    }
+    auto r = resp.create_srq;
+    if (fd < 0 || s->map.map(fd, shm::srq_region_size(r.entries))) {
+        proto::Request d{};
+        d.h.handle = r.handle;
+        ctx_of(context)->conn.call(proto::Op::DestroySrq, d, resp);
+        delete s;
+        return fail<Srq>(ENOMEM);
+    }
+    s->srqn = r.srqn;
+    s->entries = r.entries;
+    s->max_sge = r.max_sge;
+    s->ctl = static_cast<shm::SrqCtl *>(s->map.base);
+    s->ring = reinterpret_cast<shm::RecvWqe *>(static_cast<char *>(s->map.base) + shm::kSrqEntriesOffset);
+    s->srq.context = context;
+    s->srq.srq_context = srq_context;
+    s->srq.pd = pd;
+    s->srq.handle = r.handle;
+    pthread_mutex_init(&s->srq.mutex, nullptr);
+    pthread_cond_init(&s->srq.cond, nullptr);
+    a.max_wr = r.entries;
+    a.max_sge = r.max_sge;
+    return s;
+}
+
+ibv_srq *create_srq_ex(ibv_context *context, ibv_srq_init_attr_ex *attr) noexcept {
+    if (!context || !attr) return fail<ibv_srq>(EINVAL);
+    uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+    if (attr->comp_mask & ~known) return fail<ibv_srq>(EOPNOTSUPP);
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD)) return fail<ibv_srq>(EINVAL);
+    ibv_srq_type type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
+    if (type == IBV_SRQT_XRC && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ||
+                                 !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->xrcd || !attr->cq))
+        return fail<ibv_srq>(EINVAL);
+    if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC) return fail<ibv_srq>(EOPNOTSUPP);
+    Srq *s = make_srq(context, attr->pd, type, type == IBV_SRQT_XRC ? attr->xrcd : nullptr,
+                      type == IBV_SRQT_XRC ? attr->cq : nullptr, attr->attr, attr->srq_context);
+    return s ? &s->srq : nullptr;
+}
+
+int get_srq_num(ibv_srq *srq, uint32_t *num) noexcept {
+    if (!srq || !num) return EINVAL;
+    *num = reinterpret_cast<Srq *>(srq)->srqn;
+    return 0;
+}
+
+} // namespace simhca::lib
+
+SIMHCA_API ibv_srq *ibv_create_srq(ibv_pd *pd, ibv_srq_init_attr *attr) noexcept {
+    if (!pd || !attr) return fail<ibv_srq>(EINVAL);
+    Srq *s = make_srq(pd->context, pd, IBV_SRQT_BASIC, nullptr, nullptr, attr->attr, attr->srq_context);
+    return s ? &s->srq : nullptr;
+}
+
+SIMHCA_API int ibv_modify_srq(ibv_srq *srq, ibv_srq_attr *attr, int mask) noexcept {
+    if (!srq || !attr) return EINVAL;
+    proto::Request req{};
+    proto::Response resp{};
+    req.modify_srq = {srq->handle, mask, *attr};
+    return ctx_of(srq->context)->conn.call(proto::Op::ModifySrq, req, resp);
+}
+
+SIMHCA_API int ibv_query_srq(ibv_srq *srq, ibv_srq_attr *attr) noexcept {
+    if (!srq || !attr) return EINVAL;
+    proto::Request req{};
+    proto::Response resp{};
+    req.h.handle = srq->handle;
+    if (int e = ctx_of(srq->context)->conn.call(proto::Op::QuerySrq, req, resp)) return e;
+    *attr = resp.srq_attr.attr;
+    return 0;
+}
+
+SIMHCA_API int ibv_destroy_srq(ibv_srq *srq) noexcept {
+    if (!srq) return EINVAL;
+    proto::Request req{};
+    proto::Response resp{};
+    req.h.handle = srq->handle;
+    if (int e = ctx_of(srq->context)->conn.call(proto::Op::DestroySrq, req, resp); e && e != ENODEV) return e;
+    auto *s = reinterpret_cast<Srq *>(srq);
+    s->map.unmap();
+    pthread_mutex_destroy(&srq->mutex);
+    pthread_cond_destroy(&srq->cond);
+    delete s;
+    return 0;
+}
