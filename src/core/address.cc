@@ -59,10 +59,13 @@ std::vector<std::uint8_t> encode_address(const ProcessAddress &address) {
         w.put<std::uint8_t>(p.mtu);
         w.put_bytes(p.gid, sizeof(p.gid));
         w.put<std::uint32_t>(p.node_index);
-        w.put<std::uint16_t>(static_cast<std::uint16_t>(p.srq_numbers.size()));
+        w.put<std::uint16_t>(static_cast<std::uint16_t>(p.srqs.size()));
         w.put<std::uint32_t>(static_cast<std::uint32_t>(p.ini_qp_by_node.size()));
         w.put<std::uint32_t>(static_cast<std::uint32_t>(p.tgt_qps.size()));
-        for (auto srqn : p.srq_numbers) w.put<std::uint32_t>(srqn);
+        for (const auto &srq : p.srqs) {
+            w.put<std::uint32_t>(srq.buffer_size);
+            w.put<std::uint32_t>(srq.srq_num);
+        }
         for (auto qpn : p.ini_qp_by_node) w.put<std::uint32_t>(qpn);
         for (const auto &t : p.tgt_qps) {
             w.put<std::uint32_t>(t.sender_rank);
@@ -95,10 +98,15 @@ std::string decode_address(std::span<const std::uint8_t> bytes, ProcessAddress &
         if (nodes > kMaxNodesOnWire || p.node_index >= nodes) return "bad node count or node index";
         if (tgts > kMaxTgtEntriesOnWire) return "bad TGT QP count";
         // Check the remaining length before allocating: a hostile count must not make us allocate gigabytes.
-        const std::size_t need = 4u * srqs + 4u * static_cast<std::size_t>(nodes) + 8u * static_cast<std::size_t>(tgts);
+        const std::size_t need = 8u * srqs + 4u * static_cast<std::size_t>(nodes) + 8u * static_cast<std::size_t>(tgts);
         if (r.remaining() < need) return "truncated QP tables";
-        p.srq_numbers.resize(srqs);
-        for (auto &v : p.srq_numbers) r.get(v);
+        p.srqs.resize(srqs);
+        for (auto &srq : p.srqs) {
+            r.get(srq.buffer_size);
+            r.get(srq.srq_num);
+        }
+        for (std::size_t i = 1; i < p.srqs.size(); ++i)
+            if (p.srqs[i].buffer_size <= p.srqs[i - 1].buffer_size) return "receive classes not ascending";
         p.ini_qp_by_node.resize(nodes);
         for (auto &v : p.ini_qp_by_node) r.get(v);
         p.tgt_qps.resize(tgts);

@@ -1,6 +1,6 @@
 // What one process publishes through the PMIx modex, in one versioned binary blob, and the only code that
 // reads and writes it. Everything a peer needs to connect without a connection manager:
-//   per port (module): LID, GID, MTU, the node the process runs on, its XRC SRQ number per receive class,
+//   per port (module): LID, GID, MTU, the node the process runs on, its XRC SRQ number and buffer size per receive class,
 //   its XRC INI QP number toward every node of the job, and the TGT QPs it created for remote senders.
 // Decoding never trusts the bytes: every count and length is checked, so a malformed blob is an error, not a
 // crash.
@@ -28,13 +28,20 @@ struct TgtEntry {
     bool operator==(const TgtEntry &) const = default;
 };
 
+struct SrqEntry {
+    std::uint32_t buffer_size = 0;  // the receive class's buffer size
+    std::uint32_t srq_num = 0;
+
+    bool operator==(const SrqEntry &) const = default;
+};
+
 struct PortAddress {
     std::uint16_t lid = 0;
     std::uint8_t port_num = 0;
     std::uint8_t mtu = 0;  // ibv_mtu
     std::uint8_t gid[16] = {};
     std::uint32_t node_index = 0;                // index of the process's node in the job's node list
-    std::vector<std::uint32_t> srq_numbers;      // one per receive class, ascending size
+    std::vector<SrqEntry> srqs;                  // one per receive class, ascending size
     std::vector<std::uint32_t> ini_qp_by_node;   // INI QP number toward node k (k = node index)
     std::vector<TgtEntry> tgt_qps;               // TGT QPs this process created, by sender
 

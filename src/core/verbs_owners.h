@@ -23,7 +23,13 @@ using CqPtr = std::unique_ptr<ibv_cq, VerbsRelease<ibv_destroy_cq>>;
 using SrqPtr = std::unique_ptr<ibv_srq, VerbsRelease<ibv_destroy_srq>>;
 using QpPtr = std::unique_ptr<ibv_qp, VerbsRelease<ibv_destroy_qp>>;
 using AhPtr = std::unique_ptr<ibv_ah, VerbsRelease<ibv_destroy_ah>>;
-using XrcdPtr = std::unique_ptr<ibv_xrcd, VerbsRelease<ibv_close_xrcd>>;
+// ibv_close_xrcd is a static inline function of verbs.h: a template argument cannot name it (internal linkage).
+struct XrcdRelease {
+    void operator()(ibv_xrcd *xrcd) const noexcept {
+        if (xrcd != nullptr) (void)ibv_close_xrcd(xrcd);
+    }
+};
+using XrcdPtr = std::unique_ptr<ibv_xrcd, XrcdRelease>;
 using CompChannelPtr = std::unique_ptr<ibv_comp_channel, VerbsRelease<ibv_destroy_comp_channel>>;
 
 // The device list returned by ibv_get_device_list, with its length.

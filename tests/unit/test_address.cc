@@ -17,7 +17,7 @@ ProcessAddress sample() {
     p.mtu = 5;
     for (int i = 0; i < 16; ++i) p.gid[i] = static_cast<std::uint8_t>(i * 3);
     p.node_index = 1;
-    p.srq_numbers = {0x100, 0x101, 0x102};
+    p.srqs = {{256, 0x100}, {4096, 0x101}, {65536, 0x102}};
     p.ini_qp_by_node = {0x2001, 0x2002, 0x2003};
     p.tgt_qps = {{0, 0x3000}, {4, 0x3001}};
     a.ports.push_back(p);

@@ -1,0 +1,59 @@
+// The receive side of one size class: one XRC SRQ owned by this process, and its buffers, carved from one
+// registered slab. Buffers are posted at start-up and reposted one by one right after their message was
+// handed up, so the SRQ stays full; the SRQ limit (low watermark) event tells when the process falls behind.
+#pragma once
+
+#include "verbs_owners.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace xrc {
+
+class RecvPool;
+
+// One posted receive buffer. Its address, tagged with bit 0, is the work request id (see is_recv_wr_id).
+struct alignas(8) RecvBuffer {
+    RecvPool *pool;
+    std::uint8_t *data;
+};
+
+inline constexpr std::uint64_t kRecvWrIdTag = 1;
+inline bool is_recv_wr_id(std::uint64_t wr_id) noexcept { return (wr_id & kRecvWrIdTag) != 0; }
+inline RecvBuffer *recv_buffer_of(std::uint64_t wr_id) noexcept {
+    return reinterpret_cast<RecvBuffer *>(wr_id & ~kRecvWrIdTag);
+}
+
+class RecvPool {
+public:
+    RecvPool(ibv_context *context, ibv_pd *pd, ibv_cq *cq, ibv_xrcd *xrcd, std::uint32_t buffer_size,
+             std::uint32_t count, std::uint32_t low_watermark, std::string &error);
+    RecvPool(const RecvPool &) = delete;
+    RecvPool &operator=(const RecvPool &) = delete;
+    ~RecvPool();
+
+    std::uint32_t srq_num() const noexcept { return srq_num_; }
+    std::uint32_t buffer_size() const noexcept { return buffer_size_; }
+    ibv_srq *srq() const noexcept { return srq_.get(); }
+    std::size_t registered_bytes() const noexcept { return slab_bytes_; }
+
+    // Posts one buffer back to the SRQ (after its message was consumed). 0 or an errno.
+    int repost(RecvBuffer *buffer) noexcept;
+    // Arms the SRQ limit event again (it disarms itself when it fires).
+    int arm_limit() noexcept;
+
+private:
+    std::uint32_t buffer_size_;
+    std::uint32_t count_;
+    std::uint32_t low_watermark_;
+    std::uint32_t srq_num_ = 0;
+    std::size_t slab_bytes_ = 0;
+    std::uint8_t *slab_ = nullptr;
+    MrPtr mr_;
+    std::vector<RecvBuffer> buffers_;
+    SrqPtr srq_;
+};
+
+}  // namespace xrc

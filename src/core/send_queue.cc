@@ -1,0 +1,100 @@
+#include "send_queue.h"
+
+#include <cerrno>
+
+namespace xrc {
+
+SendQueue::SendQueue(ibv_qp *qp, std::uint32_t depth, std::uint32_t signal_interval, std::uint32_t node)
+    : qp_(qp), depth_(depth), signal_interval_(signal_interval == 0 ? 1 : signal_interval), node_(node),
+      ring_(depth) {}
+
+int SendQueue::post_now(SendOp &op) noexcept {
+    const bool wants_callback = op.on_complete != nullptr;
+    const bool signal = wants_callback || since_signal_ + 1 >= signal_interval_ || credits() <= signal_interval_;
+    if (signal)
+        op.wr.send_flags |= IBV_SEND_SIGNALED;
+    else
+        op.wr.send_flags &= ~static_cast<unsigned>(IBV_SEND_SIGNALED);
+    op.wr.wr_id = reinterpret_cast<std::uintptr_t>(this);
+    op.wr.next = nullptr;
+    ibv_send_wr *bad = nullptr;
+    const int rc = ibv_post_send(qp_, &op.wr, &bad);
+    if (rc != 0) return rc;
+    ring_[tail_ % depth_] = Slot{wants_callback ? &op : nullptr, signal};
+    ++tail_;
+    since_signal_ = signal ? 0 : since_signal_ + 1;
+    if (wants_callback) ++outstanding_callbacks_;
+    return 0;
+}
+
+int SendQueue::try_post(SendOp &op) noexcept {
+    if (broken_) return EPIPE;
+    if (credits() == 0 || pending_head_ != nullptr) return EAGAIN;  // keep order behind queued sends
+    return post_now(op);
+}
+
+int SendQueue::post_or_queue(SendOp &op) noexcept {
+    if (broken_) return EPIPE;
+    if (credits() > 0 && pending_head_ == nullptr) return post_now(op);
+    op.next_pending = nullptr;
+    if (pending_tail_ != nullptr)
+        pending_tail_->next_pending = &op;
+    else
+        pending_head_ = &op;
+    pending_tail_ = &op;
+    return 0;
+}
+
+void SendQueue::drain_pending() noexcept {
+    while (pending_head_ != nullptr && credits() > 0) {
+        SendOp *op = pending_head_;
+        pending_head_ = op->next_pending;
+        if (pending_head_ == nullptr) pending_tail_ = nullptr;
+        if (post_now(*op) != 0) {
+            broken_ = true;
+            if (op->on_complete != nullptr) op->on_complete(op, IBV_WC_GENERAL_ERR);
+            fail_all(IBV_WC_GENERAL_ERR);
+            return;
+        }
+    }
+}
+
+void SendQueue::fail_all(ibv_wc_status status) noexcept {
+    while (head_ != tail_) {
+        const Slot slot = ring_[head_ % depth_];
+        ++head_;
+        if (slot.op != nullptr) {
+            --outstanding_callbacks_;
+            slot.op->on_complete(slot.op, status);
+        }
+    }
+    while (pending_head_ != nullptr) {
+        SendOp *op = pending_head_;
+        pending_head_ = op->next_pending;
+        if (op->on_complete != nullptr) op->on_complete(op, status);
+    }
+    pending_tail_ = nullptr;
+}
+
+ibv_wc_status SendQueue::on_completion(const ibv_wc &wc) noexcept {
+    if (broken_) return IBV_WC_SUCCESS;  // flushes after the first error: already reported
+    if (wc.status != IBV_WC_SUCCESS) {
+        broken_ = true;
+        fail_all(wc.status);
+        return wc.status;
+    }
+    // Retire everything up to and including the oldest signaled request.
+    while (head_ != tail_) {
+        const Slot slot = ring_[head_ % depth_];
+        ++head_;
+        if (slot.op != nullptr) {
+            --outstanding_callbacks_;
+            slot.op->on_complete(slot.op, IBV_WC_SUCCESS);
+        }
+        if (slot.signaled) break;
+    }
+    drain_pending();
+    return IBV_WC_SUCCESS;
+}
+
+}  // namespace xrc
