@@ -4,6 +4,8 @@
 
 #include "btl_xrc_ompi.h"
 
+#include <infiniband/verbs.h>
+
 #include <cstdint>
 
 // Values of the MCA parameters, filled by the MCA variable system (storage registered in btl_xrc_params.cc).
@@ -33,28 +35,76 @@ struct mca_btl_xrc_params_t {
     bool ignore_locality;
 };
 
+namespace xrc {
+class NodeMap;
+class PortTransport;
+struct ProcessAddress;
+struct PortAddress;
+struct SendOp;
+}  // namespace xrc
+
+// Everything the component knows about the job, built in btl_init (see btl_xrc_modex.cc).
+struct mca_btl_xrc_job_t;
+
 struct mca_btl_xrc_component_t {
     mca_btl_base_component_3_0_0_t super;  // must be first: Open MPI sees only this
     mca_btl_xrc_params_t params;
-    int output;       // opal_output stream, verbosity from btl_xrc_verbose
+    int output;  // opal_output stream, verbosity from btl_xrc_verbose
     int num_modules;
     struct mca_btl_xrc_module_t **modules;
+    mca_btl_xrc_job_t *job;
 };
 
-namespace xrc {
-struct PortState;
-}
+// What a peer's RDMA needs of a registration: our half (lkey) and the remote half (rkey).
+struct mca_btl_base_registration_handle_t {
+    uint32_t lkey;
+    uint32_t rkey;
+};
 
+struct mca_btl_xrc_reg_t {
+    mca_rcache_base_registration_t base;  // must be first: the rcache allocates and owns these
+    struct ibv_mr *mr;
+    mca_btl_base_registration_handle_t handle;
+};
+
+// One module per usable device port.
 struct mca_btl_xrc_module_t {
     mca_btl_base_module_t super;  // must be first
-    xrc::PortState *port;         // owned; released in finalize
+    xrc::PortTransport *transport;
+    int index;  // this port's position in every process's modex address
+    mca_rcache_base_module_t *rcache;
+    opal_free_list_t eager_frags;  // send fragments of btl_eager_limit bytes
+    opal_free_list_t max_frags;    // send fragments of btl_max_send_size bytes
+    opal_free_list_t rdma_frags;   // put/get/atomic descriptors (no payload)
+    bool lists_ready;
+    bool wired;  // owned TGT QPs brought up (first add_procs, during MPI_Init)
+    mca_btl_base_module_error_cb_fn_t error_cb;
+    opal_event_t async_event;
+    bool async_event_active;
+    // Reused for every incoming message: the payload stays in the receive buffer during the callback.
+    mca_btl_base_descriptor_t recv_des;
+    mca_btl_base_segment_t recv_seg;
+    // 8 registered bytes that non-fetching atomics write their (unused) result to.
+    uint64_t *atomic_scratch;
+    struct ibv_mr *atomic_scratch_mr;
+    mca_btl_base_registration_handle_t atomic_scratch_handle;
 };
+
+struct mca_btl_base_endpoint_t;
 
 extern "C" {
 extern mca_btl_xrc_component_t mca_btl_xrc_component;
 }
 
-extern mca_btl_xrc_module_t mca_btl_xrc_module_template;
+// The function table and defaults every module starts from (the standard btl_xrc_* parameters write here).
+extern mca_btl_base_module_t mca_btl_xrc_module_template;
+
+// btl_xrc_module.cc
+int mca_btl_xrc_module_init(mca_btl_xrc_module_t *module) noexcept;
+// btl_xrc_progress.cc
+int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *module) noexcept;
+void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,
+                              const char *what) noexcept;
 
 // btl_xrc_params.cc
 int mca_btl_xrc_register_params() noexcept;

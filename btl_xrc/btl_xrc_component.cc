@@ -5,8 +5,12 @@
 #include "btl_xrc.h"
 
 #include "src/core/device_discovery.h"
-#include "src/core/port_state.h"
+#include "src/core/port_transport.h"
 #include "src/core/receive_queue_spec.h"
+
+#include "btl_xrc_job.h"
+
+#include <arpa/inet.h>
 
 #include <cstdlib>
 #include <memory>
@@ -26,6 +30,8 @@ int xrc_open() noexcept {
 }
 
 int xrc_close() noexcept {
+    delete mca_btl_xrc_component.job;
+    mca_btl_xrc_component.job = nullptr;
     free(mca_btl_xrc_component.modules);
     mca_btl_xrc_component.modules = nullptr;
     mca_btl_xrc_component.num_modules = 0;
@@ -53,24 +59,104 @@ void report_no_usable_port(const xrc::DiscoveryReport &report) {
     }
 }
 
-mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, int *num_btls) {
+xrc::TransportConfig transport_config(const xrc::ReceiveQueueSpec &spec) {
+    const auto &P = mca_btl_xrc_component.params;
+    xrc::TransportConfig c;
+    c.receive_classes = spec.classes;
+    c.cq_size = P.cq_size;
+    c.send_queue_depth = P.send_queue_depth;
+    c.max_inline = P.max_inline_data;
+    c.signal_interval = P.signal_interval;
+    c.poll_batch = P.cq_poll_batch;
+    c.mtu_bytes = P.mtu;
+    c.path.timeout = static_cast<uint8_t>(P.timeout);
+    c.path.retry_count = static_cast<uint8_t>(P.retry_count);
+    c.path.rnr_retry = static_cast<uint8_t>(P.rnr_retry);
+    c.path.min_rnr_timer = static_cast<uint8_t>(P.min_rnr_timer);
+    c.path.max_rd_atomic = static_cast<uint8_t>(P.max_rdma_dst_ops);
+    c.path.service_level = static_cast<uint8_t>(P.service_level);
+    c.path.gid_index = static_cast<uint8_t>(P.gid_index);
+    c.xrcd_dir = P.xrcd_dir != nullptr && P.xrcd_dir[0] != '\0' ? P.xrcd_dir
+                 : opal_process_info.job_session_dir != nullptr ? opal_process_info.job_session_dir
+                                                                : "/tmp";
+    return c;
+}
+
+// The pkey index of btl_xrc_pkey on the port (0 when unset); -1 when the port does not have that pkey.
+int pkey_index(ibv_context *context, uint8_t port, int pkey, int table_len) {
+    if (pkey == 0) return 0;
+    for (int i = 0; i < table_len; ++i) {
+        __be16 value = 0;
+        if (ibv_query_pkey(context, port, i, &value) == 0 && (ntohs(value) & 0x7fff) == (pkey & 0x7fff)) return i;
+    }
+    return -1;
+}
+
+mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::ReceiveQueueSpec &spec,
+                                      int *num_btls) {
+    std::string error;
+    mca_btl_xrc_component.job = mca_btl_xrc_job_create(error);
+    if (mca_btl_xrc_component.job == nullptr) {
+        BTL_XRC_VERBOSE(1, "btl:xrc: disqualified: %s", error.c_str());
+        return nullptr;
+    }
+    const auto &job = *mca_btl_xrc_component.job;
     const std::size_t count = report.usable_port_count();
     // The BTL base frees this array with free(), so it must come from malloc.
     auto **array = static_cast<mca_btl_base_module_t **>(calloc(count, sizeof(mca_btl_base_module_t *)));
-    if (array == nullptr) return nullptr;
+    auto **modules = static_cast<mca_btl_xrc_module_t **>(calloc(count, sizeof(mca_btl_xrc_module_t *)));
+    if (array == nullptr || modules == nullptr) {
+        free(array);
+        free(modules);
+        return nullptr;
+    }
     int n = 0;
+    auto config = transport_config(spec);
     for (auto &opened : report.devices) {
         auto device = std::make_shared<xrc::OpenedDevice>(std::move(opened));
         for (const auto &port : device->ports) {
-            auto *module = new mca_btl_xrc_module_t(mca_btl_xrc_module_template);
-            module->port = new xrc::PortState{device, port};
-            array[n++] = &module->super;
-            BTL_XRC_VERBOSE(1, "btl:xrc: %s: using %s:%u (LID %u)", opal_process_info.nodename,
-                            port.device.c_str(), port.port, port.port_attr.lid);
+            const int pkey = pkey_index(device->context.get(), port.port, mca_btl_xrc_component.params.pkey,
+                                        port.port_attr.pkey_tbl_len);
+            if (pkey < 0) {
+                mca_btl_xrc_show_help("invalid-param", opal_process_info.nodename, "btl_xrc_pkey",
+                                      std::to_string(mca_btl_xrc_component.params.pkey).c_str(),
+                                      (port.device + ":" + std::to_string(port.port) + " has no such pkey").c_str(),
+                                      "0 or a pkey listed by ibv_devinfo -v for the port");
+                continue;
+            }
+            config.path.pkey_index = static_cast<uint16_t>(pkey);
+            auto transport = std::make_unique<xrc::PortTransport>(device, port, config, *job.map, job.my_rank, error);
+            if (!error.empty()) {
+                opal_output(0, "btl:xrc: %s: %s:%u is not usable: %s", opal_process_info.nodename,
+                            port.device.c_str(), port.port, error.c_str());
+                error.clear();
+                continue;
+            }
+            auto *module = new mca_btl_xrc_module_t{};
+            module->super = mca_btl_xrc_module_template;
+            module->transport = transport.release();
+            module->index = n;
+            if (mca_btl_xrc_module_init(module) != OPAL_SUCCESS) {
+                opal_output(0, "btl:xrc: %s: %s:%u: cannot set up the registration cache or fragment lists",
+                            opal_process_info.nodename, port.device.c_str(), port.port);
+                module->super.btl_finalize(&module->super);
+                continue;
+            }
+            array[n] = &module->super;
+            modules[n] = module;
+            ++n;
+            BTL_XRC_VERBOSE(1, "btl:xrc: %s: using %s:%u (LID %u) for %zu nodes", opal_process_info.nodename,
+                            port.device.c_str(), port.port, port.port_attr.lid, job.map->node_count());
         }
     }
+    if (n == 0 || mca_btl_xrc_modex_publish(modules, n) != OPAL_SUCCESS) {
+        for (int i = 0; i < n; ++i) array[i]->btl_finalize(array[i]);
+        free(array);
+        free(modules);
+        return nullptr;
+    }
     *num_btls = n;
-    mca_btl_xrc_component.modules = nullptr;  // the base owns the array from here on
+    mca_btl_xrc_component.modules = modules;
     mca_btl_xrc_component.num_modules = n;
     return array;
 }
@@ -106,7 +192,7 @@ mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool 
                 return nullptr;
             }
         }
-        return build_modules(report, num_btls);
+        return build_modules(report, spec, num_btls);
     } catch (...) {
         BTL_XRC_VERBOSE(1, "btl:xrc: disqualified: out of memory during initialisation");
         *num_btls = 0;
@@ -114,7 +200,12 @@ mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool 
     }
 }
 
-int xrc_progress() noexcept { return 0; }
+int xrc_progress() noexcept {
+    int count = 0;
+    for (int i = 0; i < mca_btl_xrc_component.num_modules; ++i)
+        count += mca_btl_xrc_progress_module(mca_btl_xrc_component.modules[i]);
+    return count;
+}
 
 }  // namespace
 
@@ -141,5 +232,6 @@ __attribute__((visibility("default"))) mca_btl_xrc_component_t mca_btl_xrc_compo
     .output = -1,
     .num_modules = 0,
     .modules = nullptr,
+    .job = nullptr,
 };
 }

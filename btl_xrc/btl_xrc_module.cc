@@ -1,39 +1,276 @@
-// The module function table. At this stage the module owns its device port but does not carry traffic yet:
-// add_procs reaches no peer, so ob1 routes around it (the data path is issue #5).
-#include "btl_xrc.h"
+// The module function table: peers (add_procs/del_procs), send/receive descriptors (alloc, free,
+// prepare_src, send, sendi) and finalize. RDMA and atomics are in btl_xrc_rdma.cc, progress in
+// btl_xrc_progress.cc.
+#include "btl_xrc_frag.h"
+#include "btl_xrc_job.h"
+#include "btl_xrc_rdma.h"
 
-#include "src/core/port_state.h"
+#include <arpa/inet.h>
+
+#include <cstring>
 
 namespace {
 
-int xrc_add_procs(mca_btl_base_module_t *, size_t, opal_proc_t **, mca_btl_base_endpoint_t **endpoints,
-                  opal_bitmap_t *) noexcept {
-    (void)endpoints;
-    return OPAL_SUCCESS;  // no peer marked reachable
+mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) { return reinterpret_cast<mca_btl_xrc_module_t *>(btl); }
+
+xrc::PortTransport::AddressLookup lookup_for(mca_btl_xrc_module_t *m) {
+    mca_btl_xrc_job_t *job = mca_btl_xrc_component.job;
+    return [job, m](uint32_t rank) { return job->port_address(rank, m->index); };
 }
 
-int xrc_del_procs(mca_btl_base_module_t *, size_t, opal_proc_t **, mca_btl_base_endpoint_t **) noexcept {
+// First add_procs (during MPI_Init, after the fence, before the final MPI_Init barrier): ready the TGT QPs this
+// process owns, so every sender finds them ready when it leaves MPI_Init; every local rank holds the XRC domain
+// by now, so its file can go.
+int wire_up(mca_btl_xrc_module_t *m) {
+    if (m->wired) return OPAL_SUCCESS;
+    const std::string why = m->transport->bring_up_owned_tgts(lookup_for(m));
+    if (!why.empty()) {
+        opal_output(0, "btl:xrc: %s: %s:%u: cannot ready the XRC receive QPs: %s", opal_process_info.nodename,
+                    m->transport->device_name().c_str(), m->transport->port_num(), why.c_str());
+        return OPAL_ERROR;
+    }
+    m->transport->release_domain_file();
+    m->wired = true;
+    const auto c = m->transport->counts();
+    BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u wired: %zu INI QPs, %zu TGT QPs owned, %zu SRQs, %zu bytes of receive buffers",
+                    m->transport->device_name().c_str(), m->transport->port_num(), c.ini_qps, c.tgt_qps_owned,
+                    c.srqs, c.receive_bytes);
     return OPAL_SUCCESS;
 }
 
-int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
-    auto *module = reinterpret_cast<mca_btl_xrc_module_t *>(btl);
-    delete module->port;
-    module->port = nullptr;
-    delete module;
+int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
+                  opal_bitmap_t *reachable) noexcept {
+    auto *m = as_xrc(btl);
+    try {
+        if (wire_up(m) != OPAL_SUCCESS) return OPAL_ERROR;
+        const auto lookup = lookup_for(m);
+        for (size_t i = 0; i < nprocs; ++i) {
+            opal_proc_t *proc = procs[i];
+            if (proc->proc_name.jobid != mca_btl_xrc_component.job->jobid) continue;  // other jobs: not supported
+            const uint32_t rank = proc->proc_name.vpid;
+            if (lookup(rank) == nullptr) continue;  // no xrc on that peer: someone else reaches it
+            auto endpoint = std::make_unique<mca_btl_base_endpoint_t>();
+            endpoint->proc = proc;
+            endpoint->module = m;
+            const std::string why = m->transport->connect(rank, lookup, endpoint->route);
+            if (!why.empty()) {
+                BTL_XRC_VERBOSE(1, "btl:xrc: %s: cannot connect to rank %u (%s): %s", opal_process_info.nodename,
+                                rank, proc->proc_hostname ? proc->proc_hostname : "?", why.c_str());
+                continue;
+            }
+            endpoints[i] = endpoint.release();
+            if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));
+        }
+        return OPAL_SUCCESS;
+    } catch (...) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+}
+
+int xrc_del_procs(mca_btl_base_module_t *, size_t nprocs, opal_proc_t **, mca_btl_base_endpoint_t **endpoints) noexcept {
+    for (size_t i = 0; i < nprocs; ++i) {
+        delete endpoints[i];
+        endpoints[i] = nullptr;
+    }
     return OPAL_SUCCESS;
 }
 
-int xrc_register_error(mca_btl_base_module_t *, mca_btl_base_module_error_cb_fn_t) noexcept { return OPAL_SUCCESS; }
+mca_btl_base_descriptor_t *xrc_alloc(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, uint8_t order,
+                                     size_t size, uint32_t flags) noexcept {
+    auto *m = as_xrc(btl);
+    mca_btl_xrc_frag_t *frag = nullptr;
+    if (size <= btl->btl_eager_limit)
+        frag = mca_btl_xrc_frag_get(&m->eager_frags);
+    else if (size <= btl->btl_max_send_size)
+        frag = mca_btl_xrc_frag_get(&m->max_frags);
+    if (frag == nullptr) return nullptr;
+    frag->module = m;
+    frag->endpoint = endpoint;
+    frag->segment.seg_len = size;
+    frag->base.des_flags = flags;
+    frag->base.order = order;
+    frag->base.des_cbfunc = nullptr;
+    frag->base.des_cbdata = nullptr;
+    return &frag->base;
+}
+
+int xrc_free(mca_btl_base_module_t *, mca_btl_base_descriptor_t *des) noexcept {
+    mca_btl_xrc_frag_return(reinterpret_cast<mca_btl_xrc_frag_t *>(des));
+    return OPAL_SUCCESS;
+}
+
+mca_btl_base_descriptor_t *xrc_prepare_src(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                                           opal_convertor_t *convertor, uint8_t order, size_t reserve, size_t *size,
+                                           uint32_t flags) noexcept {
+    size_t max_data = *size;
+    if (reserve + max_data > btl->btl_max_send_size) max_data = btl->btl_max_send_size - reserve;
+    auto *des = xrc_alloc(btl, endpoint, order, reserve + max_data, flags);
+    if (des == nullptr) return nullptr;
+    auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
+    iovec iov{static_cast<char *>(frag->segment.seg_addr.pval) + reserve, max_data};
+    uint32_t iov_count = 1;
+    if (opal_convertor_pack(convertor, &iov, &iov_count, &max_data) < 0) {
+        mca_btl_xrc_frag_return(frag);
+        return nullptr;
+    }
+    *size = max_data;
+    frag->segment.seg_len = reserve + max_data;
+    return des;
+}
+
+// A send fragment's completion: the owner's callback, then the fragment goes back if the BTL owns it.
+void send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
+    mca_btl_xrc_frag_t *frag = frag_of(op);
+    const int rc = status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR;
+    if (frag->base.des_cbfunc != nullptr)
+        frag->base.des_cbfunc(&frag->module->super, frag->endpoint, &frag->base, rc);
+    if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
+}
+
+inline void prepare_send(xrc::SendOp &op, mca_btl_base_endpoint_t *endpoint, const void *data, uint32_t len,
+                         uint32_t lkey, mca_btl_base_tag_t tag) noexcept {
+    op.sge.addr = reinterpret_cast<uintptr_t>(data);
+    op.sge.length = len;
+    op.sge.lkey = lkey;
+    op.wr.sg_list = &op.sge;
+    op.wr.num_sge = 1;
+    op.wr.opcode = IBV_WR_SEND_WITH_IMM;
+    op.wr.imm_data = htonl(make_imm(tag));
+    op.wr.send_flags = 0;
+    op.wr.qp_type.xrc.remote_srqn = endpoint->route.srq_for(len);
+}
+
+int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
+             mca_btl_base_tag_t tag) noexcept {
+    auto *m = as_xrc(btl);
+    auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
+    frag->endpoint = endpoint;
+    const auto len = static_cast<uint32_t>(frag->segment.seg_len);
+    prepare_send(frag->op, endpoint, frag->segment.seg_addr.pval, len, frag->lkey, tag);
+    xrc::SendQueue &queue = *endpoint->route.queue;
+    // Inline and nobody asked for a callback: the data is in the work request, the fragment is free at once.
+    if (len <= m->transport->max_inline() && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
+        frag->op.wr.send_flags = IBV_SEND_INLINE;
+        frag->op.on_complete = nullptr;
+        if (queue.try_post(frag->op) == 0) {
+            if (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
+            return 1;
+        }
+        frag->op.wr.send_flags = 0;
+    }
+    frag->op.on_complete = send_complete;
+    const int rc = queue.post_or_queue(frag->op);
+    if (rc != 0) {
+        mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
+        return OPAL_ERROR;
+    }
+    return OPAL_SUCCESS;
+}
+
+// Fragments for sendi need no callback: the BTL owns them, they go back when the send completes.
+void sendi_complete(xrc::SendOp *op, ibv_wc_status) noexcept { mca_btl_xrc_frag_return(frag_of(op)); }
+
+int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor,
+              void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
+              mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
+    auto *m = as_xrc(btl);
+    const size_t total = header_size + payload_size;
+    xrc::SendQueue &queue = *endpoint->route.queue;
+    if (descriptor != nullptr) *descriptor = nullptr;
+    if (total > btl->btl_eager_limit || queue.credits() == 0 || queue.has_pending())
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    if (total <= m->transport->max_inline()) {
+        // Small: assemble on the stack and send inline; nothing to release afterwards.
+        alignas(8) unsigned char buffer[1024];
+        std::memcpy(buffer, header, header_size);
+        if (payload_size > 0) {
+            iovec iov{buffer + header_size, payload_size};
+            uint32_t iov_count = 1;
+            size_t max_data = payload_size;
+            if (opal_convertor_pack(convertor, &iov, &iov_count, &max_data) < 0) return OPAL_ERROR;
+        }
+        xrc::SendOp op;
+        prepare_send(op, endpoint, buffer, static_cast<uint32_t>(total), 0, tag);
+        op.wr.send_flags = IBV_SEND_INLINE;
+        return queue.try_post(op) == 0 ? OPAL_SUCCESS : OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    auto *des = xrc_alloc(btl, endpoint, order, total, flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    if (des == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
+    auto *data = static_cast<unsigned char *>(frag->segment.seg_addr.pval);
+    std::memcpy(data, header, header_size);
+    if (payload_size > 0) {
+        iovec iov{data + header_size, payload_size};
+        uint32_t iov_count = 1;
+        size_t max_data = payload_size;
+        if (opal_convertor_pack(convertor, &iov, &iov_count, &max_data) < 0) {
+            mca_btl_xrc_frag_return(frag);
+            return OPAL_ERROR;
+        }
+    }
+    prepare_send(frag->op, endpoint, data, static_cast<uint32_t>(total), frag->lkey, tag);
+    frag->op.on_complete = sendi_complete;
+    if (queue.try_post(frag->op) != 0) {
+        mca_btl_xrc_frag_return(frag);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    return OPAL_SUCCESS;
+}
+
+int xrc_register_error(mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_fn_t cb) noexcept {
+    as_xrc(btl)->error_cb = cb;
+    return OPAL_SUCCESS;
+}
+
+int xrc_finalize(mca_btl_base_module_t *btl) noexcept;
 
 }  // namespace
 
-mca_btl_xrc_module_t mca_btl_xrc_module_template = [] {
+
+namespace {
+
+int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
+    auto *m = as_xrc(btl);
+    mca_btl_xrc_async_fini(m);
+    mca_btl_xrc_frag_lists_fini(m);
+    mca_btl_xrc_rdma_fini(m);
+    delete m->transport;  // every QP, SRQ, the XRC domain, CQ and PD, in that order
+    m->transport = nullptr;
+    delete m;
+    return OPAL_SUCCESS;
+}
+
+}  // namespace
+
+int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
+    m->recv_des.des_segments = &m->recv_seg;
+    m->recv_des.des_segment_count = 1;
+    int rc = mca_btl_xrc_rdma_init(m);  // the rcache first: the fragment lists register through it
+    if (rc == OPAL_SUCCESS) rc = mca_btl_xrc_frag_lists_init(m);
+    if (rc == OPAL_SUCCESS) mca_btl_xrc_async_init(m);
+    return rc;
+}
+
+mca_btl_base_module_t mca_btl_xrc_module_template = [] {
     mca_btl_xrc_module_t m{};
     m.super.btl_component = &mca_btl_xrc_component.super;
     m.super.btl_add_procs = xrc_add_procs;
     m.super.btl_del_procs = xrc_del_procs;
     m.super.btl_finalize = xrc_finalize;
+    m.super.btl_alloc = xrc_alloc;
+    m.super.btl_free = xrc_free;
+    m.super.btl_prepare_src = xrc_prepare_src;
+    m.super.btl_send = xrc_send;
+    m.super.btl_sendi = xrc_sendi;
+    m.super.btl_put = mca_btl_xrc_put;
+    m.super.btl_get = mca_btl_xrc_get;
+    m.super.btl_atomic_op = mca_btl_xrc_atomic_op;
+    m.super.btl_atomic_fop = mca_btl_xrc_atomic_fop;
+    m.super.btl_atomic_cswap = mca_btl_xrc_atomic_cswap;
+    m.super.btl_flush = mca_btl_xrc_flush;
+    m.super.btl_register_mem = mca_btl_xrc_register_mem;
+    m.super.btl_deregister_mem = mca_btl_xrc_deregister_mem;
     m.super.btl_register_error = xrc_register_error;
-    return m;
+    m.super.btl_registration_handle_size = sizeof(mca_btl_base_registration_handle_t);
+    return m.super;
 }();

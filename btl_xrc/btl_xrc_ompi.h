@@ -6,7 +6,12 @@
 extern "C" {
 #include "opal_config.h"
 
+#include "opal/class/opal_bitmap.h"
 #include "opal/class/opal_free_list.h"
+#include "opal/datatype/opal_convertor.h"
+#include "opal/mca/event/event.h"
+#include "opal/mca/rcache/base/base.h"
+#include "opal/mca/rcache/rcache.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/btl/base/base.h"
 #include "opal/mca/btl/btl.h"

@@ -38,7 +38,7 @@ int reg_bool(const char *name, const char *desc, bool default_value, bool *stora
 }
 
 void register_module_defaults() {
-    mca_btl_base_module_t &m = mca_btl_xrc_module_template.super;
+    mca_btl_base_module_t &m = mca_btl_xrc_module_template;
     // DEFAULT exclusivity: vader/self (HIGH) keep on-node sends, but osc/rdma may still use xrc for every peer.
     m.btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT;
     m.btl_eager_limit = 12 * 1024;
@@ -127,7 +127,7 @@ int mca_btl_xrc_register_params() noexcept {
              "others (default: only the nearest ones)", false, &P.ignore_locality, OPAL_INFO_LVL_5);
 
     register_module_defaults();
-    return mca_btl_base_param_register(&mca_btl_xrc_component.super.btl_version, &mca_btl_xrc_module_template.super);
+    return mca_btl_base_param_register(&mca_btl_xrc_component.super.btl_version, &mca_btl_xrc_module_template);
 }
 
 int mca_btl_xrc_validate_params() noexcept {
@@ -151,11 +151,11 @@ int mca_btl_xrc_validate_params() noexcept {
         const auto spec = xrc::parse_receive_queues(rq);
         if (!spec.ok()) {
             fail(invalid("btl_xrc_receive_queues", rq, spec.error, xrc::kReceiveQueueSyntax));
-        } else if (const auto why = xrc::check_receive_queues_cover(spec, mca_btl_xrc_module_template.super.btl_max_send_size);
+        } else if (const auto why = xrc::check_receive_queues_cover(spec, mca_btl_xrc_module_template.btl_max_send_size);
                    !why.empty()) {
             fail(invalid("btl_xrc_receive_queues", rq, why,
                          "a list whose largest SIZE is at least btl_xrc_max_send_size (" +
-                             std::to_string(mca_btl_xrc_module_template.super.btl_max_send_size) + ")"));
+                             std::to_string(mca_btl_xrc_module_template.btl_max_send_size) + ")"));
         }
 
         fail(check_range("btl_xrc_verbose", P.verbose, 0, 100, ""));

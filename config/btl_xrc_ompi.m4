@@ -81,6 +81,12 @@ AC_DEFUN([BTL_XRC_FIND_OMPI], [
   AC_CHECK_LIB([open-pal], [opal_show_help_add_dir], [OMPI_LIBS="-L$OMPI_LIBDIR -lopen-pal"],
     [AC_MSG_ERROR([libopen-pal not found in $OMPI_LIBDIR (install libopenmpi-dev)])])
   LDFLAGS=$_bx_save_LDFLAGS
+  dnl An Open MPI built against an external libevent (Debian's is) expands opal_event_* into libevent calls:
+  dnl the plugin must link libevent_core itself.
+  AS_IF([test -f "$OMPI_INCDIR/opal/mca/event/external/external.h"], [
+    AC_CHECK_LIB([event_core], [event_assign], [OMPI_LIBS="$OMPI_LIBS -levent_core"],
+      [AC_MSG_ERROR([Open MPI uses an external libevent, but libevent_core was not found: install the Debian package libevent-dev])])
+  ])
 
   AS_IF([test -n "$with_ompi_component_dir"], [OMPI_COMPONENT_DIR=$with_ompi_component_dir],
     [OMPI_COMPONENT_DIR=$OMPI_COMPONENT_DIR_DEFAULT])

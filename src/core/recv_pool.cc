@@ -24,6 +24,7 @@ RecvPool::RecvPool(ibv_context *context, ibv_pd *pd, ibv_cq *cq, ibv_xrcd *xrcd,
         return;
     }
     ibv_srq_init_attr_ex attr{};
+    attr.srq_context = this;  // lets the SRQ limit event find its pool
     attr.attr.max_wr = count;
     attr.attr.max_sge = 1;
     attr.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_PD;

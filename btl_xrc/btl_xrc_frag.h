@@ -1,0 +1,47 @@
+// Descriptors the BTL hands to Open MPI: send fragments (with a registered payload buffer from a free list)
+// and RDMA/atomic descriptors. Each embeds the SendOp the transport core posts, so nothing is allocated per
+// message.
+#pragma once
+
+#include "btl_xrc.h"
+#include "btl_xrc_endpoint.h"
+
+#include "src/core/send_queue.h"
+
+struct mca_btl_xrc_frag_t {
+    mca_btl_base_descriptor_t base;  // must be first: the free list item Open MPI sees
+    mca_btl_base_segment_t segment;
+    xrc::SendOp op;
+    mca_btl_xrc_module_t *module;
+    mca_btl_base_endpoint_t *endpoint;
+    opal_free_list_t *list;
+    uint32_t lkey;
+    size_t capacity;
+    // RDMA and atomics
+    mca_btl_base_rdma_completion_fn_t rdma_cb;
+    void *rdma_context;
+    void *rdma_cbdata;
+    void *local_address;
+    mca_btl_base_registration_handle_t *local_handle;
+};
+
+inline mca_btl_xrc_frag_t *frag_of(xrc::SendOp *op) noexcept {
+    return reinterpret_cast<mca_btl_xrc_frag_t *>(reinterpret_cast<char *>(op) - offsetof(mca_btl_xrc_frag_t, op));
+}
+
+inline mca_btl_xrc_frag_t *mca_btl_xrc_frag_get(opal_free_list_t *list) noexcept {
+    return reinterpret_cast<mca_btl_xrc_frag_t *>(opal_free_list_get(list));
+}
+
+inline void mca_btl_xrc_frag_return(mca_btl_xrc_frag_t *frag) noexcept {
+    opal_free_list_return(frag->list, &frag->base.super);
+}
+
+// The immediate data of every send carries the BTL tag and a marker, so a stray or corrupted message is
+// recognised and dropped instead of being handed to a random callback.
+inline constexpr uint32_t kImmMarker = 0x58520000u;  // "XR" in the upper half
+inline constexpr uint32_t make_imm(mca_btl_base_tag_t tag) noexcept { return kImmMarker | tag; }
+inline constexpr bool imm_valid(uint32_t imm) noexcept { return (imm & 0xffffff00u) == kImmMarker; }
+
+int mca_btl_xrc_frag_lists_init(mca_btl_xrc_module_t *module) noexcept;
+void mca_btl_xrc_frag_lists_fini(mca_btl_xrc_module_t *module) noexcept;

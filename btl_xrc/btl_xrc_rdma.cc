@@ -1,0 +1,216 @@
+// One-sided operations for ob1 (RGET/RPUT) and osc/rdma: RDMA write/read and the two IB atomics (fetch-and-add,
+// compare-and-swap), each a descriptor from the module's rdma free list posted on the INI QP toward the peer's
+// node (the work request still names one of the peer's SRQs: XRC routes by it). Memory registration goes through
+// Open MPI's rcache (grdma), so repeated registrations of the same buffer hit its cache.
+#include "btl_xrc_frag.h"
+#include "btl_xrc_rdma.h"
+
+#include "src/core/port_transport.h"
+
+#include <cerrno>
+
+namespace {
+
+mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) { return reinterpret_cast<mca_btl_xrc_module_t *>(btl); }
+
+int register_mem_cb(void *reg_data, void *base, size_t size, mca_rcache_base_registration_t *reg) {
+    auto *m = static_cast<mca_btl_xrc_module_t *>(reg_data);
+    auto *xreg = reinterpret_cast<mca_btl_xrc_reg_t *>(reg);
+    int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    xreg->mr = ibv_reg_mr(m->transport->pd(), base, size, access);
+    if (xreg->mr == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    xreg->handle.lkey = xreg->mr->lkey;
+    xreg->handle.rkey = xreg->mr->rkey;
+    return OPAL_SUCCESS;
+}
+
+int deregister_mem_cb(void *, mca_rcache_base_registration_t *reg) {
+    auto *xreg = reinterpret_cast<mca_btl_xrc_reg_t *>(reg);
+    if (xreg->mr != nullptr && ibv_dereg_mr(xreg->mr) != 0) return OPAL_ERROR;
+    xreg->mr = nullptr;
+    return OPAL_SUCCESS;
+}
+
+void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
+    mca_btl_xrc_frag_t *frag = frag_of(op);
+    frag->rdma_cb(&frag->module->super, frag->endpoint, frag->local_address, frag->local_handle, frag->rdma_context,
+                  frag->rdma_cbdata, status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR);
+    mca_btl_xrc_frag_return(frag);
+}
+
+mca_btl_xrc_frag_t *rdma_frag(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                              mca_btl_base_registration_handle_t *local_handle, mca_btl_base_rdma_completion_fn_t cb,
+                              void *context, void *cbdata) {
+    mca_btl_xrc_frag_t *frag = mca_btl_xrc_frag_get(&m->rdma_frags);
+    if (frag == nullptr) return nullptr;
+    frag->module = m;
+    frag->endpoint = endpoint;
+    frag->local_address = local_address;
+    frag->local_handle = local_handle;
+    frag->rdma_cb = cb;
+    frag->rdma_context = context;
+    frag->rdma_cbdata = cbdata;
+    xrc::SendOp &op = frag->op;
+    op.wr = ibv_send_wr{};
+    op.wr.sg_list = &op.sge;
+    op.wr.num_sge = 1;
+    op.wr.qp_type.xrc.remote_srqn = endpoint->route.srqs.front().srq_num;
+    op.on_complete = rdma_complete;
+    return frag;
+}
+
+int post(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, mca_btl_xrc_frag_t *frag) {
+    if (endpoint->route.queue->post_or_queue(frag->op) != 0) {
+        mca_btl_xrc_frag_return(frag);
+        mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
+        return OPAL_ERROR;
+    }
+    return OPAL_SUCCESS;
+}
+
+int rdma(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr_opcode opcode, void *local_address,
+         uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+         mca_btl_base_registration_handle_t *remote_handle, size_t size, mca_btl_base_rdma_completion_fn_t cbfunc,
+         void *cbcontext, void *cbdata) {
+    auto *m = as_xrc(btl);
+    if (size > UINT32_MAX || local_handle == nullptr || remote_handle == nullptr) return OPAL_ERR_BAD_PARAM;
+    mca_btl_xrc_frag_t *frag = rdma_frag(m, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (frag == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    frag->op.sge = ibv_sge{reinterpret_cast<uintptr_t>(local_address), static_cast<uint32_t>(size), local_handle->lkey};
+    frag->op.wr.opcode = opcode;
+    frag->op.wr.wr.rdma.remote_addr = remote_address;
+    frag->op.wr.wr.rdma.rkey = remote_handle->rkey;
+    return post(m, endpoint, frag);
+}
+
+int atomic(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr_opcode opcode, void *local_address,
+           uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+           mca_btl_base_registration_handle_t *remote_handle, uint64_t compare_add, uint64_t swap, int flags,
+           mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) {
+    auto *m = as_xrc(btl);
+    if (flags & MCA_BTL_ATOMIC_FLAG_32BIT) return OPAL_ERR_NOT_SUPPORTED;  // IB atomics are 64-bit
+    if (remote_handle == nullptr || local_handle == nullptr) return OPAL_ERR_BAD_PARAM;
+    mca_btl_xrc_frag_t *frag = rdma_frag(m, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (frag == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    frag->op.sge = ibv_sge{reinterpret_cast<uintptr_t>(local_address), 8, local_handle->lkey};
+    frag->op.wr.opcode = opcode;
+    frag->op.wr.wr.atomic.remote_addr = remote_address;
+    frag->op.wr.wr.atomic.rkey = remote_handle->rkey;
+    frag->op.wr.wr.atomic.compare_add = compare_add;
+    frag->op.wr.wr.atomic.swap = swap;
+    return post(m, endpoint, frag);
+}
+
+}  // namespace
+
+int mca_btl_xrc_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                    uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                    mca_btl_base_registration_handle_t *remote_handle, size_t size, int, int,
+                    mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
+    return rdma(btl, endpoint, IBV_WR_RDMA_WRITE, local_address, remote_address, local_handle, remote_handle, size,
+                cbfunc, cbcontext, cbdata);
+}
+
+int mca_btl_xrc_get(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                    uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                    mca_btl_base_registration_handle_t *remote_handle, size_t size, int, int,
+                    mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
+    return rdma(btl, endpoint, IBV_WR_RDMA_READ, local_address, remote_address, local_handle, remote_handle, size,
+                cbfunc, cbcontext, cbdata);
+}
+
+int mca_btl_xrc_atomic_fop(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                           uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                           mca_btl_base_registration_handle_t *remote_handle, mca_btl_base_atomic_op_t op,
+                           uint64_t operand, int flags, int, mca_btl_base_rdma_completion_fn_t cbfunc,
+                           void *cbcontext, void *cbdata) noexcept {
+    if (op != MCA_BTL_ATOMIC_ADD) return OPAL_ERR_NOT_SUPPORTED;
+    return atomic(btl, endpoint, IBV_WR_ATOMIC_FETCH_AND_ADD, local_address, remote_address, local_handle,
+                  remote_handle, operand, 0, flags, cbfunc, cbcontext, cbdata);
+}
+
+int mca_btl_xrc_atomic_op(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, uint64_t remote_address,
+                          mca_btl_base_registration_handle_t *remote_handle, mca_btl_base_atomic_op_t op,
+                          uint64_t operand, int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc,
+                          void *cbcontext, void *cbdata) noexcept {
+    // Non-fetching: the old value lands in the module's registered scratch word, which nobody reads.
+    auto *m = as_xrc(btl);
+    return mca_btl_xrc_atomic_fop(btl, endpoint, m->atomic_scratch, remote_address, &m->atomic_scratch_handle,
+                                  remote_handle, op,
+                                  operand, flags, order, cbfunc, cbcontext, cbdata);
+}
+
+int mca_btl_xrc_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                             uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                             mca_btl_base_registration_handle_t *remote_handle, uint64_t compare, uint64_t value,
+                             int flags, int, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                             void *cbdata) noexcept {
+    return atomic(btl, endpoint, IBV_WR_ATOMIC_CMP_AND_SWP, local_address, remote_address, local_handle,
+                  remote_handle, compare, value, flags, cbfunc, cbcontext, cbdata);
+}
+
+// Waits until every RDMA and atomic operation posted toward the endpoint's node has completed (all of them are
+// signaled, so the queue's callback count reaches zero).
+int mca_btl_xrc_flush(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint) noexcept {
+    auto *m = as_xrc(btl);
+    auto busy = [&]() {
+        if (endpoint != nullptr && endpoint != MCA_BTL_ENDPOINT_ANY)
+            return endpoint->route.queue->outstanding_callbacks() > 0 || endpoint->route.queue->has_pending();
+        return false;
+    };
+    while (busy()) {
+        if (endpoint->route.queue->broken()) return OPAL_ERROR;
+        mca_btl_xrc_progress_module(m);
+    }
+    return OPAL_SUCCESS;
+}
+
+mca_btl_base_registration_handle_t *mca_btl_xrc_register_mem(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *,
+                                                             void *base, size_t size, uint32_t flags) noexcept {
+    auto *m = as_xrc(btl);
+    mca_rcache_base_registration_t *reg = nullptr;
+    int access = 0;
+    if (flags & MCA_BTL_REG_FLAG_LOCAL_WRITE) access |= MCA_RCACHE_ACCESS_LOCAL_WRITE;
+    if (flags & MCA_BTL_REG_FLAG_REMOTE_WRITE) access |= MCA_RCACHE_ACCESS_REMOTE_WRITE;
+    if (flags & MCA_BTL_REG_FLAG_REMOTE_READ) access |= MCA_RCACHE_ACCESS_REMOTE_READ;
+    if (flags & MCA_BTL_REG_FLAG_REMOTE_ATOMIC) access |= MCA_RCACHE_ACCESS_REMOTE_ATOMIC;
+    if (m->rcache->rcache_register(m->rcache, base, size, 0, access, &reg) != OPAL_SUCCESS || reg == nullptr)
+        return nullptr;
+    return &reinterpret_cast<mca_btl_xrc_reg_t *>(reg)->handle;
+}
+
+int mca_btl_xrc_deregister_mem(mca_btl_base_module_t *btl, mca_btl_base_registration_handle_t *handle) noexcept {
+    auto *m = as_xrc(btl);
+    auto *reg = reinterpret_cast<mca_btl_xrc_reg_t *>(reinterpret_cast<char *>(handle) -
+                                                      offsetof(mca_btl_xrc_reg_t, handle));
+    m->rcache->rcache_deregister(m->rcache, &reg->base);
+    return OPAL_SUCCESS;
+}
+
+int mca_btl_xrc_rdma_init(mca_btl_xrc_module_t *m) noexcept {
+    mca_rcache_base_resources_t resources{};
+    char name[64];
+    snprintf(name, sizeof(name), "xrc.%s.%u", m->transport->device_name().c_str(), m->transport->port_num());
+    resources.cache_name = name;
+    resources.reg_data = m;
+    resources.sizeof_reg = sizeof(mca_btl_xrc_reg_t);
+    resources.register_mem = register_mem_cb;
+    resources.deregister_mem = deregister_mem_cb;
+    m->rcache = mca_rcache_base_module_create("grdma", m, &resources);
+    if (m->rcache == nullptr) return OPAL_ERR_NOT_AVAILABLE;
+    m->atomic_scratch = static_cast<uint64_t *>(calloc(1, 64));
+    if (m->atomic_scratch == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    m->atomic_scratch_mr = ibv_reg_mr(m->transport->pd(), m->atomic_scratch, 64, IBV_ACCESS_LOCAL_WRITE);
+    if (m->atomic_scratch_mr == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    m->atomic_scratch_handle = {m->atomic_scratch_mr->lkey, m->atomic_scratch_mr->rkey};
+    return OPAL_SUCCESS;
+}
+
+void mca_btl_xrc_rdma_fini(mca_btl_xrc_module_t *m) noexcept {
+    if (m->rcache != nullptr) mca_rcache_base_module_destroy(m->rcache);
+    m->rcache = nullptr;
+    if (m->atomic_scratch_mr != nullptr) ibv_dereg_mr(m->atomic_scratch_mr);
+    m->atomic_scratch_mr = nullptr;
+    free(m->atomic_scratch);
+    m->atomic_scratch = nullptr;
+}

@@ -1,0 +1,37 @@
+// RDMA (put/get), atomics, flush, memory registration through Open MPI's rcache, and async device events.
+#pragma once
+
+#include "btl_xrc.h"
+
+int mca_btl_xrc_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                    uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                    mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
+                    mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept;
+int mca_btl_xrc_get(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                    uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                    mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
+                    mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept;
+int mca_btl_xrc_atomic_op(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, uint64_t remote_address,
+                          mca_btl_base_registration_handle_t *remote_handle, mca_btl_base_atomic_op_t op,
+                          uint64_t operand, int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc,
+                          void *cbcontext, void *cbdata) noexcept;
+int mca_btl_xrc_atomic_fop(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                           uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                           mca_btl_base_registration_handle_t *remote_handle, mca_btl_base_atomic_op_t op,
+                           uint64_t operand, int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc,
+                           void *cbcontext, void *cbdata) noexcept;
+int mca_btl_xrc_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                             uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                             mca_btl_base_registration_handle_t *remote_handle, uint64_t compare, uint64_t value,
+                             int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                             void *cbdata) noexcept;
+int mca_btl_xrc_flush(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint) noexcept;
+mca_btl_base_registration_handle_t *mca_btl_xrc_register_mem(mca_btl_base_module_t *btl,
+                                                             mca_btl_base_endpoint_t *endpoint, void *base,
+                                                             size_t size, uint32_t flags) noexcept;
+int mca_btl_xrc_deregister_mem(mca_btl_base_module_t *btl, mca_btl_base_registration_handle_t *handle) noexcept;
+
+int mca_btl_xrc_rdma_init(mca_btl_xrc_module_t *module) noexcept;
+void mca_btl_xrc_rdma_fini(mca_btl_xrc_module_t *module) noexcept;
+void mca_btl_xrc_async_init(mca_btl_xrc_module_t *module) noexcept;
+void mca_btl_xrc_async_fini(mca_btl_xrc_module_t *module) noexcept;
