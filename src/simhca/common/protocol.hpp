@@ -39,6 +39,8 @@ enum class Op : uint32_t {
     Fault,
     Kick,  // re-scan this client's queues (used after post on an errored QP)
     Probe, // device identity without creating a context (ibv_get_device_list)
+    ReregMr,
+    ResizeCq,
 };
 
 struct HelloReq {
@@ -70,6 +72,17 @@ struct RegMrReq {
     uint64_t addr;
     uint64_t length;
     uint64_t iova;
+};
+struct ReregMrReq {
+    uint32_t handle;
+    int32_t flags; // enum ibv_rereg_mr_flags
+    uint32_t pd;
+    int32_t access;
+    uint64_t addr, length, iova;
+};
+struct ResizeCqReq {
+    uint32_t handle;
+    int32_t cqe;
 };
 struct RegMrResp {
     uint32_t handle, lkey, rkey;
@@ -176,6 +189,8 @@ struct Request {
         HelloReq hello;
         HandleReq h;
         RegMrReq reg_mr;
+        ReregMrReq rereg_mr;
+        ResizeCqReq resize_cq;
         CreateCqReq create_cq;
         CreateSrqReq create_srq;
         ModifySrqReq modify_srq;

@@ -2,6 +2,8 @@
 // plus client bookkeeping and uverbs-close style cleanup.
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/eventfd.h>
@@ -16,7 +18,10 @@ namespace simhca {
 
 using namespace proto;
 
-Device::Device(DeviceConfig c) : cfg(std::move(c)) {}
+Device::Device(DeviceConfig c) : cfg(std::move(c)) {
+    const char *d = std::getenv("SIMHCA_DEBUG");
+    debug_ = d && *d && *d != '0';
+}
 Device::~Device() {
     for (auto id : client_ids()) remove_client(id);
 }
@@ -125,6 +130,8 @@ void Device::handle(Client &c, const Request &req, const int *in_fds, Response &
     case Op::DeallocPd: err = do_dealloc_pd(c, req.h.handle); break;
     case Op::RegMr: err = do_reg_mr(c, req.reg_mr, resp); break;
     case Op::DeregMr: err = do_dereg_mr(c, req.h.handle); break;
+    case Op::ReregMr: err = do_rereg_mr(c, req.rereg_mr, resp); break;
+    case Op::ResizeCq: err = do_resize_cq(c, req.resize_cq, resp, fds); break;
     case Op::CreateChannel: err = do_create_channel(c, resp, fds); break;
     case Op::DestroyChannel: err = do_destroy_channel(c, req.h.handle); break;
     case Op::CreateCq: err = do_create_cq(c, req.create_cq, resp, fds); break;
@@ -155,6 +162,12 @@ void Device::handle(Client &c, const Request &req, const int *in_fds, Response &
     default: err = EOPNOTSUPP;
     }
     resp.err = err;
+    if (err && debug_) {
+        std::fprintf(stderr, "simhcad: pid %d op %u failed: %s", int(c.pid), req.op, std::strerror(err));
+        if (Op(req.op) == Op::ModifyQp)
+            std::fprintf(stderr, " (modify_qp mask 0x%x to state %d)", req.modify_qp.mask, req.modify_qp.attr.qp_state);
+        std::fprintf(stderr, "\n");
+    }
 }
 
 int Device::do_hello(Client &c, Response &r, std::vector<int> &fds) {
@@ -191,17 +204,22 @@ int Device::do_dealloc_pd(Client &c, uint32_t h) {
     return 0;
 }
 
+// Access flags the kernel accepts; remote write/atomic need local write.
+static bool access_ok(int access) {
+    constexpr int kKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                           IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+                           IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING;
+    if (access & ~kKnown) return false;
+    if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
+        return false;
+    return true;
+}
+
 int Device::do_reg_mr(Client &c, const RegMrReq &q, Response &r) {
     Pd *pd = owned(pds_, c, q.pd);
     if (!pd) return EINVAL;
     if (mrs_.size() >= limits::kMaxMr) return ENOMEM;
-    constexpr int kKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                           IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
-                           IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING;
-    if (q.access & ~kKnown) return EINVAL;
-    // Remote write/atomic require local write, as the kernel enforces.
-    if ((q.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(q.access & IBV_ACCESS_LOCAL_WRITE))
-        return EINVAL;
+    if (!access_ok(q.access)) return EINVAL;
     if (q.length == 0 || q.addr + q.length < q.addr) return EINVAL;
     auto mr = std::make_unique<Mr>();
     mr->id = new_id();
@@ -229,6 +247,33 @@ int Device::do_dereg_mr(Client &c, uint32_t h) {
     if (auto it = pds_.find(mr->pd); it != pds_.end()) it->second->users--;
     key_to_mr_.erase(mr->key);
     mrs_.erase(h);
+    return 0;
+}
+
+// Re-registration keeps the handle and the keys (peers may hold the rkey).
+int Device::do_rereg_mr(Client &c, const ReregMrReq &q, Response &r) {
+    Mr *mr = owned(mrs_, c, q.handle);
+    if (!mr) return EINVAL;
+    if (q.flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) return EINVAL;
+    Pd *npd = nullptr;
+    if (q.flags & IBV_REREG_MR_CHANGE_PD) {
+        npd = owned(pds_, c, q.pd);
+        if (!npd) return EINVAL;
+    }
+    if ((q.flags & IBV_REREG_MR_CHANGE_ACCESS) && !access_ok(q.access)) return EINVAL;
+    if ((q.flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (q.length == 0 || q.addr + q.length < q.addr)) return EINVAL;
+    if (npd) {
+        if (auto it = pds_.find(mr->pd); it != pds_.end()) it->second->users--;
+        npd->users++;
+        mr->pd = npd->id;
+    }
+    if (q.flags & IBV_REREG_MR_CHANGE_ACCESS) mr->access = q.access;
+    if (q.flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+        mr->addr = q.addr;
+        mr->length = q.length;
+        mr->iova = q.iova;
+    }
+    r.reg_mr = {mr->id, mr->key, mr->key};
     return 0;
 }
 
@@ -279,6 +324,35 @@ int Device::do_create_cq(Client &c, const CreateCqReq &q, Response &r, std::vect
     r.create_cq = {cq->id, cq->entries};
     fds = {cq->shm.fd()};
     cqs_[cq->id] = std::move(cq);
+    return 0;
+}
+
+// Resizing moves the not yet polled CQEs into a new region (index 0 on);
+// the library holds its CQ lock across the call, so nobody polls meanwhile.
+int Device::do_resize_cq(Client &c, const ResizeCqReq &q, Response &r, std::vector<int> &fds) {
+    Cq *cq = owned(cqs_, c, q.handle);
+    if (!cq) return EINVAL;
+    if (q.cqe < 1 || uint32_t(q.cqe) > limits::kMaxCqe) return EINVAL;
+    uint32_t tail = cq->ctl->ring.tail.load(std::memory_order_acquire);
+    uint32_t pending = cq->head - tail;
+    if (pending > cq->entries) pending = 0; // corrupted consumer index: drop
+    uint32_t entries = shm::round_up_pow2(uint32_t(q.cqe) + 1);
+    if (pending > entries - 1) return EINVAL;
+    ShmRegion n;
+    if (int e = n.create("simhca-cq", shm::cq_region_size(entries))) return e;
+    auto *ctl = static_cast<shm::CqCtl *>(n.data());
+    auto *ring = reinterpret_cast<shm::Cqe *>(static_cast<char *>(n.data()) + shm::kCqEntriesOffset);
+    for (uint32_t i = 0; i < pending; ++i) ring[i] = cq->ring[(tail + i) & (cq->entries - 1)];
+    ctl->armed.store(cq->ctl->armed.load());
+    ctl->ring.head.store(pending, std::memory_order_release);
+    cq->shm = std::move(n);
+    cq->ctl = ctl;
+    cq->ring = ring;
+    cq->entries = entries;
+    cq->head = pending;
+    cq->overflowed = false;
+    r.create_cq = {cq->id, entries};
+    fds = {cq->shm.fd()};
     return 0;
 }
 

@@ -29,7 +29,8 @@ void Device::qp_event(Qp &qp, ibv_event_type type) {
 int Device::do_create_qp(Client &c, const CreateQpReq &q, Response &r, std::vector<int> &fds) {
     if (qps_.size() >= limits::kMaxQp) return ENOMEM;
     ibv_qp_type type = ibv_qp_type(q.type);
-    if (type != IBV_QPT_RC && type != IBV_QPT_UD && type != IBV_QPT_XRC_SEND && type != IBV_QPT_XRC_RECV)
+    if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD && type != IBV_QPT_XRC_SEND &&
+        type != IBV_QPT_XRC_RECV)
         return EOPNOTSUPP;
     ibv_qp_cap cap = q.cap;
     if (cap.max_send_wr > limits::kMaxQpWr || cap.max_recv_wr > limits::kMaxQpWr ||
@@ -136,7 +137,12 @@ int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
     Qp *qp = qp_by_num(hit->second->qpn);
     if (!qp) return EINVAL;
     const ibv_qp_attr &a = q.attr;
+    // Like the kernel's uverbs modify_qp_mask(): attributes that mean nothing
+    // for an XRC half are dropped before the table check (perftest and
+    // rdma-core's own examples set them), so they are accepted and ignored.
     int mask = q.mask;
+    if (qp->type == IBV_QPT_XRC_SEND) mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    if (qp->type == IBV_QPT_XRC_RECV) mask &= ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
     ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? a.cur_qp_state : qp->state;
     ibv_qp_state next = (mask & IBV_QP_STATE) ? a.qp_state : cur;
     if (!modify_qp_is_ok(cur, next, qp->type, mask)) return EINVAL;

@@ -75,6 +75,8 @@ private:
     int do_dealloc_pd(Client &c, uint32_t h);
     int do_reg_mr(Client &c, const proto::RegMrReq &q, proto::Response &r);
     int do_dereg_mr(Client &c, uint32_t h);
+    int do_rereg_mr(Client &c, const proto::ReregMrReq &q, proto::Response &r);
+    int do_resize_cq(Client &c, const proto::ResizeCqReq &q, proto::Response &r, std::vector<int> &fds);
     int do_create_channel(Client &c, proto::Response &r, std::vector<int> &fds);
     int do_destroy_channel(Client &c, uint32_t h);
     int do_create_cq(Client &c, const proto::CreateCqReq &q, proto::Response &r, std::vector<int> &fds);
@@ -135,6 +137,7 @@ public:
     bool stop_requested = false;
 
 private:
+    bool debug_ = false; // SIMHCA_DEBUG=1: log failed control requests
     uint32_t next_id_ = 1;
     uint32_t next_qpn_ = 0x48;
     uint32_t next_srqn_ = 0x20;

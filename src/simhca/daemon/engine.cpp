@@ -119,6 +119,10 @@ bool Device::post_cqe(uint32_t cq_id, const Cqe &e, bool solicited) {
     cq.ring[cq.head & (cq.entries - 1)] = e;
     cq.head++;
     cq.ctl->ring.head.store(cq.head, std::memory_order_release);
+    // Store head, then load armed; the library stores armed, then loads head.
+    // Without a full fence both could read the old value and the wakeup would
+    // be lost (the classic store/load race).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     uint32_t armed = cq.ctl->armed.load(std::memory_order_acquire);
     if (armed == 1 || (armed == 2 && (solicited || e.status != IBV_WC_SUCCESS))) {
         if (cq.ctl->armed.exchange(0, std::memory_order_acq_rel) != 0 && cq.channel) {
@@ -246,8 +250,11 @@ void Device::progress(Qp &qp) {
         const SendWqe w = qp.pending.front(); // copy: the responder may flush this QP
         ibv_wc_status st = IBV_WC_SUCCESS;
         bool ud = qp.type == IBV_QPT_UD;
-        bool op_ok = ud ? (w.opcode == IBV_WR_SEND || w.opcode == IBV_WR_SEND_WITH_IMM)
-                        : (w.opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD && w.opcode != 0xff);
+        bool uc = qp.type == IBV_QPT_UC;
+        bool unreliable = ud || uc; // no ACKs: what is lost stays lost, silently
+        bool op_ok = ud   ? (w.opcode == IBV_WR_SEND || w.opcode == IBV_WR_SEND_WITH_IMM)
+                     : uc ? carries_payload(w.opcode)
+                          : w.opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD;
         if (!op_ok) st = IBV_WC_LOC_QP_OP_ERR;
 
         Message m{};
@@ -333,7 +340,7 @@ void Device::progress(Qp &qp) {
             break;
         }
         case RespStatus::Drop:
-            if (ud) { // unreliable: the sender never knows
+            if (unreliable) { // the sender never knows
                 if (!qp.pending.empty()) qp.pending.pop_front();
             complete_send(qp, w, IBV_WC_SUCCESS);
                 break;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <sys/resource.h>
 
 #include "../common/socket_io.hpp"
 #include "device.hpp"
@@ -70,6 +71,10 @@ int main(int argc, char **argv) {
     }
     std::string err;
     if (!write_sysfs(cfg.sysfs_dir, cfg.lid, err)) std::fprintf(stderr, "simhcad: warning: %s\n", err.c_str());
+
+    // Best effort: the daemon is the adapter; when applications busy-poll
+    // every core, it must still be scheduled promptly after a doorbell.
+    (void)::setpriority(PRIO_PROCESS, 0, -10);
 
     Device dev(cfg);
     Server srv(dev);

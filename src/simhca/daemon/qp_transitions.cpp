@@ -13,11 +13,12 @@ struct Rule {
     int opt;
 };
 
-enum Kind { RC, UD, INI, TGT, OTHER };
+enum Kind { RC, UC, UD, INI, TGT, OTHER };
 
 Kind kind_of(ibv_qp_type t) {
     switch (t) {
     case IBV_QPT_RC: return RC;
+    case IBV_QPT_UC: return UC;
     case IBV_QPT_UD: return UD;
     case IBV_QPT_XRC_SEND: return INI;
     case IBV_QPT_XRC_RECV: return TGT;
@@ -53,6 +54,7 @@ Rule rule_for(ibv_qp_state cur, ibv_qp_state next, Kind k) {
                 return {true, kConnRtr | kRdAtomRnr,
                         IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX};
             case INI:
+            case UC:
                 return {true, kConnRtr, IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX};
             default: break;
             }
@@ -62,6 +64,7 @@ Rule rule_for(ibv_qp_state cur, ibv_qp_state next, Kind k) {
         if (next != IBV_QPS_RTS) break;
         switch (k) {
         case UD: return {true, IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | IBV_QP_QKEY};
+        case UC: return {true, IBV_QP_SQ_PSN, kConnRtsOpt};
         case RC: return {true, kSenderRts, kConnRtsOpt | IBV_QP_MIN_RNR_TIMER};
         case INI: return {true, kSenderRts, kConnRtsOpt};
         case TGT: return {true, IBV_QP_TIMEOUT | IBV_QP_SQ_PSN, kConnRtsOpt | IBV_QP_MIN_RNR_TIMER};
@@ -74,7 +77,8 @@ Rule rule_for(ibv_qp_state cur, ibv_qp_state next, Kind k) {
             case UD: return {true, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
             case RC:
             case TGT: return {true, 0, kConnRtsOpt | IBV_QP_MIN_RNR_TIMER};
-            case INI: return {true, 0, kConnRtsOpt};
+            case INI:
+            case UC: return {true, 0, kConnRtsOpt};
             default: break;
             }
         }
@@ -86,13 +90,17 @@ Rule rule_for(ibv_qp_state cur, ibv_qp_state next, Kind k) {
             case UD: return {true, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
             case RC:
             case TGT: return {true, 0, kConnRtsOpt | IBV_QP_MIN_RNR_TIMER};
-            case INI: return {true, 0, kConnRtsOpt};
+            case INI:
+            case UC: return {true, 0, kConnRtsOpt};
             default: break;
             }
         }
         if (next == IBV_QPS_SQD) {
             switch (k) {
             case UD: return {true, 0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY};
+            case UC:
+                return {true, 0,
+                        IBV_QP_AV | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PATH_MIG_STATE};
             case RC:
                 return {true, 0,
                         IBV_QP_PORT | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
@@ -116,6 +124,7 @@ Rule rule_for(ibv_qp_state cur, ibv_qp_state next, Kind k) {
     case IBV_QPS_SQE:
         // Only UD/UC (and special QPs) may recover from SQE.
         if (next == IBV_QPS_RTS && k == UD) return {true, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
+        if (next == IBV_QPS_RTS && k == UC) return {true, 0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS};
         break;
     default: break;
     }

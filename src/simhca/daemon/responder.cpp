@@ -63,6 +63,10 @@ Reply Device::respond(const Message &m) {
         if (t->attr.dest_qp_num != m.src_qpn) return rep.status = RespStatus::Drop, rep;
         if (t->srq) srq = srqs_[t->srq].get();
         break;
+    case IBV_QPT_UC:
+        if (t->attr.dest_qp_num != m.src_qpn) return rep.status = RespStatus::Drop, rep;
+        if (t->srq) srq = srqs_[t->srq].get();
+        break;
     case IBV_QPT_UD:
         if ((m.opcode != IBV_WR_SEND && m.opcode != IBV_WR_SEND_WITH_IMM) || m.qkey != t->attr.qkey)
             return rep.status = RespStatus::Drop, rep;
@@ -93,13 +97,15 @@ Reply Device::respond(const Message &m) {
     case IBV_WR_ATOMIC_FETCH_AND_ADD: rep.status = remote_mem(*t, srq, m, rep); break;
     default: rep.status = RespStatus::RemInvReq;
     }
+    // UC has no responses: a missing receive or a bad rkey just loses the message.
+    if (t->type == IBV_QPT_UC && rep.status != RespStatus::Ack) rep.status = RespStatus::Drop;
     return rep;
 }
 
 RespStatus Device::deliver_recv(Qp &t, Srq *srq, const Message &m) {
     bool ud = t.type == IBV_QPT_UD;
     RecvWqe w;
-    if (!take_recv(t, srq, w)) return ud ? RespStatus::Drop : RespStatus::RnrNak;
+    if (!take_recv(t, srq, w)) return (ud || t.type == IBV_QPT_UC) ? RespStatus::Drop : RespStatus::RnrNak;
     Client *owner = srq ? srq->owner : t.owner;
     uint32_t pd = srq ? srq->pd : t.pd;
     uint32_t cq = (srq && srq->type == IBV_SRQT_XRC) ? srq->cq : t.recv_cq;

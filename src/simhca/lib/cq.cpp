@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <sched.h>
 #include <unistd.h>
 
 #include "lib.hpp"
@@ -108,8 +109,38 @@ int poll_cq(ibv_cq *ibcq, int n, ibv_wc *wc) noexcept {
         wc_from_cqe(wc[got++], cq->ring[cq->tail & (cq->entries - 1)]);
         ++cq->tail;
     }
-    if (got) cq->ctl->ring.tail.store(cq->tail, std::memory_order_release);
+    if (got) {
+        cq->ctl->ring.tail.store(cq->tail, std::memory_order_release);
+        cq->empty_polls = 0;
+    } else if (++cq->empty_polls % 32 == 0) {
+        // The "adapter" is a process sharing these CPUs: a caller spinning
+        // on an empty CQ must let it run, or it would delay its own
+        // completions by a whole scheduler slice.
+        sched_yield();
+    }
     return got;
+}
+
+// Removes the not yet polled CQEs of one QP (as mlx5's cq_clean does when a
+// QP is reset or destroyed). Kept entries slide towards the head and the
+// consumer index advances; only slots below the head snapshot are touched,
+// so the daemon can keep appending concurrently.
+void clean_cq(ibv_cq *ibcq, uint32_t qpn) noexcept {
+    if (!ibcq) return;
+    auto *cq = reinterpret_cast<Cq *>(ibcq);
+    std::lock_guard<std::mutex> g(cq->mu);
+    uint32_t head = cq->ctl->ring.head.load(std::memory_order_acquire);
+    uint32_t mask = cq->entries - 1;
+    uint32_t removed = 0;
+    for (uint32_t i = head; i-- != cq->tail;) {
+        shm::Cqe &e = cq->ring[i & mask];
+        if (e.qp_num == qpn) ++removed;
+        else if (removed) cq->ring[(i + removed) & mask] = e;
+    }
+    if (removed) {
+        cq->tail += removed;
+        cq->ctl->ring.tail.store(cq->tail, std::memory_order_release);
+    }
 }
 
 int req_notify_cq(ibv_cq *ibcq, int solicited_only) noexcept {
@@ -120,6 +151,9 @@ int req_notify_cq(ibv_cq *ibcq, int solicited_only) noexcept {
     } else {
         cq->ctl->armed.store(1, std::memory_order_release);
     }
+    // Pairs with the daemon's fence between publishing a CQE and reading
+    // `armed`: a CQE the next poll cannot see is guaranteed to raise an event.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     return 0;
 }
 
@@ -152,10 +186,25 @@ SIMHCA_API ibv_cq *ibv_create_cq(ibv_context *context, int cqe, void *cq_context
     return ibv_cq_ex_to_cq(&cq->cq);
 }
 
-SIMHCA_API int ibv_resize_cq(ibv_cq *cq, int cqe) noexcept {
-    if (!cq || cqe < 1) return EINVAL;
-    // The ring is fixed at creation; growing within it is a no-op.
-    return cqe <= cq->cqe ? 0 : EOPNOTSUPP;
+SIMHCA_API int ibv_resize_cq(ibv_cq *ibcq, int cqe) noexcept {
+    if (!ibcq || cqe < 1) return EINVAL;
+    auto *cq = reinterpret_cast<Cq *>(ibcq);
+    std::lock_guard<std::mutex> g(cq->mu); // no polling while the ring moves
+    proto::Request req{};
+    proto::Response resp{};
+    req.resize_cq = {ibcq->handle, cqe};
+    int fd = -1;
+    if (int e = ctx_of(ibcq->context)->conn.call(proto::Op::ResizeCq, req, resp, -1, &fd, 1)) return e;
+    Mapping m;
+    if (fd < 0 || m.map(fd, shm::cq_region_size(resp.create_cq.entries))) return ENOMEM;
+    cq->map.unmap();
+    cq->map = m;
+    cq->entries = resp.create_cq.entries;
+    cq->ctl = static_cast<shm::CqCtl *>(m.base);
+    cq->ring = reinterpret_cast<shm::Cqe *>(static_cast<char *>(m.base) + shm::kCqEntriesOffset);
+    cq->tail = 0;
+    ibcq->cqe = int(cq->entries - 1);
+    return 0;
 }
 
 SIMHCA_API int ibv_destroy_cq(ibv_cq *ibcq) noexcept {

@@ -183,6 +183,7 @@ int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *in, ibv_dev
     std::memset(&a, 0, sizeof(a));
     fill_device_attr(a.orig_attr, *ctx_of(c));
     a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+    a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
     a.max_dm_size = 0;
     std::memcpy(attr, &a, std::min(len, sizeof(a)));
     if (len > sizeof(a)) std::memset(reinterpret_cast<char *>(attr) + sizeof(a), 0, len - sizeof(a));

@@ -77,6 +77,7 @@ struct Cq {
     uint32_t entries = 0;
     uint32_t tail = 0;
     const shm::Cqe *cur = nullptr; // extended polling cursor
+    uint32_t empty_polls = 0;
     std::mutex mu;
 };
 
@@ -127,6 +128,7 @@ void ring_doorbell(Context &c) noexcept;
 void init_qp_ex_ops(Qp &qp) noexcept; // qp_ex.cpp
 void init_cq_ex_ops(Cq &cq) noexcept; // cq_ex.cpp
 void wc_from_cqe(ibv_wc &wc, const shm::Cqe &e) noexcept;
+void clean_cq(ibv_cq *cq, uint32_t qpn) noexcept;
 
 // Entry points installed in the context (context.cpp wires them up).
 int post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad) noexcept;

@@ -76,21 +76,36 @@ SIMHCA_API int ibv_dereg_mr(ibv_mr *mr) noexcept {
     return 0;
 }
 
-// Re-registration as dereg+reg in one step; on failure the old MR stays valid.
+// Re-registration in the daemon: the MR keeps its handle and keys.
 SIMHCA_API int ibv_rereg_mr(ibv_mr *mr, int flags, ibv_pd *pd, void *addr, size_t length, int access) noexcept {
-    if (!mr || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)) return IBV_REREG_MR_ERR_INPUT;
-    ibv_pd *npd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : mr->pd;
-    void *naddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : mr->addr;
-    size_t nlen = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : mr->length;
-    if (!npd) return IBV_REREG_MR_ERR_INPUT;
-    if (!(flags & IBV_REREG_MR_CHANGE_ACCESS)) return IBV_REREG_MR_ERR_INPUT; // we do not remember old access
-    ibv_mr *n = ibv_reg_mr_iova2(npd, naddr, nlen, reinterpret_cast<uint64_t>(naddr), unsigned(access));
-    if (!n) return IBV_REREG_MR_ERR_INPUT;
+    if (!mr || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) || flags == 0) {
+        errno = EINVAL;
+        return IBV_REREG_MR_ERR_INPUT;
+    }
+    if (((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
+        ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)) {
+        errno = EINVAL;
+        return IBV_REREG_MR_ERR_INPUT;
+    }
     proto::Request req{};
     proto::Response resp{};
-    req.h.handle = mr->handle;
-    ctx_of(mr->context)->conn.call(proto::Op::DeregMr, req, resp);
-    *mr = *n;
-    delete reinterpret_cast<Mr *>(n);
+    req.rereg_mr.handle = mr->handle;
+    req.rereg_mr.flags = flags;
+    req.rereg_mr.pd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd->handle : 0;
+    req.rereg_mr.access = access;
+    req.rereg_mr.addr = reinterpret_cast<uint64_t>(addr);
+    req.rereg_mr.length = length;
+    req.rereg_mr.iova = reinterpret_cast<uint64_t>(addr);
+    if (int e = ctx_of(mr->context)->conn.call(proto::Op::ReregMr, req, resp)) {
+        errno = e;
+        return IBV_REREG_MR_ERR_CMD;
+    }
+    if (flags & IBV_REREG_MR_CHANGE_PD) mr->pd = pd;
+    if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+        mr->addr = addr;
+        mr->length = length;
+    }
+    mr->lkey = resp.reg_mr.lkey;
+    mr->rkey = resp.reg_mr.rkey;
     return 0;
 }

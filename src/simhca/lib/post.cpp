@@ -15,10 +15,10 @@ bool opcode_ok(ibv_qp_type t, ibv_wr_opcode op) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM: return true;
     case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return t != IBV_QPT_UD;
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return t != IBV_QPT_UD;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return t != IBV_QPT_UD && t != IBV_QPT_UC;
     default: return false;
     }
 }
@@ -124,7 +124,9 @@ int post_recv_ring(shm::RingCtl &ctl, shm::RecvWqe *ring, uint32_t entries, uint
 
 int post_send(ibv_qp *ibqp, ibv_send_wr *wr, ibv_send_wr **bad) noexcept {
     Qp *qp = qp_of(ibqp);
-    if (!qp->ctl || !qp->sq_entries) {
+    // Like the IB spec (and mlx5): no send work before RTS.
+    if (!qp->ctl || !qp->sq_entries || ibqp->state == IBV_QPS_RESET || ibqp->state == IBV_QPS_INIT ||
+        ibqp->state == IBV_QPS_RTR) {
         *bad = wr;
         return EINVAL;
     }
@@ -150,7 +152,7 @@ int post_send(ibv_qp *ibqp, ibv_send_wr *wr, ibv_send_wr **bad) noexcept {
 
 int post_recv(ibv_qp *ibqp, ibv_recv_wr *wr, ibv_recv_wr **bad) noexcept {
     Qp *qp = qp_of(ibqp);
-    if (!qp->ctl || !qp->rq_entries) {
+    if (!qp->ctl || !qp->rq_entries || ibqp->state == IBV_QPS_RESET) {
         *bad = wr;
         return EINVAL;
     }

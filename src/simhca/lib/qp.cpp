@@ -74,7 +74,15 @@ ibv_qp *create_qp_ex(ibv_context *context, ibv_qp_init_attr_ex *attr) noexcept {
     uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
                      IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     if (attr->comp_mask & ~known) return fail<ibv_qp>(EOPNOTSUPP);
-    if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags) return fail<ibv_qp>(EOPNOTSUPP);
+    // Blocking multicast loopback is trivially true here (no multicast).
+    uint32_t flags_ok = attr->qp_type == IBV_QPT_UD ? IBV_QP_CREATE_BLOCK_SELF_MCAST_LB : 0;
+    if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && (attr->create_flags & ~flags_ok))
+        return fail<ibv_qp>(EOPNOTSUPP);
+    constexpr uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                                  IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+                                  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (attr->send_ops_flags & ~kSendOps))
+        return fail<ibv_qp>(EOPNOTSUPP);
     if (attr->qp_type == IBV_QPT_XRC_RECV) {
         if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd) return fail<ibv_qp>(EINVAL);
     } else if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
@@ -137,7 +145,13 @@ SIMHCA_API int ibv_modify_qp(ibv_qp *qp, ibv_qp_attr *attr, int attr_mask) noexc
     req.modify_qp.mask = attr_mask;
     req.modify_qp.attr = *attr;
     if (int e = ctx_of(qp->context)->conn.call(proto::Op::ModifyQp, req, resp)) return e;
-    if (attr_mask & IBV_QP_STATE) qp->state = attr->qp_state;
+    if (attr_mask & IBV_QP_STATE) {
+        qp->state = attr->qp_state;
+        if (attr->qp_state == IBV_QPS_RESET) {
+            clean_cq(qp->send_cq, qp->qp_num);
+            if (qp->recv_cq != qp->send_cq) clean_cq(qp->recv_cq, qp->qp_num);
+        }
+    }
     return 0;
 }
 
@@ -167,6 +181,8 @@ SIMHCA_API int ibv_destroy_qp(ibv_qp *qp) noexcept {
     proto::Response resp{};
     req.h.handle = qp->handle;
     if (int e = ctx_of(qp->context)->conn.call(proto::Op::DestroyQp, req, resp); e && e != ENODEV) return e;
+    clean_cq(qp->send_cq, qp->qp_num);
+    if (qp->recv_cq != qp->send_cq) clean_cq(qp->recv_cq, qp->qp_num);
     Qp *q = qp_of(qp);
     q->map.unmap();
     pthread_mutex_destroy(&qp->mutex);

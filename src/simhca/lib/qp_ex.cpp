@@ -120,6 +120,8 @@ void set_xrc_srqn(ibv_qp_ex *q, uint32_t srqn) {
 int complete(ibv_qp_ex *q) {
     Qp *qp = of(q);
     int err = qp->wr_err;
+    ibv_qp_state st = q->qp_base.state;
+    if (!err && (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR)) err = EINVAL;
     if (!err && qp->ctl) {
         uint32_t old = qp->ctl->sq.head.load(std::memory_order_relaxed);
         qp->ctl->sq.head.store(qp->wr_head, std::memory_order_release);
@@ -134,6 +136,14 @@ void abort_wr(ibv_qp_ex *q) {
     qp->wr_cur = nullptr;
     qp->sq_mu.unlock();
 }
+// Operations this HCA does not offer: creation with these send_ops_flags
+// fails with EOPNOTSUPP, and a stray call only poisons the batch.
+void unsupported(ibv_qp_ex *q) { of(q)->wr_err = EOPNOTSUPP; }
+void bind_mw(ibv_qp_ex *q, ibv_mw *, uint32_t, const ibv_mw_bind_info *) { unsupported(q); }
+void local_inv(ibv_qp_ex *q, uint32_t) { unsupported(q); }
+void send_inv(ibv_qp_ex *q, uint32_t) { unsupported(q); }
+void send_tso(ibv_qp_ex *q, void *, uint16_t, uint16_t) { unsupported(q); }
+void atomic_write(ibv_qp_ex *q, uint32_t, uint64_t, const void *) { unsupported(q); }
 } // namespace
 
 void init_qp_ex_ops(Qp &qp) noexcept {
@@ -155,6 +165,11 @@ void init_qp_ex_ops(Qp &qp) noexcept {
     q.wr_set_inline_data_list = set_inline_list;
     q.wr_set_ud_addr = set_ud_addr;
     q.wr_set_xrc_srqn = set_xrc_srqn;
+    q.wr_bind_mw = bind_mw;
+    q.wr_local_inv = local_inv;
+    q.wr_send_inv = send_inv;
+    q.wr_send_tso = send_tso;
+    q.wr_atomic_write = atomic_write;
 }
 
 } // namespace simhca::lib
