@@ -106,12 +106,30 @@ gate() {
     return 0
 }
 
+# known_gap LABEL -> 0 and the reason in $gap when known-gaps.txt lists the case (see that file).
+known_gap() {
+    gap=""
+    [ -r "$gaps_file" ] || return 1
+    while IFS='|' read -r pattern reason; do
+        case "$pattern" in '#'* | '') continue ;; esac
+        # shellcheck disable=SC2254
+        case "$1" in $pattern) gap=$reason; return 0 ;; esac
+    done < "$gaps_file"
+    return 1
+}
+gaps_file="$(dirname "$0")/known-gaps.txt"
+known=0
+
 result() { # result LABEL OK(0/1) [files to show on failure...]
     label=$1 ok=$2
     shift 2
     if [ "$ok" = 0 ]; then
         echo "PASS: $label"
+        known_gap "$label" && echo "  now passes: remove it from known-gaps.txt ($gap)"
         passed=$((passed + 1))
+    elif known_gap "$label"; then
+        echo "KNOWN-GAP: $label ($gap)"
+        known=$((known + 1))
     else
         echo "FAIL: $label"
         for f in "$@"; do
@@ -154,7 +172,8 @@ run_pair() {
 # Final line in the plain "N passed, N failed, N skipped" form, and the Automake exit status.
 finish() {
     echo "$me: $passed passed, $failed failed, $skipped skipped"
+    [ $known -gt 0 ] && echo "$me: $known known gaps (failed as expected, see known-gaps.txt)"
     [ $failed -gt 0 ] && exit 1
-    [ $passed -eq 0 ] && exit 77
+    [ $passed -eq 0 ] && [ $known -eq 0 ] && exit 77
     exit 0
 }

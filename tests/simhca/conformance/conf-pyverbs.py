@@ -13,6 +13,7 @@ Exit status: 0 all ran tests passed (and every required one), 1 otherwise.
 """
 import argparse
 import collections
+import fnmatch
 import gzip
 import json
 import os
@@ -70,6 +71,18 @@ class Recorder(unittest.TextTestResult):
         self.outcome[test.id()] = 'pass'
 
 
+def load_gaps(path):
+    """(glob, reason) pairs from known-gaps.txt; see that file for the format."""
+    gaps = []
+    if path and os.path.exists(path):
+        for line in open(path):
+            line = line.strip()
+            if line and not line.startswith('#') and '|' in line:
+                pattern, why = line.split('|', 1)
+                gaps.append((pattern.strip(), why.strip()))
+    return gaps
+
+
 def run_one(workdir, dev, module):
     """Child mode: run one test module, print its outcomes as one JSON line (the parent aggregates)."""
     testdir = os.path.join(workdir, 'tests')
@@ -98,6 +111,7 @@ def main():
     ap.add_argument('--require-pass', action='append', default=[])
     ap.add_argument('--one', help=argparse.SUPPRESS)  # child mode
     ap.add_argument('--module-timeout', type=int, default=600)
+    ap.add_argument('--known-gaps', help='known-gaps.txt: failures matching it are reported, not counted')
     ap.add_argument('modules', nargs='*')
     opts = ap.parse_intermixed_args()
     if opts.one:
@@ -151,10 +165,36 @@ def main():
     for tid, reason in skipped:
         print('  SKIP %s: %s' % (tid, reason.strip().replace('\n', ' ')[:200]))
 
-    failed = sum(1 for o in outcome.values() if o in ('fail', 'error')) + len(crashed)
+    gaps = load_gaps(opts.known_gaps)
+
+    def gap(name):
+        return next((why for pat, why in gaps if fnmatch.fnmatchcase(name, pat)), None)
+
+    failed = known = 0
+    for tid, o in sorted(outcome.items()):
+        if o in ('fail', 'error') or (o == 'pass' and gap(tid)):
+            why = gap(tid)
+            if o == 'pass':
+                print('now passes, remove it from known-gaps.txt: %s (%s)' % (tid, why))
+            elif why:
+                print('KNOWN-GAP: %s %s (%s)' % (tid, o, why))
+                known += 1
+            else:
+                failed += 1
+    for module in crashed:
+        why = gap('module:' + module)
+        if why:
+            print('KNOWN-GAP: module %s crashed (%s)' % (module, why))
+            known += 1
+        else:
+            failed += 1
     for pattern in opts.require_pass:
         hits = {tid: o for tid, o in outcome.items() if pattern in tid}
         if not hits:
+            module = pattern.split('.')[0]
+            if module in crashed and gap('module:' + module):
+                print('KNOWN-GAP: required %s did not run (module %s crashed, a known gap)' % (pattern, module))
+                continue
             print('REQUIRED-FAIL: no test result matches %s' % pattern)
             failed += 1
         for tid, o in sorted(hits.items()):
@@ -163,6 +203,7 @@ def main():
                 failed += 1
     passed = sum(1 for o in outcome.values() if o == 'pass')
     print('pyverbs: %d modules in %.0f s, %d crashed' % (len(modules), took, len(crashed)))
+    print('pyverbs: %d known gaps (failed as expected, see known-gaps.txt)' % known)
     print('%d passed, %d failed, %d skipped' % (passed, failed, len(skipped)))
     return 1 if failed else 0
 

@@ -31,7 +31,7 @@ fi
 # Bounds: a hung module is killed after PYVERBS_MODULE_TIMEOUT and reported; the whole run after
 # PYVERBS_TIMEOUT (keeps `make check` within its budget).
 timeout -k 10 "${PYVERBS_TIMEOUT:-400}" $PY "$(dirname "$0")/conf-pyverbs.py" "$scratch" --dev simhca0 \
-    --module-timeout "${PYVERBS_MODULE_TIMEOUT:-120}" $required $PYVERBS_MODULES > "$scratch/pyverbs.out" 2>&1 < /dev/null
+    --module-timeout "${PYVERBS_MODULE_TIMEOUT:-120}" --known-gaps "$gaps_file" $required $PYVERBS_MODULES > "$scratch/pyverbs.out" 2>&1 < /dev/null
 rc=$?
 # Show the report (failures with tracebacks, skip reasons, counts) without unittest's line of progress dots.
 grep -v "^[.sEFxu]*$" "$scratch/pyverbs.out" | tail -400
