@@ -34,6 +34,10 @@ for b in latency bw bibw mpairs alltoall startup; do
     else bad "xbench $b at 4 MiB: rc=$rc"; fi
 done
 
+out=$(XBENCH_SELFTEST_CORRUPT=1 run latency -q -c -m 64:64 2>/dev/null); rc=$?
+if [ $rc -eq 2 ] && printf '%s\n' "$out" | grep -q '^xbench,.*,FAIL$'; then ok "data check detects a corrupted byte"
+else bad "data check missed a corrupted byte: rc=$rc"; fi
+
 touch "$tmp/release"
 out=$(run hold -d "$tmp" -H 10 2>>"$tmp/err"); rc=$?
 if [ $rc -eq 0 ] && [ -e "$tmp/ready" ] && printf '%s\n' "$out" | grep -q '^xbench,-,hold,0,init,'; then ok "xbench hold"

@@ -84,7 +84,9 @@ static inline unsigned char pat(long k, unsigned seed) {
 static void fill(unsigned char *b, long n, unsigned seed) {
     for (long k = 0; k < n; k++) b[k] = pat(k, seed);
 }
+static int g_corrupt; /* XBENCH_SELFTEST_CORRUPT=1: flip a received byte before verifying (proves -c detects it) */
 static int verify(const unsigned char *b, long n, unsigned seed, const char *what, long size) {
+    if (g_corrupt && n > 0) ((unsigned char *)b)[n / 2] ^= 0x5a;
     for (long k = 0; k < n; k++)
         if (b[k] != pat(k, seed)) {
             fprintf(stderr, "xbench: rank %d: %s size %ld: data check FAILED at byte %ld (got 0x%02x want 0x%02x)\n",
@@ -442,6 +444,7 @@ int main(int argc, char **argv) {
         return argc < 2;
     }
     const char *bench = argv[1];
+    g_corrupt = getenv("XBENCH_SELFTEST_CORRUPT") && atoi(getenv("XBENCH_SELFTEST_CORRUPT")) == 1;
     int quick = 0, opt;
     optind = 2;
     while ((opt = getopt(argc, argv, "m:i:I:w:x:r:W:ct:d:H:q")) != -1) {
