@@ -24,6 +24,8 @@ void usage(FILE *f) {
                     "  status                    device state and object counts\n"
                     "  list [--json]             objects: QPs (type, state, owner, handles), SRQs, XRCDs\n"
                     "  fault port-down|port-up   change the port state (raises PORT_ERR / PORT_ACTIVE)\n"
+                    "  fault drop NODE           lose all traffic to/from NODE (transport retries, then errors)\n"
+                    "  fault restore NODE        stop dropping NODE's traffic\n"
                     "  fault stop                DEVICE_FATAL to every client, then simhcad exits\n"
                     "Talks to %s (set SIMHCA_INSTANCE to choose another daemon).\n",
                  daemon_address_text().c_str());
@@ -100,6 +102,7 @@ int main(int argc, char **argv) {
         if (argc >= 4) std::snprintf(req->fault.arg, sizeof(req->fault.arg), "%s", argv[3]);
         e = call(proto::Op::Fault, *req, *resp);
         if (e == EINVAL) std::fprintf(stderr, "simhca-ctl: unknown fault '%s'\n", argv[2]);
+        if (e == ENOENT) std::fprintf(stderr, "simhca-ctl: no node '%s' in the fabric\n", argc >= 4 ? argv[3] : "");
     } else {
         usage(stderr);
         return 2;

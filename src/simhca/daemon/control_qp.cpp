@@ -180,6 +180,8 @@ int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
         // Reset discards all outstanding work, like the hardware does.
         qp->pending.clear();
         qp->retry_at_ns = 0;
+        qp->inflight = 0;
+        qp->req_id = 0;
         qp->last_wqe_sent = false;
         if (qp->ctl) {
             qp->ctl->sq.tail.store(qp->ctl->sq.head.load(std::memory_order_acquire), std::memory_order_release);

@@ -35,6 +35,7 @@ struct Message {
     uint64_t compare_add, swap;
     uint32_t length; // RDMA READ / atomic size
     uint32_t qkey;
+    uint64_t req_id; // same for every retry of one WQE: lets the responder drop duplicates
     bool has_grh;
     uint8_t grh[40];
     std::vector<uint8_t> *payload; // SEND / WRITE data
@@ -45,6 +46,8 @@ struct Reply {
     uint8_t rnr_timer = 0; // responder's min_rnr_timer, for RNR NAKs
     std::vector<uint8_t> data; // READ / atomic result
 };
+
+class Network;
 
 class Device {
 public:
@@ -67,6 +70,11 @@ public:
     bool idle() const;
 
     static uint64_t now_ns();
+
+    // Node to node (network.cpp calls these).
+    void set_network(Network *n) { net_ = n; }
+    Reply respond_remote(const Message &m);
+    void on_remote_reply(uint64_t token, const Reply &r);
 
 private:
     // control handlers (control.cpp, control_qp.cpp)
@@ -118,6 +126,8 @@ private:
     // data path (engine.cpp)
     void pull_sq(Qp &qp);
     void progress(Qp &qp);
+    ibv_wc_status build_message(Qp &qp, const shm::SendWqe &w, Message &m, uint16_t &dlid);
+    bool handle_reply(Qp &qp, const shm::SendWqe &w, const Reply &rep);
     bool post_cqe(uint32_t cq_id, const shm::Cqe &e, bool solicited);
     void qp_to_error(Qp &qp);
     void flush_qp(Qp &qp);
@@ -155,6 +165,10 @@ private:
     std::map<uint32_t, std::unique_ptr<Qp>> qps_; // by qpn
     std::map<uint32_t, std::unique_ptr<QpHandle>> qp_handles_;
     std::vector<uint8_t> buf_; // scratch payload buffer, reused
+    Network *net_ = nullptr;
+    uint64_t next_req_id_ = 0;
+    uint64_t next_token_ = 0;
+    std::map<uint64_t, uint32_t> inflight_; // token -> requester QPN
 };
 
 } // namespace simhca

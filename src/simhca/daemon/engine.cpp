@@ -12,6 +12,7 @@
 #include "../common/limits.hpp"
 #include "device.hpp"
 #include "dma.hpp"
+#include "network.hpp"
 
 namespace simhca {
 
@@ -140,6 +141,8 @@ void Device::qp_to_error(Qp &qp) {
     qp.state = IBV_QPS_ERR;
     qp.attr.qp_state = IBV_QPS_ERR;
     qp.retry_at_ns = 0;
+    qp.inflight = 0; // a late reply finds no taker
+    qp.req_id = 0;
     if (qp.ctl) qp.ctl->in_error.store(1, std::memory_order_release);
     flush_qp(qp);
     if ((qp.srq || qp.type == IBV_QPT_XRC_RECV) && !qp.last_wqe_sent) {
@@ -229,6 +232,127 @@ int Device::gather(Qp &qp, const SendWqe &w, std::vector<uint8_t> &out, ibv_wc_s
     return 0;
 }
 
+// Builds the request for a WQE (gathering the payload into buf_). Returns
+// a local error status when the WQE itself is bad.
+ibv_wc_status Device::build_message(Qp &qp, const SendWqe &w, Message &m, uint16_t &dlid) {
+    bool ud = qp.type == IBV_QPT_UD;
+    bool uc = qp.type == IBV_QPT_UC;
+    bool op_ok = ud   ? (w.opcode == IBV_WR_SEND || w.opcode == IBV_WR_SEND_WITH_IMM)
+                 : uc ? carries_payload(w.opcode)
+                      : w.opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD;
+    if (!op_ok) return IBV_WC_LOC_QP_OP_ERR;
+    m = Message{};
+    m.opcode = w.opcode;
+    m.src_qpn = qp.qpn;
+    m.src_lid = cfg.lid;
+    m.srqn = w.remote_srqn & 0xffffff;
+    m.remote_addr = w.remote_addr;
+    m.rkey = w.rkey;
+    m.imm = w.imm_data;
+    m.has_imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    m.solicited = w.send_flags & IBV_SEND_SOLICITED;
+    m.compare_add = w.compare_add;
+    m.swap = w.swap;
+    if (ud) {
+        m.dst_qpn = w.remote_qpn & 0xffffff;
+        // A qkey with the high bit set means "use the QP's own qkey".
+        m.qkey = (w.remote_qkey & 0x80000000u) ? qp.attr.qkey : w.remote_qkey;
+        dlid = w.av.dlid;
+        if (w.av.is_global) {
+            m.has_grh = true;
+            uint8_t *g = m.grh;
+            uint32_t vtf = (6u << 28) | (uint32_t(w.av.traffic_class) << 20) | (w.av.flow_label & 0xfffff);
+            g[0] = uint8_t(vtf >> 24);
+            g[1] = uint8_t(vtf >> 16);
+            g[2] = uint8_t(vtf >> 8);
+            g[3] = uint8_t(vtf);
+            g[6] = 0x1b; // next header: IBA transport
+            g[7] = w.av.hop_limit;
+            uint64_t pfx = __builtin_bswap64(limits::kSubnetPrefix);
+            uint64_t guid = __builtin_bswap64(limits::node_guid_for_lid(cfg.lid));
+            std::memcpy(g + 8, &pfx, 8);
+            std::memcpy(g + 16, &guid, 8);
+            std::memcpy(g + 24, w.av.dgid, 16);
+        }
+    } else {
+        m.dst_qpn = qp.attr.dest_qp_num;
+        dlid = qp.attr.ah_attr.dlid;
+    }
+    ibv_wc_status st = IBV_WC_SUCCESS;
+    if (carries_payload(w.opcode)) {
+        gather(qp, w, buf_, st);
+        if (st != IBV_WC_SUCCESS) return st;
+        if (ud && buf_.size() > limits::kMaxUdPayload) return IBV_WC_LOC_LEN_ERR;
+        if (ud) {
+            uint16_t paylen = uint16_t(buf_.size() + 8 + 4 + 4); // BTH + DETH + ICRC
+            m.grh[4] = uint8_t(paylen >> 8);
+            m.grh[5] = uint8_t(paylen);
+        }
+    } else {
+        buf_.clear();
+    }
+    if (w.opcode == IBV_WR_RDMA_READ) {
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < std::min(w.num_sge, kMaxSge); ++i) total += w.sge[i].length;
+        if (w.num_sge > kMaxSge || total > limits::kMaxMsgSize) return IBV_WC_LOC_LEN_ERR;
+        m.length = uint32_t(total);
+    }
+    if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        if (w.num_sge < 1 || w.sge[0].length != 8) return IBV_WC_LOC_LEN_ERR;
+        m.length = 8;
+    }
+    m.payload = &buf_;
+    return IBV_WC_SUCCESS;
+}
+
+// Applies the responder's answer to the head WQE `w`. Returns false when
+// the QP has to wait (retry timer) before anything else can go.
+bool Device::handle_reply(Qp &qp, const SendWqe &w, const Reply &rep) {
+    bool unreliable = qp.type == IBV_QPT_UD || qp.type == IBV_QPT_UC;
+    auto finish = [&](ibv_wc_status st) {
+        if (!qp.pending.empty()) qp.pending.pop_front();
+        qp.req_id = 0;
+        complete_send(qp, w, st);
+        if (st != IBV_WC_SUCCESS) qp_to_error(qp);
+    };
+    switch (rep.status) {
+    case RespStatus::Ack: {
+        ibv_wc_status fin = IBV_WC_SUCCESS;
+        if (!rep.data.empty()) {
+            uint32_t n = w.opcode == IBV_WR_RDMA_READ ? std::min(w.num_sge, kMaxSge) : 1;
+            fin = scatter(*qp.owner, qp.pd, w.sge, n, rep.data.data(), rep.data.size());
+        }
+        qp.counters_loaded = false; // forward progress resets the retry budgets
+        finish(fin);
+        return true;
+    }
+    case RespStatus::Drop:
+        if (unreliable) { // the sender never knows
+            finish(IBV_WC_SUCCESS);
+            return true;
+        }
+        if (qp.attr.timeout == 0 || qp.retry_left > 0) {
+            if (qp.attr.timeout) qp.retry_left--;
+            qp.retry_at_ns = now_ns() + ack_timeout_ns(qp.attr.timeout);
+            return false;
+        }
+        finish(IBV_WC_RETRY_EXC_ERR);
+        return true;
+    case RespStatus::RnrNak:
+        if (qp.attr.rnr_retry == 7 || qp.rnr_left > 0) {
+            if (qp.attr.rnr_retry != 7) qp.rnr_left--;
+            qp.retry_at_ns = now_ns() + rnr_delay_ns(rep.rnr_timer);
+            return false;
+        }
+        finish(IBV_WC_RNR_RETRY_EXC_ERR);
+        return true;
+    case RespStatus::RemAccess: finish(IBV_WC_REM_ACCESS_ERR); return true;
+    case RespStatus::RemInvReq: finish(IBV_WC_REM_INV_REQ_ERR); return true;
+    case RespStatus::RemOp: finish(IBV_WC_REM_OP_ERR); return true;
+    }
+    return true;
+}
+
 void Device::progress(Qp &qp) {
     uint64_t now = 0;
     while (!qp.pending.empty()) {
@@ -236,7 +360,7 @@ void Device::progress(Qp &qp) {
             flush_qp(qp);
             return;
         }
-        if (qp.state != IBV_QPS_RTS) return;
+        if (qp.state != IBV_QPS_RTS || qp.inflight) return;
         if (qp.retry_at_ns) {
             if (!now) now = now_ns();
             if (now < qp.retry_at_ns) return;
@@ -248,145 +372,77 @@ void Device::progress(Qp &qp) {
             qp.counters_loaded = true;
         }
         const SendWqe w = qp.pending.front(); // copy: the responder may flush this QP
-        ibv_wc_status st = IBV_WC_SUCCESS;
-        bool ud = qp.type == IBV_QPT_UD;
-        bool uc = qp.type == IBV_QPT_UC;
-        bool unreliable = ud || uc; // no ACKs: what is lost stays lost, silently
-        bool op_ok = ud   ? (w.opcode == IBV_WR_SEND || w.opcode == IBV_WR_SEND_WITH_IMM)
-                     : uc ? carries_payload(w.opcode)
-                          : w.opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD;
-        if (!op_ok) st = IBV_WC_LOC_QP_OP_ERR;
-
-        Message m{};
-        m.opcode = w.opcode;
-        m.src_qpn = qp.qpn;
-        m.src_lid = cfg.lid;
-        m.srqn = w.remote_srqn & 0xffffff;
-        m.remote_addr = w.remote_addr;
-        m.rkey = w.rkey;
-        m.imm = w.imm_data;
-        m.has_imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-        m.solicited = w.send_flags & IBV_SEND_SOLICITED;
-        m.compare_add = w.compare_add;
-        m.swap = w.swap;
-        uint16_t dlid;
-        if (ud) {
-            m.dst_qpn = w.remote_qpn & 0xffffff;
-            // A qkey with the high bit set means "use the QP's own qkey".
-            m.qkey = (w.remote_qkey & 0x80000000u) ? qp.attr.qkey : w.remote_qkey;
-            dlid = w.av.dlid;
-            if (w.av.is_global) {
-                m.has_grh = true;
-                uint8_t *g = m.grh;
-                std::memset(g, 0, 40);
-                uint32_t vtf = (6u << 28) | (uint32_t(w.av.traffic_class) << 20) | (w.av.flow_label & 0xfffff);
-                g[0] = uint8_t(vtf >> 24); g[1] = uint8_t(vtf >> 16); g[2] = uint8_t(vtf >> 8); g[3] = uint8_t(vtf);
-                g[6] = 0x1b; // next header: IBA transport
-                g[7] = w.av.hop_limit;
-                uint64_t pfx = __builtin_bswap64(limits::kSubnetPrefix);
-                uint64_t guid = __builtin_bswap64(limits::node_guid_for_lid(cfg.lid));
-                std::memcpy(g + 8, &pfx, 8);
-                std::memcpy(g + 16, &guid, 8);
-                std::memcpy(g + 24, w.av.dgid, 16);
-            }
-        } else {
-            m.dst_qpn = qp.attr.dest_qp_num;
-            dlid = qp.attr.ah_attr.dlid;
-        }
-
-        if (st == IBV_WC_SUCCESS && carries_payload(w.opcode)) {
-            gather(qp, w, buf_, st);
-            if (st == IBV_WC_SUCCESS && ud && buf_.size() > limits::kMaxUdPayload) st = IBV_WC_LOC_LEN_ERR;
-            if (ud && st == IBV_WC_SUCCESS) {
-                uint16_t paylen = uint16_t(buf_.size() + 8 + 4 + 4); // BTH+DETH+ICRC, close enough
-                m.grh[4] = uint8_t(paylen >> 8);
-                m.grh[5] = uint8_t(paylen);
-            }
-        }
-        if (st == IBV_WC_SUCCESS && w.opcode == IBV_WR_RDMA_READ) {
-            uint64_t total = 0;
-            for (uint32_t i = 0; i < std::min(w.num_sge, kMaxSge); ++i) total += w.sge[i].length;
-            if (w.num_sge > kMaxSge || total > limits::kMaxMsgSize) st = IBV_WC_LOC_LEN_ERR;
-            m.length = uint32_t(total);
-        }
-        if (st == IBV_WC_SUCCESS && (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)) {
-            if (w.num_sge < 1 || w.sge[0].length != 8) st = IBV_WC_LOC_LEN_ERR;
-            m.length = 8;
-        }
+        Message m;
+        uint16_t dlid = 0;
+        ibv_wc_status st = build_message(qp, w, m, dlid);
         if (st != IBV_WC_SUCCESS) {
             if (!qp.pending.empty()) qp.pending.pop_front();
+            qp.req_id = 0;
             complete_send(qp, w, st);
-            if (!ud) qp_to_error(qp);
+            if (qp.type != IBV_QPT_UD) qp_to_error(qp);
             continue;
         }
-        m.payload = &buf_;
-
+        if (!qp.req_id) qp.req_id = ++next_req_id_;
+        m.req_id = qp.req_id;
         Reply rep;
-        if (port_state != IBV_PORT_ACTIVE || dlid != cfg.lid) rep.status = RespStatus::Drop; // no route yet
-        else rep = respond(m);
-
-        switch (rep.status) {
-        case RespStatus::Ack: {
-            ibv_wc_status fin = IBV_WC_SUCCESS;
-            if (!rep.data.empty()) {
-                uint32_t n = std::min(w.num_sge, kMaxSge);
-                if (w.opcode != IBV_WR_RDMA_READ) n = 1;
-                fin = scatter(*qp.owner, qp.pd, w.sge, n, rep.data.data(), rep.data.size());
-            }
-            if (!qp.pending.empty()) qp.pending.pop_front();
-            qp.counters_loaded = false; // progress resets the retry budgets
-            complete_send(qp, w, fin);
-            if (fin != IBV_WC_SUCCESS) qp_to_error(qp);
-            break;
-        }
-        case RespStatus::Drop:
-            if (unreliable) { // the sender never knows
-                if (!qp.pending.empty()) qp.pending.pop_front();
-            complete_send(qp, w, IBV_WC_SUCCESS);
-                break;
-            }
-            if (qp.attr.timeout == 0 || qp.retry_left > 0) {
-                if (qp.attr.timeout) qp.retry_left--;
+        if (port_state != IBV_PORT_ACTIVE) {
+            rep.status = RespStatus::Drop; // the link is down: nothing leaves
+        } else if (dlid == cfg.lid) {
+            rep = respond(m);
+        } else if (net_ && qp.type == IBV_QPT_UD) {
+            net_->send_request(dlid, 0, m); // datagrams need no answer
+            rep.status = RespStatus::Drop;   // ... and are "done" once sent
+        } else if (net_) {
+            uint64_t token = ++next_token_;
+            if (net_->send_request(dlid, token, m)) {
+                // Wait for the reply (in order: one request per QP on the
+                // wire); the ACK timeout covers a reply that never comes.
+                qp.inflight = token;
+                inflight_[token] = qp.qpn;
                 qp.retry_at_ns = now_ns() + ack_timeout_ns(qp.attr.timeout);
                 return;
-            } else {
-                if (!qp.pending.empty()) qp.pending.pop_front();
-            complete_send(qp, w, IBV_WC_RETRY_EXC_ERR);
-                qp_to_error(qp);
             }
-            break;
-        case RespStatus::RnrNak:
-            if (qp.attr.rnr_retry == 7 || qp.rnr_left > 0) {
-                if (qp.attr.rnr_retry != 7) qp.rnr_left--;
-                qp.retry_at_ns = now_ns() + rnr_delay_ns(rep.rnr_timer);
-                return;
-            } else {
-                if (!qp.pending.empty()) qp.pending.pop_front();
-            complete_send(qp, w, IBV_WC_RNR_RETRY_EXC_ERR);
-                qp_to_error(qp);
-            }
-            break;
-        case RespStatus::RemAccess:
-        case RespStatus::RemInvReq:
-        case RespStatus::RemOp: {
-            ibv_wc_status es = rep.status == RespStatus::RemAccess   ? IBV_WC_REM_ACCESS_ERR
-                               : rep.status == RespStatus::RemInvReq ? IBV_WC_REM_INV_REQ_ERR
-                                                                     : IBV_WC_REM_OP_ERR;
-            if (!qp.pending.empty()) qp.pending.pop_front();
-            complete_send(qp, w, es);
-            qp_to_error(qp);
-            break;
+            rep.status = RespStatus::Drop; // no such LID in the fabric
+        } else {
+            rep.status = RespStatus::Drop;
         }
-        }
+        if (!handle_reply(qp, w, rep)) return;
     }
+}
+
+void Device::on_remote_reply(uint64_t token, const Reply &r) {
+    auto it = inflight_.find(token);
+    if (it == inflight_.end()) return; // late: the request was already retried
+    uint32_t qpn = it->second;
+    inflight_.erase(it);
+    Qp *qp = qp_by_num(qpn);
+    if (!qp || qp->inflight != token || qp->pending.empty()) return;
+    qp->inflight = 0;
+    qp->retry_at_ns = 0;
+    const SendWqe w = qp->pending.front();
+    if (handle_reply(*qp, w, r)) progress(*qp);
 }
 
 void Device::on_timers(uint64_t now) {
     std::vector<uint32_t> due;
     for (auto &[qpn, qp] : qps_)
         if (qp->retry_at_ns && qp->retry_at_ns <= now) due.push_back(qpn);
-    for (uint32_t qpn : due)
-        if (Qp *qp = qp_by_num(qpn)) progress(*qp);
+    for (uint32_t qpn : due) {
+        Qp *qp = qp_by_num(qpn);
+        if (!qp) continue;
+        if (qp->inflight) {
+            // No reply within the ACK timeout: a lost request (or answer).
+            inflight_.erase(qp->inflight);
+            qp->inflight = 0;
+            qp->retry_at_ns = 0;
+            if (qp->pending.empty()) continue;
+            const SendWqe w = qp->pending.front();
+            Reply drop;
+            drop.status = RespStatus::Drop;
+            if (!handle_reply(*qp, w, drop)) continue;
+        }
+        progress(*qp);
+    }
 }
 
 uint64_t Device::next_timer_ns() const {

@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
 
     Device dev(cfg);
     Server srv(dev);
-    if (int e = srv.listen()) {
+    if (int e = srv.listen(nodes)) {
         std::fprintf(stderr, "simhcad: cannot listen on %s: %s%s\n", daemon_address_text().c_str(), std::strerror(e),
                      e == EADDRINUSE ? " (another simhcad is running there)" : "");
         return 1;

@@ -122,6 +122,16 @@ struct Qp {
     bool counters_loaded = false;
     std::vector<uint32_t> handles; // QpHandle ids
     bool last_wqe_sent = false;
+    // Requester: one request outstanding on the wire at a time (in order).
+    uint64_t inflight = 0; // token of the request awaiting its reply
+    uint64_t req_id = 0;   // id of the head WQE's request (kept across retries)
+    // Responder: the last executed remote request and its answer, replayed
+    // when a retry of it arrives (the reply was lost or late).
+    uint16_t dup_lid = 0;
+    uint64_t dup_req = 0;
+    int dup_status = 0;
+    uint8_t dup_rnr = 0;
+    std::vector<uint8_t> dup_data;
 };
 
 } // namespace simhca

@@ -60,11 +60,13 @@ Reply Device::respond(const Message &m) {
     Srq *srq = nullptr;
     switch (t->type) {
     case IBV_QPT_RC:
-        if (t->attr.dest_qp_num != m.src_qpn) return rep.status = RespStatus::Drop, rep;
+        if (t->attr.dest_qp_num != m.src_qpn || t->attr.ah_attr.dlid != m.src_lid)
+            return rep.status = RespStatus::Drop, rep;
         if (t->srq) srq = srqs_[t->srq].get();
         break;
     case IBV_QPT_UC:
-        if (t->attr.dest_qp_num != m.src_qpn) return rep.status = RespStatus::Drop, rep;
+        if (t->attr.dest_qp_num != m.src_qpn || t->attr.ah_attr.dlid != m.src_lid)
+            return rep.status = RespStatus::Drop, rep;
         if (t->srq) srq = srqs_[t->srq].get();
         break;
     case IBV_QPT_UD:
@@ -73,7 +75,8 @@ Reply Device::respond(const Message &m) {
         if (t->srq) srq = srqs_[t->srq].get();
         break;
     case IBV_QPT_XRC_RECV:
-        if (t->attr.dest_qp_num != m.src_qpn) return rep.status = RespStatus::Drop, rep;
+        if (t->attr.dest_qp_num != m.src_qpn || t->attr.ah_attr.dlid != m.src_lid)
+            return rep.status = RespStatus::Drop, rep;
         srq = srq_by_num(m.srqn);
         // The SRQ must live in the TGT QP's own XRC domain.
         if (!srq || srq->type != IBV_SRQT_XRC || srq->xrcd != t->xrcd) return rep.status = RespStatus::RemInvReq, rep;
@@ -100,6 +103,31 @@ Reply Device::respond(const Message &m) {
     // UC has no responses: a missing receive or a bad rkey just loses the message.
     if (t->type == IBV_QPT_UC && rep.status != RespStatus::Ack) rep.status = RespStatus::Drop;
     return rep;
+}
+
+// A request from another node. The reply may get lost and the request
+// retried; the last executed request per QP is remembered and answered again
+// instead of executing it twice (the job PSNs do on real RC).
+Reply Device::respond_remote(const Message &m) {
+    Qp *t = qp_by_num(m.dst_qpn);
+    bool reliable = t && (t->type == IBV_QPT_RC || t->type == IBV_QPT_XRC_RECV);
+    if (reliable && m.req_id && t->dup_req == m.req_id && t->dup_lid == m.src_lid) {
+        Reply again;
+        again.status = RespStatus(t->dup_status);
+        again.rnr_timer = t->dup_rnr;
+        again.data = t->dup_data;
+        return again;
+    }
+    Reply r = respond(m);
+    t = qp_by_num(m.dst_qpn); // respond() may have changed things; look again
+    if (t && reliable && r.status != RespStatus::Drop && r.status != RespStatus::RnrNak) {
+        t->dup_lid = m.src_lid;
+        t->dup_req = m.req_id;
+        t->dup_status = int(r.status);
+        t->dup_rnr = r.rnr_timer;
+        t->dup_data = r.data;
+    }
+    return r;
 }
 
 RespStatus Device::deliver_recv(Qp &t, Srq *srq, const Message &m) {

@@ -13,7 +13,7 @@
 namespace simhca {
 
 namespace {
-enum Kind : uint32_t { kListen = 1, kSignal, kClientSock, kDoorbell };
+enum Kind : uint32_t { kListen = 1, kSignal, kClientSock, kDoorbell, kNet };
 uint64_t tag(uint32_t kind, uint32_t id) { return (uint64_t(kind) << 32) | id; }
 } // namespace
 
@@ -24,7 +24,7 @@ void Server::watch(int fd, uint32_t kind, uint32_t id) {
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
 }
 
-int Server::listen() {
+int Server::listen(const std::vector<FabricNode> &nodes) {
     listen_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!listen_) return errno;
     sockaddr_un addr;
@@ -43,6 +43,11 @@ int Server::listen() {
     ::signal(SIGPIPE, SIG_IGN);
     watch(listen_.get(), kListen, 0);
     watch(signals_.get(), kSignal, 0);
+    if (!nodes.empty()) {
+        net_ = std::make_unique<Network>(dev_, nodes, dev_.cfg.lid, epoll_.get(), kNet);
+        if (int e = net_->listen()) return e;
+        dev_.set_network(net_.get());
+    }
     return 0;
 }
 
@@ -128,6 +133,9 @@ int Server::run() {
             }
             case kClientSock:
                 if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_client_readable(id);
+                break;
+            case kNet:
+                if (net_) net_->on_event(id, evs[i].events);
                 break;
             case kDoorbell:
                 if (Client *c = dev_.client(id)) dev_.on_doorbell(*c);

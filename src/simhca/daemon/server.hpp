@@ -4,8 +4,13 @@
 #pragma once
 #include <string>
 
+#include <memory>
+#include <vector>
+
 #include "../common/unique_fd.hpp"
 #include "device.hpp"
+#include "fabric.hpp"
+#include "network.hpp"
 
 namespace simhca {
 
@@ -13,7 +18,8 @@ class Server {
 public:
     explicit Server(Device &dev) : dev_(dev) {}
     // Returns 0 on success or an errno (EADDRINUSE: another daemon).
-    int listen();
+    // With fabric nodes, also listens for the other daemons (TCP).
+    int listen(const std::vector<FabricNode> &nodes);
     // Runs until SIGTERM/SIGINT or a "stop" fault; returns the exit status.
     int run();
 
@@ -25,6 +31,7 @@ private:
 
     Device &dev_;
     UniqueFd listen_, epoll_, signals_;
+    std::unique_ptr<Network> net_;
 };
 
 } // namespace simhca

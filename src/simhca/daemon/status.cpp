@@ -6,6 +6,7 @@
 #include <string>
 
 #include "device.hpp"
+#include "network.hpp"
 
 namespace simhca {
 
@@ -104,6 +105,13 @@ int Device::do_fault(const proto::FaultReq &q) {
             port_state = IBV_PORT_ACTIVE;
             broadcast_port_event(IBV_EVENT_PORT_ACTIVE);
         }
+        return 0;
+    }
+    if (what == "drop" || what == "restore") {
+        // Everything to and from that node is lost (until restored): the
+        // reliable transports then run into their ACK timeouts and retries.
+        std::string node(q.arg, strnlen(q.arg, sizeof(q.arg)));
+        if (!net_ || !net_->set_dropped(node, what == "drop")) return ENOENT;
         return 0;
     }
     if (what == "stop") {

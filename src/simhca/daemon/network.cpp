@@ -1,0 +1,310 @@
+#include "network.hpp"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace simhca {
+
+namespace {
+
+constexpr uint32_t kFrameMagic = 0x53484346; // "SHCF"
+constexpr uint32_t kReq = 1, kResp = 2;
+constexpr size_t kMaxFrame = size_t(1) << 31; // a hostile length closes the connection
+
+struct FrameHdr {
+    uint32_t magic, type;
+    uint64_t len; // body bytes
+    uint64_t token;
+};
+
+// The wire form of a Message (both ends are the same build on one machine,
+// but the layout is explicit so it never depends on Message's C++ layout).
+struct WireReq {
+    uint32_t opcode, src_qpn, dst_qpn, srqn, rkey, imm, length, qkey;
+    uint16_t src_lid;
+    uint8_t has_imm, solicited, has_grh, pad[3];
+    uint64_t remote_addr, compare_add, swap, req_id;
+    uint8_t grh[40];
+};
+
+struct WireResp {
+    uint32_t status;
+    uint8_t rnr_timer, pad[3];
+};
+
+uint64_t tag(uint32_t kind, uint32_t id) { return (uint64_t(kind) << 32) | id; }
+
+} // namespace
+
+Network::Network(Device &dev, std::vector<FabricNode> nodes, uint16_t my_lid, int epoll_fd, uint32_t kind)
+    : dev_(dev), nodes_(std::move(nodes)), my_lid_(my_lid), epoll_(epoll_fd), kind_(kind) {}
+
+Network::~Network() = default;
+
+const FabricNode *Network::node_by_lid(uint16_t lid) const {
+    for (auto &n : nodes_)
+        if (n.lid == lid) return &n;
+    return nullptr;
+}
+
+int Network::listen() {
+    const FabricNode *me = node_by_lid(my_lid_);
+    if (!me) return ENOENT;
+    listen_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!listen_) return errno;
+    int one = 1;
+    ::setsockopt(listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(me->port);
+    // Any address: the node's network namespace only has its own anyway.
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (::bind(listen_.get(), reinterpret_cast<sockaddr *>(&a), sizeof(a)) < 0) return errno;
+    if (::listen(listen_.get(), 64) < 0) return errno;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = tag(kind_, 0);
+    ::epoll_ctl(epoll_, EPOLL_CTL_ADD, listen_.get(), &ev);
+    return 0;
+}
+
+void Network::watch(Conn &c, bool want_write) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | (want_write ? uint32_t(EPOLLOUT) : 0u);
+    ev.data.u64 = tag(kind_, c.id);
+    if (::epoll_ctl(epoll_, EPOLL_CTL_MOD, c.fd.get(), &ev) < 0) ::epoll_ctl(epoll_, EPOLL_CTL_ADD, c.fd.get(), &ev);
+}
+
+Network::Conn *Network::connect_to(uint16_t lid) {
+    if (auto it = out_by_lid_.find(lid); it != out_by_lid_.end()) {
+        auto c = conns_.find(it->second);
+        if (c != conns_.end()) return c->second.get();
+        out_by_lid_.erase(it);
+    }
+    const FabricNode *n = node_by_lid(lid);
+    if (!n) return nullptr;
+    auto c = std::make_unique<Conn>();
+    c->id = next_id_++;
+    c->outgoing = true;
+    c->peer_lid = lid;
+    c->fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!c->fd) return nullptr;
+    int one = 1;
+    ::setsockopt(c->fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(n->port);
+    if (::inet_pton(AF_INET, n->addr.c_str(), &a.sin_addr) != 1) return nullptr;
+    int r = ::connect(c->fd.get(), reinterpret_cast<sockaddr *>(&a), sizeof(a));
+    if (r < 0 && errno != EINPROGRESS) return nullptr; // unreachable: the requester times out
+    c->connected = r == 0;
+    Conn &ref = *c;
+    out_by_lid_[lid] = c->id;
+    conns_[c->id] = std::move(c);
+    watch(ref, true);
+    return &ref;
+}
+
+void Network::queue(Conn &c, uint32_t type, uint64_t token, const void *a, size_t alen, const void *b, size_t blen) {
+    FrameHdr h{kFrameMagic, type, alen + blen, token};
+    auto put = [&](const void *p, size_t n) {
+        const auto *u = static_cast<const uint8_t *>(p);
+        c.out.insert(c.out.end(), u, u + n);
+    };
+    put(&h, sizeof(h));
+    put(a, alen);
+    if (blen) put(b, blen);
+    if (c.connected) flush(c);
+}
+
+void Network::flush(Conn &c) {
+    while (c.out_off < c.out.size()) {
+        ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN) break;
+            close_conn(c.id);
+            return;
+        }
+        c.out_off += size_t(n);
+    }
+    if (c.out_off == c.out.size()) {
+        c.out.clear();
+        c.out_off = 0;
+        watch(c, false);
+    } else {
+        if (c.out_off > (1u << 20)) { // compact now and then
+            c.out.erase(c.out.begin(), c.out.begin() + long(c.out_off));
+            c.out_off = 0;
+        }
+        watch(c, true);
+    }
+}
+
+bool Network::send_request(uint16_t dlid, uint64_t token, const Message &m) {
+    if (!node_by_lid(dlid)) return false;
+    if (dropped_.count(dlid)) return true; // "sent", and lost on the way
+    Conn *c = connect_to(dlid);
+    if (!c) return true; // could not even connect: it looks like a lost packet
+    WireReq w{};
+    w.opcode = m.opcode;
+    w.src_qpn = m.src_qpn;
+    w.dst_qpn = m.dst_qpn;
+    w.srqn = m.srqn;
+    w.rkey = m.rkey;
+    w.imm = m.imm;
+    w.length = m.length;
+    w.qkey = m.qkey;
+    w.src_lid = m.src_lid;
+    w.has_imm = m.has_imm;
+    w.solicited = m.solicited;
+    w.has_grh = m.has_grh;
+    w.remote_addr = m.remote_addr;
+    w.compare_add = m.compare_add;
+    w.swap = m.swap;
+    w.req_id = m.req_id;
+    std::memcpy(w.grh, m.grh, sizeof(w.grh));
+    const std::vector<uint8_t> *p = m.payload;
+    queue(*c, kReq, token, &w, sizeof(w), p && !p->empty() ? p->data() : nullptr, p ? p->size() : 0);
+    return true;
+}
+
+void Network::on_event(uint32_t id, uint32_t events) {
+    if (id == 0) { // listening socket
+        for (;;) {
+            UniqueFd s(::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+            if (!s) return;
+            int one = 1;
+            ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            auto c = std::make_unique<Conn>();
+            c->id = next_id_++;
+            c->fd = std::move(s);
+            c->connected = true;
+            Conn &ref = *c;
+            conns_[c->id] = std::move(c);
+            watch(ref, false);
+        }
+    }
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    Conn &c = *it->second;
+    if (!c.connected && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+        int err = 0;
+        socklen_t l = sizeof(err);
+        ::getsockopt(c.fd.get(), SOL_SOCKET, SO_ERROR, &err, &l);
+        if (err) {
+            close_conn(id);
+            return;
+        }
+        c.connected = true;
+    }
+    if (events & EPOLLOUT) {
+        flush(c);
+        if (!conns_.count(id)) return;
+    }
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(c);
+}
+
+void Network::on_readable(Conn &c) {
+    uint32_t id = c.id;
+    for (;;) {
+        size_t old = c.in.size();
+        c.in.resize(old + 65536);
+        ssize_t n = ::recv(c.fd.get(), c.in.data() + old, 65536, 0);
+        c.in.resize(old + size_t(std::max<ssize_t>(n, 0)));
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+            close_conn(id);
+            return;
+        }
+        if (n < 0) break;
+    }
+    while (c.in.size() - c.in_off >= sizeof(FrameHdr)) {
+        FrameHdr h;
+        std::memcpy(&h, c.in.data() + c.in_off, sizeof(h));
+        if (h.magic != kFrameMagic || h.len > kMaxFrame) {
+            close_conn(id);
+            return;
+        }
+        if (c.in.size() - c.in_off < sizeof(h) + h.len) break;
+        handle_frame(c, h.type, h.token, c.in.data() + c.in_off + sizeof(h), h.len);
+        if (!conns_.count(id)) return;
+        c.in_off += sizeof(h) + h.len;
+    }
+    if (c.in_off == c.in.size()) {
+        c.in.clear();
+        c.in_off = 0;
+    } else if (c.in_off > (1u << 20)) {
+        c.in.erase(c.in.begin(), c.in.begin() + long(c.in_off));
+        c.in_off = 0;
+    }
+}
+
+void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t *body, size_t len) {
+    if (type == kReq) {
+        if (len < sizeof(WireReq)) return;
+        WireReq w;
+        std::memcpy(&w, body, sizeof(w));
+        if (dropped_.count(w.src_lid)) return;
+        payload_.assign(body + sizeof(w), body + len);
+        Message m{};
+        m.opcode = w.opcode;
+        m.src_qpn = w.src_qpn;
+        m.dst_qpn = w.dst_qpn;
+        m.src_lid = w.src_lid;
+        m.srqn = w.srqn;
+        m.remote_addr = w.remote_addr;
+        m.rkey = w.rkey;
+        m.imm = w.imm;
+        m.has_imm = w.has_imm;
+        m.solicited = w.solicited;
+        m.compare_add = w.compare_add;
+        m.swap = w.swap;
+        m.length = w.length;
+        m.qkey = w.qkey;
+        m.has_grh = w.has_grh;
+        m.req_id = w.req_id;
+        std::memcpy(m.grh, w.grh, sizeof(m.grh));
+        m.payload = &payload_;
+        Reply r = dev_.respond_remote(m);
+        if (token == 0) return; // fire and forget (UD)
+        WireResp wr{uint32_t(r.status), r.rnr_timer, {}};
+        queue(c, kResp, token, &wr, sizeof(wr), r.data.empty() ? nullptr : r.data.data(), r.data.size());
+    } else if (type == kResp && c.outgoing) {
+        if (len < sizeof(WireResp) || dropped_.count(c.peer_lid)) return;
+        WireResp wr;
+        std::memcpy(&wr, body, sizeof(wr));
+        Reply r;
+        r.status = RespStatus(wr.status);
+        if (wr.status > uint32_t(RespStatus::RemOp)) r.status = RespStatus::RemOp;
+        r.rnr_timer = wr.rnr_timer;
+        r.data.assign(body + sizeof(wr), body + len);
+        dev_.on_remote_reply(token, r);
+    }
+}
+
+void Network::close_conn(uint32_t id) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    ::epoll_ctl(epoll_, EPOLL_CTL_DEL, it->second->fd.get(), nullptr);
+    if (it->second->outgoing) out_by_lid_.erase(it->second->peer_lid);
+    conns_.erase(it); // requests in flight on it time out at the requester
+}
+
+bool Network::set_dropped(const std::string &node, bool dropped) {
+    for (auto &n : nodes_)
+        if (n.name == node) {
+            if (dropped) dropped_.insert(n.lid);
+            else dropped_.erase(n.lid);
+            return true;
+        }
+    return false;
+}
+
+} // namespace simhca

@@ -1,0 +1,62 @@
+// Node-to-node transport between daemons: TCP, one connection per direction
+// and peer (requests go out on our own connection, replies come back on it;
+// the peer's requests arrive on the connection it opened). Frames are
+// length-prefixed; everything is non-blocking inside the daemon's epoll loop.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../common/unique_fd.hpp"
+#include "device.hpp"
+#include "fabric.hpp"
+
+namespace simhca {
+
+class Network {
+public:
+    // `kind` is the epoll tag kind the server routes to on_event().
+    Network(Device &dev, std::vector<FabricNode> nodes, uint16_t my_lid, int epoll_fd, uint32_t kind);
+    ~Network();
+    int listen(); // 0 or errno
+    // Queues a request for `dlid`; false when no such node (or it is faulted).
+    bool send_request(uint16_t dlid, uint64_t token, const Message &m);
+    void on_event(uint32_t conn_id, uint32_t events);
+    // Fault injection: drop everything to/from that node until restored.
+    bool set_dropped(const std::string &node, bool dropped);
+
+private:
+    struct Conn {
+        uint32_t id = 0;
+        UniqueFd fd;
+        bool outgoing = false, connected = false;
+        uint16_t peer_lid = 0;
+        std::vector<uint8_t> out, in;
+        size_t out_off = 0, in_off = 0;
+    };
+    Conn *connect_to(uint16_t lid);
+    void queue(Conn &c, uint32_t type, uint64_t token, const void *a, size_t alen, const void *b, size_t blen);
+    void flush(Conn &c);
+    void on_readable(Conn &c);
+    void handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t *body, size_t len);
+    void close_conn(uint32_t id);
+    void watch(Conn &c, bool want_write);
+    const FabricNode *node_by_lid(uint16_t lid) const;
+
+    Device &dev_;
+    std::vector<FabricNode> nodes_;
+    uint16_t my_lid_;
+    int epoll_;
+    uint32_t kind_;
+    UniqueFd listen_;
+    uint32_t next_id_ = 1;
+    std::map<uint32_t, std::unique_ptr<Conn>> conns_;
+    std::map<uint16_t, uint32_t> out_by_lid_;
+    std::set<uint16_t> dropped_;
+    std::vector<uint8_t> payload_; // scratch for incoming requests
+};
+
+} // namespace simhca
