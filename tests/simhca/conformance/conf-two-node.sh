@@ -6,8 +6,15 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (simcluster: namespaces, veth pairs)"
 : "${SIMCLUSTER:=$top/src/simcluster/simcluster}"
 [ -x "$SIMCLUSTER" ] || skip_all "simcluster not found ($SIMCLUSTER)"
-case "$(readlink -f "$CONF_PROBE")" in /tmp/*) skip_all "conf-probe lives under /tmp, invisible inside nodes" ;; esac
 CONF_PROBE=$(readlink -f "$CONF_PROBE")
+SIMHCA_LIBDIR=$(readlink -f "$SIMHCA_LIBDIR")
+SIMHCAD=$(readlink -f "$SIMHCAD")
+# Nodes get a private /tmp: a build tree under /tmp must be shared into them explicitly (simcluster's
+# SIMCLUSTER_SHARE), or the probe, the library and the daemon would not exist inside the nodes.
+for p in "$(dirname "$CONF_PROBE")" "$SIMHCA_LIBDIR" "$(dirname "$SIMHCAD")"; do
+    case "$p" in /tmp/*) SIMCLUSTER_SHARE="$p${SIMCLUSTER_SHARE:+:$SIMCLUSTER_SHARE}" ;; esac
+done
+export SIMCLUSTER_SHARE
 
 # A private cluster (never under /tmp: nodes get their own /tmp); torn down by pid in cleanup.
 export SIMCLUSTER_STATE="/var/tmp/simcluster-conf.$$"
