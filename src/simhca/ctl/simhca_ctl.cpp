@@ -22,6 +22,7 @@ void usage(FILE *f) {
     std::fprintf(f, "usage: simhca-ctl COMMAND\n"
                     "  wait-ready [--timeout S]  wait until simhcad answers (default 10 s)\n"
                     "  status                    device state and object counts\n"
+                    "  sysfs-root                print R with R/class/infiniband/simhca0 = the daemon's sysfs view\n"
                     "  list [--json]             objects: QPs (type, state, owner, handles), SRQs, XRCDs\n"
                     "  fault port-down|port-up   change the port state (raises PORT_ERR / PORT_ACTIVE)\n"
                     "  fault drop NODE           lose all traffic to/from NODE (transport retries, then errors)\n"
@@ -90,6 +91,21 @@ int main(int argc, char **argv) {
             }
             ::usleep(20000);
         }
+    }
+    if (cmd == "sysfs-root") {
+        // Prints the root R such that R/class/infiniband/simhca0 is the
+        // daemon's sysfs view (what SYSFS_PATH should be for rdma-core users).
+        if (int e = call(proto::Op::Probe, *req, *resp)) {
+            std::fprintf(stderr, "simhca-ctl: sysfs-root: %s\n", std::strerror(e));
+            return 1;
+        }
+        std::string p = resp->hello.sysfs_dir, tail = "/class/infiniband/simhca0";
+        if (p.size() <= tail.size() || p.compare(p.size() - tail.size(), tail.size(), tail) != 0) {
+            std::fprintf(stderr, "simhca-ctl: sysfs dir %s is not laid out as ROOT%s\n", p.c_str(), tail.c_str());
+            return 1;
+        }
+        std::printf("%s\n", p.substr(0, p.size() - tail.size()).c_str());
+        return 0;
     }
     int e;
     if (cmd == "status") {

@@ -66,8 +66,10 @@ int main(int argc, char **argv) {
     if (cfg.sysfs_dir.empty()) {
         const char *inst = std::getenv("SIMHCA_INSTANCE");
         const char *tmp = std::getenv("TMPDIR");
+        // <root>/class/infiniband/simhca0, so SYSFS_PATH=<root> gives rdma-core
+        // users (Open MPI checks $SYSFS_PATH/class/infiniband) a sysfs view.
         cfg.sysfs_dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/simhca-sysfs" +
-                        (inst && *inst ? std::string(".") + inst : std::string()) + "/" + cfg.node + "/simhca0";
+                        (inst && *inst ? std::string(".") + inst : std::string()) + "/class/infiniband/simhca0";
     }
     std::string err;
     if (!write_sysfs(cfg.sysfs_dir, cfg.lid, err)) std::fprintf(stderr, "simhcad: warning: %s\n", err.c_str());

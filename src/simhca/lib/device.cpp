@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 #include <unistd.h>
 
 #include "../common/limits.hpp"
@@ -81,6 +82,23 @@ void fill_device_attr(ibv_device_attr &a, const Context &c) {
 }
 
 } // namespace
+
+// For abi/'s ibv_get_sysfs_path(): the sysfs root whose class/infiniband
+// holds our device directory (the daemon's --sysfs DIR, when it is laid out
+// as <root>/class/infiniband/<name>), or nullptr. Internal to the library.
+extern "C" const char *simhca_sysfs_root() noexcept {
+    static std::string root;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        std::lock_guard<std::mutex> g(g_device_mu);
+        if (!g_device.present && !probe(g_device)) return;
+        std::string p = g_device.dev.ibdev_path;
+        std::string tail = std::string("/class/infiniband/") + limits::kDeviceName;
+        if (p.size() > tail.size() && p.compare(p.size() - tail.size(), tail.size(), tail) == 0)
+            root = p.substr(0, p.size() - tail.size());
+    });
+    return root.empty() ? nullptr : root.c_str();
+}
 
 SIMHCA_API ibv_device **ibv_get_device_list(int *num_devices) noexcept {
     std::lock_guard<std::mutex> g(g_device_mu);
