@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <unordered_set>
 
 // Values of the MCA parameters, filled by the MCA variable system (storage registered in btl_xrc_params.cc).
 struct mca_btl_xrc_params_t {
@@ -88,6 +89,9 @@ struct mca_btl_xrc_module_t {
     uint64_t *atomic_scratch;
     struct ibv_mr *atomic_scratch_mr;
     mca_btl_base_registration_handle_t atomic_scratch_handle;
+    // The endpoints this module created. The BML may hand the same endpoint to del_procs more than once (it
+    // sits in several of its BTL arrays), so only endpoints still listed here are released.
+    std::unordered_set<struct mca_btl_base_endpoint_t *> *endpoints;
 };
 
 struct mca_btl_base_endpoint_t;

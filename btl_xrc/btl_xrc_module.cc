@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 
 #include <cstring>
+#include <new>
 
 namespace {
 
@@ -58,6 +59,7 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
                                 rank, proc->proc_hostname ? proc->proc_hostname : "?", why.c_str());
                 continue;
             }
+            m->endpoints->insert(endpoint.get());
             endpoints[i] = endpoint.release();
             if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));
         }
@@ -67,10 +69,10 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
     }
 }
 
-int xrc_del_procs(mca_btl_base_module_t *, size_t nprocs, opal_proc_t **, mca_btl_base_endpoint_t **endpoints) noexcept {
+int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **, mca_btl_base_endpoint_t **endpoints) noexcept {
+    auto *m = as_xrc(btl);
     for (size_t i = 0; i < nprocs; ++i) {
-        delete endpoints[i];
-        endpoints[i] = nullptr;
+        if (endpoints[i] != nullptr && m->endpoints->erase(endpoints[i]) == 1) delete endpoints[i];
     }
     return OPAL_SUCCESS;
 }
@@ -232,6 +234,11 @@ namespace {
 int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     auto *m = as_xrc(btl);
     mca_btl_xrc_async_fini(m);
+    if (m->endpoints != nullptr) {
+        for (auto *endpoint : *m->endpoints) delete endpoint;
+        delete m->endpoints;
+        m->endpoints = nullptr;
+    }
     mca_btl_xrc_frag_lists_fini(m);
     mca_btl_xrc_rdma_fini(m);
     delete m->transport;  // every QP, SRQ, the XRC domain, CQ and PD, in that order
@@ -243,6 +250,8 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
 }  // namespace
 
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
+    m->endpoints = new (std::nothrow) std::unordered_set<mca_btl_base_endpoint_t *>();
+    if (m->endpoints == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     m->recv_des.des_segments = &m->recv_seg;
     m->recv_des.des_segment_count = 1;
     int rc = mca_btl_xrc_rdma_init(m);  // the rcache first: the fragment lists register through it
