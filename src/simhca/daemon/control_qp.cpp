@@ -180,8 +180,8 @@ int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
         // Reset discards all outstanding work, like the hardware does.
         qp->pending.clear();
         qp->retry_at_ns = 0;
-        qp->inflight = 0;
-        qp->req_id = 0;
+        forget_inflight(*qp);
+        qp->rstream = qp->expected = 0;
         qp->last_wqe_sent = false;
         if (qp->ctl) {
             qp->ctl->sq.tail.store(qp->ctl->sq.head.load(std::memory_order_acquire), std::memory_order_release);
@@ -192,6 +192,11 @@ int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
         qp_to_error(*qp);
     } else if (next == IBV_QPS_RTS) {
         qp->counters_loaded = false;
+        if (old != IBV_QPS_RTS && old != IBV_QPS_SQD) {
+            // A new connection epoch: the peer resynchronises on it.
+            qp->stream = (uint64_t(cfg.lid) << 48) | ++next_stream_;
+            qp->head_seq = 1;
+        }
         pull_sq(*qp);
     }
     return 0;

@@ -20,7 +20,7 @@ struct DeviceConfig {
 
 // Outcome of a request at the responder (what a real HCA would signal with
 // ACK / NAK codes, or by dropping the packet).
-enum class RespStatus { Ack, RnrNak, Drop, RemAccess, RemInvReq, RemOp };
+enum class RespStatus { Ack, RnrNak, Drop, RemAccess, RemInvReq, RemOp, Discard /* out of sequence */ };
 
 // One "packet" from requester to responder.
 struct Message {
@@ -35,10 +35,11 @@ struct Message {
     uint64_t compare_add, swap;
     uint32_t length; // RDMA READ / atomic size
     uint32_t qkey;
-    uint64_t req_id; // same for every retry of one WQE: lets the responder drop duplicates
+    uint64_t stream, seq; // requester epoch + sequence (0 = local / unsequenced)
     bool has_grh;
     uint8_t grh[40];
-    std::vector<uint8_t> *payload; // SEND / WRITE data
+    const uint8_t *data = nullptr; // SEND / WRITE payload (not owned)
+    size_t size = 0;
 };
 
 struct Reply {
@@ -128,6 +129,9 @@ private:
     void progress(Qp &qp);
     ibv_wc_status build_message(Qp &qp, const shm::SendWqe &w, Message &m, uint16_t &dlid);
     bool handle_reply(Qp &qp, const shm::SendWqe &w, const Reply &rep);
+    void forget_inflight(Qp &qp);
+    void on_ack_timeout(Qp &qp);
+    bool send_next_remote(Qp &qp, uint16_t dlid);
     bool post_cqe(uint32_t cq_id, const shm::Cqe &e, bool solicited);
     void qp_to_error(Qp &qp);
     void flush_qp(Qp &qp);
@@ -166,7 +170,7 @@ private:
     std::map<uint32_t, std::unique_ptr<QpHandle>> qp_handles_;
     std::vector<uint8_t> buf_; // scratch payload buffer, reused
     Network *net_ = nullptr;
-    uint64_t next_req_id_ = 0;
+    uint64_t next_stream_ = 0;
     uint64_t next_token_ = 0;
     std::map<uint64_t, uint32_t> inflight_; // token -> requester QPN
 };

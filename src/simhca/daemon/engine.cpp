@@ -141,8 +141,7 @@ void Device::qp_to_error(Qp &qp) {
     qp.state = IBV_QPS_ERR;
     qp.attr.qp_state = IBV_QPS_ERR;
     qp.retry_at_ns = 0;
-    qp.inflight = 0; // a late reply finds no taker
-    qp.req_id = 0;
+    forget_inflight(qp); // late replies find no taker
     if (qp.ctl) qp.ctl->in_error.store(1, std::memory_order_release);
     flush_qp(qp);
     if ((qp.srq || qp.type == IBV_QPT_XRC_RECV) && !qp.last_wqe_sent) {
@@ -301,7 +300,8 @@ ibv_wc_status Device::build_message(Qp &qp, const SendWqe &w, Message &m, uint16
         if (w.num_sge < 1 || w.sge[0].length != 8) return IBV_WC_LOC_LEN_ERR;
         m.length = 8;
     }
-    m.payload = &buf_;
+    m.data = buf_.data();
+    m.size = buf_.size();
     return IBV_WC_SUCCESS;
 }
 
@@ -311,7 +311,7 @@ bool Device::handle_reply(Qp &qp, const SendWqe &w, const Reply &rep) {
     bool unreliable = qp.type == IBV_QPT_UD || qp.type == IBV_QPT_UC;
     auto finish = [&](ibv_wc_status st) {
         if (!qp.pending.empty()) qp.pending.pop_front();
-        qp.req_id = 0;
+        ++qp.head_seq;
         complete_send(qp, w, st);
         if (st != IBV_WC_SUCCESS) qp_to_error(qp);
     };
@@ -326,6 +326,7 @@ bool Device::handle_reply(Qp &qp, const SendWqe &w, const Reply &rep) {
         finish(fin);
         return true;
     }
+    case RespStatus::Discard: // the responder wants an earlier request first: resend
     case RespStatus::Drop:
         if (unreliable) { // the sender never knows
             finish(IBV_WC_SUCCESS);
@@ -353,6 +354,39 @@ bool Device::handle_reply(Qp &qp, const SendWqe &w, const Reply &rep) {
     return true;
 }
 
+// Drops every request of this QP that is on the wire: their replies, if
+// any arrive, are ignored, and the window restarts at the head.
+void Device::forget_inflight(Qp &qp) {
+    for (uint64_t t : qp.tokens) inflight_.erase(t);
+    qp.tokens.clear();
+    qp.sent_bytes.clear();
+    qp.sent = 0;
+    qp.ack_due_ns = 0;
+}
+
+// Sends pending[sent] to a remote responder; false when the window is full
+// or that WQE cannot be sent yet.
+bool Device::send_next_remote(Qp &qp, uint16_t dlid) {
+    constexpr uint32_t kWindow = 16;
+    constexpr size_t kMaxBytes = size_t(4) << 20; // keeps the head reply well inside ACK timeouts
+    size_t bytes = 0;
+    for (size_t b : qp.sent_bytes) bytes += b;
+    if (qp.sent >= qp.pending.size() || qp.sent >= kWindow || bytes >= kMaxBytes) return false;
+    const SendWqe w = qp.pending[qp.sent];
+    Message m;
+    uint16_t d2 = 0;
+    if (build_message(qp, w, m, d2) != IBV_WC_SUCCESS || d2 != dlid) return false; // fails when it is the head
+    m.stream = qp.stream;
+    m.seq = qp.head_seq + qp.sent;
+    uint64_t token = ++next_token_;
+    if (!net_->send_request(dlid, token, m)) return false;
+    inflight_[token] = qp.qpn;
+    qp.tokens.push_back(token);
+    qp.sent_bytes.push_back(buf_.size() + 64);
+    if (qp.sent++ == 0) qp.ack_due_ns = now_ns() + ack_timeout_ns(qp.attr.timeout);
+    return true;
+}
+
 void Device::progress(Qp &qp) {
     uint64_t now = 0;
     while (!qp.pending.empty()) {
@@ -360,7 +394,7 @@ void Device::progress(Qp &qp) {
             flush_qp(qp);
             return;
         }
-        if (qp.state != IBV_QPS_RTS || qp.inflight) return;
+        if (qp.state != IBV_QPS_RTS) return;
         if (qp.retry_at_ns) {
             if (!now) now = now_ns();
             if (now < qp.retry_at_ns) return;
@@ -371,19 +405,31 @@ void Device::progress(Qp &qp) {
             qp.retry_left = qp.attr.retry_cnt;
             qp.counters_loaded = true;
         }
+        uint16_t dlid = qp.type == IBV_QPT_UD ? qp.pending.front().av.dlid : qp.attr.ah_attr.dlid;
+        bool remote = dlid != cfg.lid && net_ && port_state == IBV_PORT_ACTIVE && qp.type != IBV_QPT_UD;
+        if (remote && qp.sent > 0) {
+            // Keep the window full; replies drive completions in order.
+            while (send_next_remote(qp, dlid)) {
+            }
+            return;
+        }
         const SendWqe w = qp.pending.front(); // copy: the responder may flush this QP
         Message m;
-        uint16_t dlid = 0;
         ibv_wc_status st = build_message(qp, w, m, dlid);
         if (st != IBV_WC_SUCCESS) {
             if (!qp.pending.empty()) qp.pending.pop_front();
-            qp.req_id = 0;
+            ++qp.head_seq;
             complete_send(qp, w, st);
             if (qp.type != IBV_QPT_UD) qp_to_error(qp);
             continue;
         }
-        if (!qp.req_id) qp.req_id = ++next_req_id_;
-        m.req_id = qp.req_id;
+        if (remote) {
+            if (send_next_remote(qp, dlid)) continue; // then fill the window
+            Reply none;
+            none.status = RespStatus::Drop; // no such LID in the fabric
+            if (!handle_reply(qp, w, none)) return;
+            continue;
+        }
         Reply rep;
         if (port_state != IBV_PORT_ACTIVE) {
             rep.status = RespStatus::Drop; // the link is down: nothing leaves
@@ -392,17 +438,6 @@ void Device::progress(Qp &qp) {
         } else if (net_ && qp.type == IBV_QPT_UD) {
             net_->send_request(dlid, 0, m); // datagrams need no answer
             rep.status = RespStatus::Drop;   // ... and are "done" once sent
-        } else if (net_) {
-            uint64_t token = ++next_token_;
-            if (net_->send_request(dlid, token, m)) {
-                // Wait for the reply (in order: one request per QP on the
-                // wire); the ACK timeout covers a reply that never comes.
-                qp.inflight = token;
-                inflight_[token] = qp.qpn;
-                qp.retry_at_ns = now_ns() + ack_timeout_ns(qp.attr.timeout);
-                return;
-            }
-            rep.status = RespStatus::Drop; // no such LID in the fabric
         } else {
             rep.status = RespStatus::Drop;
         }
@@ -412,43 +447,64 @@ void Device::progress(Qp &qp) {
 
 void Device::on_remote_reply(uint64_t token, const Reply &r) {
     auto it = inflight_.find(token);
-    if (it == inflight_.end()) return; // late: the request was already retried
+    if (it == inflight_.end()) return; // stale: that request was already given up
     uint32_t qpn = it->second;
     inflight_.erase(it);
     Qp *qp = qp_by_num(qpn);
-    if (!qp || qp->inflight != token || qp->pending.empty()) return;
-    qp->inflight = 0;
-    qp->retry_at_ns = 0;
+    if (!qp || qp->tokens.empty() || qp->tokens.front() != token || qp->pending.empty()) return;
+    qp->tokens.pop_front();
+    qp->sent_bytes.pop_front();
+    qp->sent--;
     const SendWqe w = qp->pending.front();
-    if (handle_reply(*qp, w, r)) progress(*qp);
+    if (r.status == RespStatus::Ack || qp->type == IBV_QPT_UC) {
+        // (UC has no retransmission: whatever the answer, the head is done.)
+        qp->ack_due_ns = qp->sent ? now_ns() + ack_timeout_ns(qp->attr.timeout) : 0;
+        handle_reply(*qp, w, r);
+    } else {
+        // Anything but an ACK for the head: the rest of the window was not
+        // executed (the responder discards out-of-sequence requests); go back
+        // to the head, after the back-off handle_reply chooses.
+        forget_inflight(*qp);
+        handle_reply(*qp, w, r);
+    }
+    progress(*qp);
+}
+
+// No reply for the head within the local ACK timeout: resend the window
+// (retry_cnt times; 7 is not special for transport retries).
+void Device::on_ack_timeout(Qp &qp) {
+    forget_inflight(qp);
+    if (qp.pending.empty()) return;
+    if (qp.attr.timeout != 0 && qp.retry_left <= 0) {
+        const SendWqe w = qp.pending.front();
+        qp.pending.pop_front();
+        ++qp.head_seq;
+        complete_send(qp, w, IBV_WC_RETRY_EXC_ERR);
+        qp_to_error(qp);
+        return;
+    }
+    if (qp.attr.timeout) qp.retry_left--;
+    progress(qp);
 }
 
 void Device::on_timers(uint64_t now) {
     std::vector<uint32_t> due;
     for (auto &[qpn, qp] : qps_)
-        if (qp->retry_at_ns && qp->retry_at_ns <= now) due.push_back(qpn);
+        if ((qp->retry_at_ns && qp->retry_at_ns <= now) || (qp->ack_due_ns && qp->ack_due_ns <= now))
+            due.push_back(qpn);
     for (uint32_t qpn : due) {
         Qp *qp = qp_by_num(qpn);
         if (!qp) continue;
-        if (qp->inflight) {
-            // No reply within the ACK timeout: a lost request (or answer).
-            inflight_.erase(qp->inflight);
-            qp->inflight = 0;
-            qp->retry_at_ns = 0;
-            if (qp->pending.empty()) continue;
-            const SendWqe w = qp->pending.front();
-            Reply drop;
-            drop.status = RespStatus::Drop;
-            if (!handle_reply(*qp, w, drop)) continue;
-        }
-        progress(*qp);
+        if (qp->ack_due_ns && qp->ack_due_ns <= now) on_ack_timeout(*qp);
+        else progress(*qp);
     }
 }
 
 uint64_t Device::next_timer_ns() const {
     uint64_t best = 0;
     for (auto &[qpn, qp] : qps_)
-        if (qp->retry_at_ns && (!best || qp->retry_at_ns < best)) best = qp->retry_at_ns;
+        for (uint64_t t : {qp->retry_at_ns, qp->ack_due_ns})
+            if (t && (!best || t < best)) best = t;
     return best;
 }
 

@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 namespace simhca {
@@ -30,7 +31,7 @@ struct WireReq {
     uint32_t opcode, src_qpn, dst_qpn, srqn, rkey, imm, length, qkey;
     uint16_t src_lid;
     uint8_t has_imm, solicited, has_grh, pad[3];
-    uint64_t remote_addr, compare_add, swap, req_id;
+    uint64_t remote_addr, compare_add, swap, stream, seq;
     uint8_t grh[40];
 };
 
@@ -112,16 +113,34 @@ Network::Conn *Network::connect_to(uint16_t lid) {
     return &ref;
 }
 
+// Sends header + a + b at once when nothing is queued (no copy of the
+// payload); whatever the socket does not take now is kept for EPOLLOUT.
 void Network::queue(Conn &c, uint32_t type, uint64_t token, const void *a, size_t alen, const void *b, size_t blen) {
     FrameHdr h{kFrameMagic, type, alen + blen, token};
-    auto put = [&](const void *p, size_t n) {
-        const auto *u = static_cast<const uint8_t *>(p);
-        c.out.insert(c.out.end(), u, u + n);
-    };
-    put(&h, sizeof(h));
-    put(a, alen);
-    if (blen) put(b, blen);
-    if (c.connected) flush(c);
+    iovec iov[3] = {{&h, sizeof(h)}, {const_cast<void *>(a), alen}, {const_cast<void *>(b), blen}};
+    size_t total = sizeof(h) + alen + blen, done = 0;
+    if (c.connected && c.out.empty()) {
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = blen ? 3 : 2;
+        ssize_t n;
+        do {
+            n = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL);
+        } while (n < 0 && errno == EINTR);
+        if (n < 0 && errno != EAGAIN) {
+            close_conn(c.id);
+            return;
+        }
+        done = n > 0 ? size_t(n) : 0;
+        if (done == total) return;
+    }
+    for (auto &v : iov) { // keep the rest
+        size_t skip = std::min(done, v.iov_len);
+        done -= skip;
+        const auto *u = static_cast<const uint8_t *>(v.iov_base);
+        if (v.iov_len > skip) c.out.insert(c.out.end(), u + skip, u + v.iov_len);
+    }
+    if (c.connected) watch(c, true);
 }
 
 void Network::flush(Conn &c) {
@@ -169,10 +188,10 @@ bool Network::send_request(uint16_t dlid, uint64_t token, const Message &m) {
     w.remote_addr = m.remote_addr;
     w.compare_add = m.compare_add;
     w.swap = m.swap;
-    w.req_id = m.req_id;
+    w.stream = m.stream;
+    w.seq = m.seq;
     std::memcpy(w.grh, m.grh, sizeof(w.grh));
-    const std::vector<uint8_t> *p = m.payload;
-    queue(*c, kReq, token, &w, sizeof(w), p && !p->empty() ? p->data() : nullptr, p ? p->size() : 0);
+    queue(*c, kReq, token, &w, sizeof(w), m.data, m.size);
     return true;
 }
 
@@ -215,34 +234,50 @@ void Network::on_event(uint32_t id, uint32_t events) {
 void Network::on_readable(Conn &c) {
     uint32_t id = c.id;
     for (;;) {
-        size_t old = c.in.size();
-        c.in.resize(old + 65536);
-        ssize_t n = ::recv(c.fd.get(), c.in.data() + old, 65536, 0);
-        c.in.resize(old + size_t(std::max<ssize_t>(n, 0)));
+        // Room for at least the whole current frame (big frames are read in
+        // place, no reassembly copies).
+        size_t want = 256 * 1024;
+        if (c.in_len - c.in_off >= sizeof(FrameHdr)) {
+            FrameHdr h;
+            std::memcpy(&h, c.in.get() + c.in_off, sizeof(h));
+            if (h.magic != kFrameMagic || h.len > kMaxFrame) {
+                close_conn(id);
+                return;
+            }
+            want = std::max(want, sizeof(h) + size_t(h.len));
+        }
+        if (c.in_cap - c.in_off < want) {
+            size_t cap = std::max(want, c.in_cap);
+            std::unique_ptr<uint8_t[]> n(new uint8_t[cap]);
+            if (c.in_len > c.in_off) std::memcpy(n.get(), c.in.get() + c.in_off, c.in_len - c.in_off);
+            c.in_len -= c.in_off;
+            c.in_off = 0;
+            c.in = std::move(n);
+            c.in_cap = cap;
+        }
+        ssize_t n = ::recv(c.fd.get(), c.in.get() + c.in_len, c.in_cap - c.in_len, 0);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
             close_conn(id);
             return;
         }
-        if (n < 0) break;
-    }
-    while (c.in.size() - c.in_off >= sizeof(FrameHdr)) {
-        FrameHdr h;
-        std::memcpy(&h, c.in.data() + c.in_off, sizeof(h));
-        if (h.magic != kFrameMagic || h.len > kMaxFrame) {
-            close_conn(id);
+        if (n < 0) {
+            if (errno == EINTR) continue;
             return;
         }
-        if (c.in.size() - c.in_off < sizeof(h) + h.len) break;
-        handle_frame(c, h.type, h.token, c.in.data() + c.in_off + sizeof(h), h.len);
-        if (!conns_.count(id)) return;
-        c.in_off += sizeof(h) + h.len;
-    }
-    if (c.in_off == c.in.size()) {
-        c.in.clear();
-        c.in_off = 0;
-    } else if (c.in_off > (1u << 20)) {
-        c.in.erase(c.in.begin(), c.in.begin() + long(c.in_off));
-        c.in_off = 0;
+        c.in_len += size_t(n);
+        while (c.in_len - c.in_off >= sizeof(FrameHdr)) {
+            FrameHdr h;
+            std::memcpy(&h, c.in.get() + c.in_off, sizeof(h));
+            if (h.magic != kFrameMagic || h.len > kMaxFrame) {
+                close_conn(id);
+                return;
+            }
+            if (c.in_len - c.in_off < sizeof(h) + h.len) break;
+            handle_frame(c, h.type, h.token, c.in.get() + c.in_off + sizeof(h), h.len);
+            if (!conns_.count(id)) return;
+            c.in_off += sizeof(h) + h.len;
+        }
+        if (c.in_off == c.in_len) c.in_off = c.in_len = 0;
     }
 }
 
@@ -252,7 +287,6 @@ void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t
         WireReq w;
         std::memcpy(&w, body, sizeof(w));
         if (dropped_.count(w.src_lid)) return;
-        payload_.assign(body + sizeof(w), body + len);
         Message m{};
         m.opcode = w.opcode;
         m.src_qpn = w.src_qpn;
@@ -269,9 +303,11 @@ void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t
         m.length = w.length;
         m.qkey = w.qkey;
         m.has_grh = w.has_grh;
-        m.req_id = w.req_id;
+        m.stream = w.stream;
+        m.seq = w.seq;
         std::memcpy(m.grh, w.grh, sizeof(m.grh));
-        m.payload = &payload_;
+        m.data = body + sizeof(w); // straight from the receive buffer
+        m.size = len - sizeof(w);
         Reply r = dev_.respond_remote(m);
         if (token == 0) return; // fire and forget (UD)
         WireResp wr{uint32_t(r.status), r.rnr_timer, {}};
@@ -282,7 +318,7 @@ void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t
         std::memcpy(&wr, body, sizeof(wr));
         Reply r;
         r.status = RespStatus(wr.status);
-        if (wr.status > uint32_t(RespStatus::RemOp)) r.status = RespStatus::RemOp;
+        if (wr.status > uint32_t(RespStatus::Discard)) r.status = RespStatus::RemOp;
         r.rnr_timer = wr.rnr_timer;
         r.data.assign(body + sizeof(wr), body + len);
         dev_.on_remote_reply(token, r);

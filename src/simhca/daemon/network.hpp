@@ -34,8 +34,11 @@ private:
         UniqueFd fd;
         bool outgoing = false, connected = false;
         uint16_t peer_lid = 0;
-        std::vector<uint8_t> out, in;
-        size_t out_off = 0, in_off = 0;
+        std::vector<uint8_t> out; // unsent bytes (only what the socket refused)
+        size_t out_off = 0;
+        // Receive buffer without zero-filling: [in_off, in_len) is unparsed.
+        std::unique_ptr<uint8_t[]> in;
+        size_t in_cap = 0, in_off = 0, in_len = 0;
     };
     Conn *connect_to(uint16_t lid);
     void queue(Conn &c, uint32_t type, uint64_t token, const void *a, size_t alen, const void *b, size_t blen);
@@ -56,7 +59,6 @@ private:
     std::map<uint32_t, std::unique_ptr<Conn>> conns_;
     std::map<uint16_t, uint32_t> out_by_lid_;
     std::set<uint16_t> dropped_;
-    std::vector<uint8_t> payload_; // scratch for incoming requests
 };
 
 } // namespace simhca

@@ -122,16 +122,25 @@ struct Qp {
     bool counters_loaded = false;
     std::vector<uint32_t> handles; // QpHandle ids
     bool last_wqe_sent = false;
-    // Requester: one request outstanding on the wire at a time (in order).
-    uint64_t inflight = 0; // token of the request awaiting its reply
-    uint64_t req_id = 0;   // id of the head WQE's request (kept across retries)
-    // Responder: the last executed remote request and its answer, replayed
-    // when a retry of it arrives (the reply was lost or late).
-    uint16_t dup_lid = 0;
-    uint64_t dup_req = 0;
-    int dup_status = 0;
-    uint8_t dup_rnr = 0;
-    std::vector<uint8_t> dup_data;
+    // Requester, remote peer: a window of requests on the wire, replies in
+    // order (like RC PSNs). pending[0..sent) are in flight; tokens[i] and
+    // bytes[i] belong to pending[i]. `stream` names this connection epoch,
+    // head_seq is the sequence number of pending.front().
+    uint64_t stream = 0, head_seq = 0;
+    uint32_t sent = 0;
+    std::deque<uint64_t> tokens;
+    std::deque<size_t> sent_bytes;
+    uint64_t ack_due_ns = 0; // reply for the head expected by then
+    // Responder: next expected sequence of the peer's stream and the answers
+    // of the last executed requests, replayed for retransmitted duplicates.
+    uint64_t rstream = 0, expected = 0;
+    struct Replay {
+        uint64_t seq = ~0ull;
+        int status = 0;
+        uint8_t rnr = 0;
+        std::vector<uint8_t> data;
+    };
+    std::vector<Replay> replay;
 };
 
 } // namespace simhca

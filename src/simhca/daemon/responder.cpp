@@ -105,27 +105,46 @@ Reply Device::respond(const Message &m) {
     return rep;
 }
 
-// A request from another node. The reply may get lost and the request
-// retried; the last executed request per QP is remembered and answered again
-// instead of executing it twice (the job PSNs do on real RC).
+// A request from another node. Requests of one requester QP carry a
+// stream (connection epoch) and consecutive sequence numbers, like RC PSNs:
+// the expected one is executed; a retransmitted older one gets its recorded
+// answer again (never executed twice); a newer one is discarded (an earlier
+// request was NAKed or lost, and the requester will go back to it).
 Reply Device::respond_remote(const Message &m) {
+    constexpr size_t kReplay = 64; // > the requester's window
     Qp *t = qp_by_num(m.dst_qpn);
-    bool reliable = t && (t->type == IBV_QPT_RC || t->type == IBV_QPT_XRC_RECV);
-    if (reliable && m.req_id && t->dup_req == m.req_id && t->dup_lid == m.src_lid) {
-        Reply again;
-        again.status = RespStatus(t->dup_status);
-        again.rnr_timer = t->dup_rnr;
-        again.data = t->dup_data;
-        return again;
+    bool sequenced = t && m.stream &&
+                     (t->type == IBV_QPT_RC || t->type == IBV_QPT_XRC_RECV) &&
+                     t->attr.dest_qp_num == m.src_qpn && t->attr.ah_attr.dlid == m.src_lid;
+    if (!sequenced) return respond(m);
+    if (t->rstream != m.stream) { // first request of a new epoch: synchronise
+        t->rstream = m.stream;
+        t->expected = m.seq;
+        t->replay.assign(kReplay, {});
     }
-    Reply r = respond(m);
-    t = qp_by_num(m.dst_qpn); // respond() may have changed things; look again
-    if (t && reliable && r.status != RespStatus::Drop && r.status != RespStatus::RnrNak) {
-        t->dup_lid = m.src_lid;
-        t->dup_req = m.req_id;
-        t->dup_status = int(r.status);
-        t->dup_rnr = r.rnr_timer;
-        t->dup_data = r.data;
+    Reply r;
+    if (m.seq < t->expected) {
+        const auto &c = t->replay[m.seq % kReplay];
+        if (c.seq == m.seq) {
+            r.status = RespStatus(c.status);
+            r.rnr_timer = c.rnr;
+            r.data = c.data;
+        } // else: executed long ago, and acknowledged since: a plain ACK
+        return r;
+    }
+    if (m.seq > t->expected) {
+        r.status = RespStatus::Discard;
+        return r;
+    }
+    r = respond(m);
+    t = qp_by_num(m.dst_qpn); // still there?
+    if (t && r.status != RespStatus::Drop && r.status != RespStatus::RnrNak) {
+        auto &c = t->replay[m.seq % kReplay];
+        c.seq = m.seq;
+        c.status = int(r.status);
+        c.rnr = r.rnr_timer;
+        c.data = r.data;
+        t->expected++;
     }
     return r;
 }
@@ -138,7 +157,7 @@ RespStatus Device::deliver_recv(Qp &t, Srq *srq, const Message &m) {
     uint32_t pd = srq ? srq->pd : t.pd;
     uint32_t cq = (srq && srq->type == IBV_SRQT_XRC) ? srq->cq : t.recv_cq;
     bool write_imm = m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-    size_t len = write_imm ? 0 : m.payload->size();
+    size_t len = write_imm ? 0 : m.size;
 
     Cqe e{};
     e.wr_id = w.wr_id;
@@ -146,7 +165,7 @@ RespStatus Device::deliver_recv(Qp &t, Srq *srq, const Message &m) {
     e.src_qp = m.src_qpn;
     e.slid = m.src_lid;
     e.opcode = write_imm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
-    e.byte_len = uint32_t(write_imm ? m.payload->size() : len + (ud ? 40 : 0));
+    e.byte_len = uint32_t(write_imm ? m.size : len + (ud ? 40 : 0));
     if (m.has_imm) {
         e.imm_data = m.imm;
         e.wc_flags |= IBV_WC_WITH_IMM;
@@ -159,10 +178,10 @@ RespStatus Device::deliver_recv(Qp &t, Srq *srq, const Message &m) {
             e.wc_flags |= IBV_WC_GRH;
             std::vector<uint8_t> tmp(40 + len);
             std::memcpy(tmp.data(), m.grh, 40);
-            if (len) std::memcpy(tmp.data() + 40, m.payload->data(), len);
+            if (len) std::memcpy(tmp.data() + 40, m.data, len);
             st = scatter(*owner, pd, w.sge, nsge, tmp.data(), tmp.size());
         } else {
-            st = scatter(*owner, pd, w.sge, nsge, m.payload->data(), len, ud ? 40 : 0);
+            st = scatter(*owner, pd, w.sge, nsge, m.data, len, ud ? 40 : 0);
         }
     }
     e.status = st;
@@ -180,7 +199,7 @@ RespStatus Device::remote_mem(Qp &t, Srq *srq, const Message &m, Reply &out) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
         need_mr = need_qp = IBV_ACCESS_REMOTE_WRITE;
-        len = m.payload->size();
+        len = m.size;
         break;
     case IBV_WR_RDMA_READ:
         need_mr = need_qp = IBV_ACCESS_REMOTE_READ;
@@ -203,7 +222,7 @@ RespStatus Device::remote_mem(Qp &t, Srq *srq, const Message &m, Reply &out) {
     switch (m.opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-        if (dma_write(pid, host, m.payload->data(), len)) return RespStatus::RemAccess;
+        if (dma_write(pid, host, m.data, len)) return RespStatus::RemAccess;
         return RespStatus::Ack;
     case IBV_WR_RDMA_READ:
         out.data.resize(len);
