@@ -1,0 +1,79 @@
+# Shared set-up of the BTL tests on the software HCA (one node: on-node peers reach each other through the
+# HCA's loopback, like on a real adapter). Each test starts its own simhcad under a unique SIMHCA_INSTANCE,
+# stops it by pid on exit, and checks that the daemon holds no object after every job.
+# Expects BTL_XRC_BUILDDIR, OMPI_PKGLIBDIR, MPIRUN, SIMHCAD, SIMHCA_CTL, SIMHCA_LIBDIR from tests/btl/Makefile.am.
+set -u
+me=$(basename "$0" .sh)
+export OMPI_MCA_mca_base_component_path="$BTL_XRC_BUILDDIR/components:$OMPI_PKGLIBDIR"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export HWLOC_COMPONENTS=-gl OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_mpi_yield_when_idle=1
+export SIMHCA_INSTANCE="btl-$me-$$"
+MPI="$BTL_XRC_BUILDDIR/tests/mpi"
+work=$(mktemp -d)
+daemon_pid=""
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+stop_daemon() {
+    if [ -n "$daemon_pid" ]; then
+        kill -TERM "$daemon_pid" 2>/dev/null
+        for _ in $(seq 50); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$daemon_pid" 2>/dev/null
+        wait "$daemon_pid" 2>/dev/null
+        daemon_pid=""
+    fi
+}
+trap 'stop_daemon; rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM
+
+start_daemon() {
+    "$SIMHCAD" --node n0 >"$work/simhcad.log" 2>&1 &
+    daemon_pid=$!
+    if ! timeout 15 "$SIMHCA_CTL" wait-ready --timeout 10 >/dev/null 2>&1; then
+        echo "simhcad did not start:"; cat "$work/simhcad.log"
+        exit 1
+    fi
+}
+
+# xrun OUTFILE MPIRUN-ARGS... : mpirun over the software HCA with ob1, bounded; returns mpirun's status.
+xrun() {
+    local file=$1
+    shift
+    timeout -k 5 "${XRUN_TIMEOUT:-180}" "$MPIRUN" -x SIMHCA_INSTANCE -x LD_LIBRARY_PATH="$SIMHCA_LIBDIR" \
+        --mca pml ob1 "$@" >"$file" 2>&1
+}
+
+# The daemon must hold nothing once a job is over (the kernel's uverbs cleanup, reproduced).
+expect_no_objects() {
+    local what=$1 status
+    status=$("$SIMHCA_CTL" status 2>&1 | sed -n 2p)
+    if [ "$status" = "clients 0 pds 0 mrs 0 cqs 0 srqs 0 xrcds 0 qps 0" ]; then
+        pass "$what: no object left in the HCA"
+    else
+        fail "$what: left behind: $status"
+        "$SIMHCA_CTL" list | head -20
+    fi
+}
+
+# run_check NAME EXPECTED-LINE-REGEX MPIRUN-ARGS...
+run_check() {
+    local name=$1 expect=$2
+    shift 2
+    xrun "$work/out" "$@"
+    local status=$?
+    if [ $status -eq 0 ] && grep -qE "$expect" "$work/out"; then
+        pass "$name: $(grep -E "$expect" "$work/out" | head -1)"
+    else
+        fail "$name (exit $status)"
+        grep -v '^\[.*\] \[ *[0-9]*\]' "$work/out" | head -30 | sed 's/^/    /'
+    fi
+    expect_no_objects "$name"
+}
+
+finish() {
+    [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
+    exit 0
+}
