@@ -13,6 +13,7 @@
 
 #include "../common/limits.hpp"
 #include "device.hpp"
+#include "dma.hpp"
 
 namespace simhca {
 
@@ -99,11 +100,11 @@ void Device::remove_client(uint32_t client_id) {
     clients_.erase(client_id);
 }
 
-void Device::post_async(Client *c, ibv_event_type type, uint64_t cookie, uint32_t port) {
-    if (!c || !c->async_wr) return;
+bool Device::post_async(Client *c, ibv_event_type type, uint64_t cookie, uint32_t port) {
+    if (!c || !c->async_wr) return false;
     AsyncRecord rec{uint32_t(type), port, cookie};
     // Non-blocking: a client that never reads its events cannot stall the HCA.
-    (void)!::write(c->async_wr.get(), &rec, sizeof(rec));
+    return ::write(c->async_wr.get(), &rec, sizeof(rec)) == ssize_t(sizeof(rec));
 }
 
 void Device::broadcast_port_event(ibv_event_type type) {
@@ -221,6 +222,10 @@ int Device::do_reg_mr(Client &c, const RegMrReq &q, Response &r) {
     if (mrs_.size() >= limits::kMaxMr) return ENOMEM;
     if (!access_ok(q.access)) return EINVAL;
     if (q.length == 0 || q.addr + q.length < q.addr) return EINVAL;
+    // The kernel pins the pages and fails with EFAULT when they are not
+    // mapped; we do not pin, but probe both ends of the range.
+    uint8_t probe;
+    if (dma_read(c.pid, q.addr, &probe, 1) || dma_read(c.pid, q.addr + q.length - 1, &probe, 1)) return EFAULT;
     auto mr = std::make_unique<Mr>();
     mr->id = new_id();
     mr->owner = &c;

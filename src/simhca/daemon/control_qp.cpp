@@ -21,8 +21,7 @@ void Device::qp_event(Qp &qp, ibv_event_type type) {
     for (uint32_t hid : qp.handles) {
         auto it = qp_handles_.find(hid);
         if (it == qp_handles_.end()) continue;
-        it->second->async_events++;
-        post_async(it->second->owner, type, it->second->cookie);
+        if (post_async(it->second->owner, type, it->second->cookie)) it->second->async_events++;
     }
 }
 

@@ -120,7 +120,9 @@ private:
     void destroy_srq_object(Srq &s);
 
     // events
-    void post_async(Client *c, ibv_event_type type, uint64_t cookie, uint32_t port = 0);
+    // True when the record reached the client's event pipe (only then is it
+    // counted: destroy verbs wait for exactly the delivered events).
+    bool post_async(Client *c, ibv_event_type type, uint64_t cookie, uint32_t port = 0);
     void qp_event(Qp &qp, ibv_event_type type);
     void broadcast_port_event(ibv_event_type type);
 

@@ -112,8 +112,7 @@ bool Device::post_cqe(uint32_t cq_id, const Cqe &e, bool solicited) {
     if (cq.head - tail >= cq.entries) {
         if (!cq.overflowed) {
             cq.overflowed = true;
-            cq.async_events++;
-            post_async(cq.owner, IBV_EVENT_CQ_ERR, cq.cookie);
+            if (post_async(cq.owner, IBV_EVENT_CQ_ERR, cq.cookie)) cq.async_events++;
         }
         return false;
     }

@@ -43,8 +43,7 @@ bool Device::take_recv(Qp &t, Srq *srq, RecvWqe &w) {
     if (srq && srq->limit && head - (tail + 1) < srq->limit) {
         // The limit is one-shot: it disarms itself when it fires.
         srq->limit = 0;
-        srq->async_events++;
-        post_async(srq->owner, IBV_EVENT_SRQ_LIMIT_REACHED, srq->cookie);
+        if (post_async(srq->owner, IBV_EVENT_SRQ_LIMIT_REACHED, srq->cookie)) srq->async_events++;
     }
     return true;
 }

@@ -213,7 +213,16 @@ SIMHCA_API int ibv_destroy_cq(ibv_cq *ibcq) noexcept {
     proto::Request req{};
     proto::Response resp{};
     req.h.handle = ibcq->handle;
-    if (int e = ctx_of(ibcq->context)->conn.call(proto::Op::DestroyCq, req, resp); e && e != ENODEV) return e;
+    int e = ctx_of(ibcq->context)->conn.call(proto::Op::DestroyCq, req, resp);
+    if (e && e != ENODEV) return e;
+    if (!e) {
+        // Like rdma-core: every event the device reported must be acked first.
+        pthread_mutex_lock(&ibcq->mutex);
+        while (ibcq->comp_events_completed != resp.destroyed.events_reported ||
+               ibcq->async_events_completed != resp.destroyed.async_events_reported)
+            pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+        pthread_mutex_unlock(&ibcq->mutex);
+    }
     if (ibcq->channel) --ibcq->channel->refcnt;
     cq->map.unmap();
     pthread_mutex_destroy(&ibcq->mutex);

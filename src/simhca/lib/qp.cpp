@@ -180,7 +180,13 @@ SIMHCA_API int ibv_destroy_qp(ibv_qp *qp) noexcept {
     proto::Request req{};
     proto::Response resp{};
     req.h.handle = qp->handle;
-    if (int e = ctx_of(qp->context)->conn.call(proto::Op::DestroyQp, req, resp); e && e != ENODEV) return e;
+    int e = ctx_of(qp->context)->conn.call(proto::Op::DestroyQp, req, resp);
+    if (e && e != ENODEV) return e;
+    if (!e) { // every reported async event must have been acked
+        pthread_mutex_lock(&qp->mutex);
+        while (qp->events_completed != resp.destroyed.async_events_reported) pthread_cond_wait(&qp->cond, &qp->mutex);
+        pthread_mutex_unlock(&qp->mutex);
+    }
     clean_cq(qp->send_cq, qp->qp_num);
     if (qp->recv_cq != qp->send_cq) clean_cq(qp->recv_cq, qp->qp_num);
     Qp *q = qp_of(qp);

@@ -137,7 +137,14 @@ SIMHCA_API int ibv_destroy_srq(ibv_srq *srq) noexcept {
     proto::Request req{};
     proto::Response resp{};
     req.h.handle = srq->handle;
-    if (int e = ctx_of(srq->context)->conn.call(proto::Op::DestroySrq, req, resp); e && e != ENODEV) return e;
+    int e = ctx_of(srq->context)->conn.call(proto::Op::DestroySrq, req, resp);
+    if (e && e != ENODEV) return e;
+    if (!e) { // every reported async event must have been acked
+        pthread_mutex_lock(&srq->mutex);
+        while (srq->events_completed != resp.destroyed.async_events_reported)
+            pthread_cond_wait(&srq->cond, &srq->mutex);
+        pthread_mutex_unlock(&srq->mutex);
+    }
     auto *s = reinterpret_cast<Srq *>(srq);
     s->map.unmap();
     pthread_mutex_destroy(&srq->mutex);
