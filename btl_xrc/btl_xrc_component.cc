@@ -5,6 +5,7 @@
 #include "btl_xrc.h"
 
 #include "src/core/device_discovery.h"
+#include "src/core/device_locality.h"
 #include "src/core/port_transport.h"
 #include "src/core/receive_queue_spec.h"
 
@@ -181,6 +182,10 @@ mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool 
         if (report.usable_port_count() == 0) {
             report_no_usable_port(report);
             return nullptr;
+        }
+        if (!P.ignore_locality) {
+            for (const auto &note : xrc::keep_nearest_devices(report.devices))
+                BTL_XRC_VERBOSE(1, "btl:xrc: %s: passing over %s", opal_process_info.nodename, note.c_str());
         }
         const auto spec = xrc::parse_receive_queues(P.receive_queues);
         for (const auto &dev : report.devices) {
