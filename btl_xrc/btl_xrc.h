@@ -82,9 +82,6 @@ struct mca_btl_xrc_module_t {
     mca_btl_base_module_error_cb_fn_t error_cb;
     opal_event_t async_event;
     bool async_event_active;
-    // Reused for every incoming message: the payload stays in the receive buffer during the callback.
-    mca_btl_base_descriptor_t recv_des;
-    mca_btl_base_segment_t recv_seg;
     // 8 registered bytes that non-fetching atomics write their (unused) result to.
     uint64_t *atomic_scratch;
     struct ibv_mr *atomic_scratch_mr;

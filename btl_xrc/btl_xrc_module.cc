@@ -252,8 +252,6 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
     m->endpoints = new (std::nothrow) std::unordered_set<mca_btl_base_endpoint_t *>();
     if (m->endpoints == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    m->recv_des.des_segments = &m->recv_seg;
-    m->recv_des.des_segment_count = 1;
     int rc = mca_btl_xrc_rdma_init(m);  // the rcache first: the fragment lists register through it
     if (rc == OPAL_SUCCESS) rc = mca_btl_xrc_frag_lists_init(m);
     if (rc == OPAL_SUCCESS) mca_btl_xrc_async_init(m);

@@ -19,9 +19,14 @@ void dispatch_receive(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
         const mca_btl_base_tag_t tag = static_cast<mca_btl_base_tag_t>(imm & 0xff);
         const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
         if (has_imm && imm_valid(imm) && reg->cbfunc != nullptr) {
-            m->recv_seg.seg_addr.pval = buffer->data;
-            m->recv_seg.seg_len = wc.byte_len;
-            reg->cbfunc(&m->super, tag, &m->recv_des, reg->cbdata);
+            // On the stack: a callback that progresses again (osc/rdma may) gets its own descriptor.
+            mca_btl_base_segment_t segment{};
+            segment.seg_addr.pval = buffer->data;
+            segment.seg_len = wc.byte_len;
+            mca_btl_base_descriptor_t des{};
+            des.des_segments = &segment;
+            des.des_segment_count = 1;
+            reg->cbfunc(&m->super, tag, &des, reg->cbdata);
         } else {
             // Malformed or unexpected traffic is dropped, never handed to a callback.
             BTL_XRC_VERBOSE(1, "btl:xrc: dropped a %u-byte message with immediate data 0x%08x (no handler)",

@@ -57,7 +57,25 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
         error = errno_text("ibv_alloc_pd");
         return;
     }
-    const int cqe = std::min(config.cq_size, device_->device_attr.max_cqe);
+    // One CQ takes every receive completion (at most the posted SRQ buffers) and every send completion (at
+    // most a full send queue per node): size it so it can never overrun, shrinking the send queues if the
+    // device's CQ limit forces it.
+    std::size_t receive_entries = 0;
+    for (const auto &cls : config.receive_classes) receive_entries += cls.count;
+    const std::size_t nodes = map_.node_count();
+    const std::size_t max_cqe = static_cast<std::size_t>(device_->device_attr.max_cqe);
+    std::size_t depth = static_cast<std::size_t>(std::min(config.send_queue_depth, device_->device_attr.max_qp_wr));
+    if (receive_entries + nodes * depth > max_cqe) {
+        if (receive_entries + nodes * 16 > max_cqe) {
+            error = "the device's completion queues (" + std::to_string(max_cqe) + " entries) cannot hold " +
+                    std::to_string(receive_entries) + " receive buffers plus 16 sends toward each of " +
+                    std::to_string(nodes) + " nodes: lower the counts in btl_xrc_receive_queues";
+            return;
+        }
+        depth = (max_cqe - receive_entries) / nodes;
+    }
+    const int cqe = static_cast<int>(
+        std::min(max_cqe, std::max(static_cast<std::size_t>(config.cq_size), receive_entries + nodes * depth)));
     cq_.reset(ibv_create_cq(ctx, cqe, nullptr, nullptr, 0));
     if (!cq_) {
         error = errno_text("ibv_create_cq") + " (" + std::to_string(cqe) + " entries)";
@@ -85,7 +103,6 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     for (const auto &pool : pools_) address_.srqs.push_back({pool->buffer_size(), pool->srq_num()});
 
     // One INI QP per node of the job (the own node too: on-node peers through the HCA's loopback).
-    const int depth = std::min(config.send_queue_depth, device_->device_attr.max_qp_wr);
     const std::uint32_t inline_wanted = config.max_inline < 0 ? 256u : static_cast<std::uint32_t>(config.max_inline);
     const auto ini_init = ini_to_init(path_);
     for (std::uint32_t node = 0; node < map_.node_count(); ++node) {
