@@ -228,12 +228,12 @@ struct Response {
 struct AsyncRecord {
     uint32_t event_type; // enum ibv_event_type
     uint32_t port_num;
-    uint64_t cookie; // library object pointer (qp, cq, srq) or 0
+    uint64_t cookie; // daemon handle of the QP handle / CQ / SRQ, or 0
 };
 
 // Records written into a completion channel pipe.
 struct CompRecord {
-    uint64_t cq_cookie;
+    uint64_t cq_cookie; // daemon handle of the CQ
 };
 
 } // namespace simhca::proto

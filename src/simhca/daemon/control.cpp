@@ -320,7 +320,7 @@ int Device::do_create_cq(Client &c, const CreateCqReq &q, Response &r, std::vect
     cq->id = new_id();
     cq->owner = &c;
     cq->channel = q.channel;
-    cq->cookie = q.cookie;
+    cq->cookie = cq->id; // event records name the handle: stale ones are recognisable
     cq->entries = shm::round_up_pow2(uint32_t(q.cqe) + 1);
     if (int e = cq->shm.create("simhca-cq", shm::cq_region_size(cq->entries))) return e;
     cq->ctl = static_cast<shm::CqCtl *>(cq->shm.data());
@@ -452,7 +452,7 @@ int Device::do_create_srq(Client &c, const CreateSrqReq &q, Response &r, std::ve
     s->pd = q.pd;
     s->xrcd = x ? x->id : 0;
     s->cq = cq ? cq->id : 0;
-    s->cookie = q.cookie;
+    s->cookie = s->id;
     s->max_wr = q.max_wr;
     s->entries = shm::round_up_pow2(q.max_wr);
     s->max_sge = std::max<uint32_t>(q.max_sge, 1);

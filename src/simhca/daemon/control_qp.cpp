@@ -93,7 +93,8 @@ int Device::do_create_qp(Client &c, const CreateQpReq &q, Response &r, std::vect
     if (rcq) rcq->users++;
     if (srq) srq->users++;
     if (x) x->usecnt++;
-    auto h = std::make_unique<QpHandle>(QpHandle{new_id(), &c, qp->qpn, q.cookie, 0});
+    auto h = std::make_unique<QpHandle>(QpHandle{new_id(), &c, qp->qpn, 0, 0});
+    h->cookie = h->id;
     qp->handles.push_back(h->id);
     r.create_qp = {h->id, qp->qpn, qp->sq_entries, qp->rq_entries, cap};
     if (qp->ctl) fds = {qp->shm.fd()};
@@ -107,7 +108,8 @@ int Device::do_open_qp(Client &c, const OpenQpReq &q, Response &r) {
     Xrcd *x = xrcd_of_handle(c, q.xrcd);
     Qp *qp = qp_by_num(q.qpn);
     if (!x || !qp || qp->type != IBV_QPT_XRC_RECV || qp->xrcd != x->id) return EINVAL;
-    auto h = std::make_unique<QpHandle>(QpHandle{new_id(), &c, qp->qpn, q.cookie, 0});
+    auto h = std::make_unique<QpHandle>(QpHandle{new_id(), &c, qp->qpn, 0, 0});
+    h->cookie = h->id;
     qp->handles.push_back(h->id);
     r.create_qp.handle = h->id;
     r.create_qp.qpn = qp->qpn;

@@ -11,28 +11,59 @@ using namespace simhca::lib;
 
 SIMHCA_API int ibv_get_async_event(ibv_context *context, ibv_async_event *event) noexcept {
     if (!context || !event) return -1;
-    proto::AsyncRecord rec;
-    ssize_t n;
-    do {
-        n = ::read(context->async_fd, &rec, sizeof(rec));
-    } while (n < 0 && errno == EINTR);
-    if (n != sizeof(rec)) return -1;
-    event->event_type = ibv_event_type(rec.event_type);
-    switch (event->event_type) {
-    case IBV_EVENT_CQ_ERR: event->element.cq = reinterpret_cast<ibv_cq *>(rec.cookie); break;
-    case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED: event->element.srq = reinterpret_cast<ibv_srq *>(rec.cookie); break;
-    case IBV_EVENT_PORT_ACTIVE:
-    case IBV_EVENT_PORT_ERR:
-    case IBV_EVENT_LID_CHANGE:
-    case IBV_EVENT_PKEY_CHANGE:
-    case IBV_EVENT_SM_CHANGE:
-    case IBV_EVENT_CLIENT_REREGISTER:
-    case IBV_EVENT_GID_CHANGE: event->element.port_num = int(rec.port_num); break;
-    case IBV_EVENT_DEVICE_FATAL: event->element.port_num = 0; break;
-    default: event->element.qp = reinterpret_cast<ibv_qp *>(rec.cookie); break;
+    Context *c = ctx_of(context);
+    for (;;) {
+        proto::AsyncRecord rec;
+        ssize_t n;
+        do {
+            n = ::read(context->async_fd, &rec, sizeof(rec));
+        } while (n < 0 && errno == EINTR);
+        if (n != sizeof(rec)) return -1;
+        event->event_type = ibv_event_type(rec.event_type);
+        void *obj = nullptr;
+        switch (event->event_type) {
+        case IBV_EVENT_PORT_ACTIVE:
+        case IBV_EVENT_PORT_ERR:
+        case IBV_EVENT_LID_CHANGE:
+        case IBV_EVENT_PKEY_CHANGE:
+        case IBV_EVENT_SM_CHANGE:
+        case IBV_EVENT_CLIENT_REREGISTER:
+        case IBV_EVENT_GID_CHANGE: event->element.port_num = int(rec.port_num); return 0;
+        case IBV_EVENT_DEVICE_FATAL: event->element.port_num = 0; return 0;
+        default: break;
+        }
+        // Events of objects destroyed meanwhile are dropped, as the kernel does.
+        if (!(obj = c->find(uint32_t(rec.cookie)))) continue;
+        switch (event->event_type) {
+        case IBV_EVENT_CQ_ERR: {
+            auto *cq = static_cast<Cq *>(obj);
+            ibv_cq *ibcq = ibv_cq_ex_to_cq(&cq->cq);
+            pthread_mutex_lock(&ibcq->mutex);
+            ++cq->async_reported;
+            pthread_mutex_unlock(&ibcq->mutex);
+            event->element.cq = ibcq;
+            break;
+        }
+        case IBV_EVENT_SRQ_ERR:
+        case IBV_EVENT_SRQ_LIMIT_REACHED: {
+            auto *srq = static_cast<Srq *>(obj);
+            pthread_mutex_lock(&srq->srq.mutex);
+            ++srq->events_reported;
+            pthread_mutex_unlock(&srq->srq.mutex);
+            event->element.srq = &srq->srq;
+            break;
+        }
+        default: {
+            auto *qp = static_cast<Qp *>(obj);
+            pthread_mutex_lock(&qp->qpx.qp_base.mutex);
+            ++qp->events_reported;
+            pthread_mutex_unlock(&qp->qpx.qp_base.mutex);
+            event->element.qp = &qp->qpx.qp_base;
+            break;
+        }
+        }
+        return 0;
     }
-    return 0;
 }
 
 SIMHCA_API void ibv_ack_async_event(ibv_async_event *event) noexcept {

@@ -76,11 +76,12 @@ static Cq *make_cq(ibv_context *context, int cqe, void *cq_context, ibv_comp_cha
     c.context = context;
     c.channel = channel;
     c.cq_context = cq_context;
-    c.handle = req.create_cq.cookie ? resp.create_cq.handle : 0;
+    c.handle = resp.create_cq.handle;
     c.cqe = int(cq->entries - 1);
     pthread_mutex_init(&c.mutex, nullptr);
     pthread_cond_init(&c.cond, nullptr);
     if (channel) ++channel->refcnt;
+    ctx_of(context)->reg(c.handle, cq);
     return cq;
 }
 
@@ -215,14 +216,13 @@ SIMHCA_API int ibv_destroy_cq(ibv_cq *ibcq) noexcept {
     req.h.handle = ibcq->handle;
     int e = ctx_of(ibcq->context)->conn.call(proto::Op::DestroyCq, req, resp);
     if (e && e != ENODEV) return e;
-    if (!e) {
-        // Like rdma-core: every event the device reported must be acked first.
-        pthread_mutex_lock(&ibcq->mutex);
-        while (ibcq->comp_events_completed != resp.destroyed.events_reported ||
-               ibcq->async_events_completed != resp.destroyed.async_events_reported)
-            pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
-        pthread_mutex_unlock(&ibcq->mutex);
-    }
+    // Events not read yet are dropped; every event the application did read
+    // must be acked first (rdma-core's rule), so wait for the acks.
+    ctx_of(ibcq->context)->unreg(ibcq->handle);
+    pthread_mutex_lock(&ibcq->mutex);
+    while (ibcq->comp_events_completed != cq->comp_reported || ibcq->async_events_completed != cq->async_reported)
+        pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+    pthread_mutex_unlock(&ibcq->mutex);
     if (ibcq->channel) --ibcq->channel->refcnt;
     cq->map.unmap();
     pthread_mutex_destroy(&ibcq->mutex);
@@ -233,15 +233,23 @@ SIMHCA_API int ibv_destroy_cq(ibv_cq *ibcq) noexcept {
 
 SIMHCA_API int ibv_get_cq_event(ibv_comp_channel *channel, ibv_cq **cq, void **cq_context) noexcept {
     if (!channel || !cq || !cq_context) return -1;
-    proto::CompRecord rec;
-    ssize_t n;
-    do {
-        n = ::read(channel->fd, &rec, sizeof(rec));
-    } while (n < 0 && errno == EINTR);
-    if (n != sizeof(rec)) return -1; // EAGAIN on a non-blocking channel
-    *cq = reinterpret_cast<ibv_cq *>(rec.cq_cookie);
-    *cq_context = (*cq)->cq_context;
-    return 0;
+    for (;;) {
+        proto::CompRecord rec;
+        ssize_t n;
+        do {
+            n = ::read(channel->fd, &rec, sizeof(rec));
+        } while (n < 0 && errno == EINTR);
+        if (n != sizeof(rec)) return -1; // EAGAIN on a non-blocking channel
+        auto *c = static_cast<Cq *>(ctx_of(channel->context)->find(uint32_t(rec.cq_cookie)));
+        if (!c) continue; // the CQ was destroyed meanwhile: its event goes with it
+        ibv_cq *ibcq = ibv_cq_ex_to_cq(&c->cq);
+        pthread_mutex_lock(&ibcq->mutex);
+        ++c->comp_reported;
+        pthread_mutex_unlock(&ibcq->mutex);
+        *cq = ibcq;
+        *cq_context = ibcq->cq_context;
+        return 0;
+    }
 }
 
 SIMHCA_API void ibv_ack_cq_events(ibv_cq *cq, unsigned int nevents) noexcept {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <unordered_map>
 
 #include "../common/protocol.hpp"
 #include "../common/shm_layout.hpp"
@@ -42,6 +43,24 @@ struct Context {
     int doorbell = -1;
     uint16_t lid = 0;
     uint64_t node_guid = 0; // network order
+    // Live CQs, SRQs and QP handles by daemon handle: event records name the
+    // handle, and records of destroyed objects are skipped (the kernel drops
+    // them from the event file on destroy).
+    std::mutex reg_mu;
+    std::unordered_map<uint32_t, void *> objs;
+    void reg(uint32_t h, void *p) {
+        std::lock_guard<std::mutex> g(reg_mu);
+        objs[h] = p;
+    }
+    void unreg(uint32_t h) {
+        std::lock_guard<std::mutex> g(reg_mu);
+        objs.erase(h);
+    }
+    void *find(uint32_t h) {
+        std::lock_guard<std::mutex> g(reg_mu);
+        auto it = objs.find(h);
+        return it == objs.end() ? nullptr : it->second;
+    }
 };
 
 inline Context *ctx_of(ibv_context *c) {
@@ -78,6 +97,7 @@ struct Cq {
     uint32_t tail = 0;
     const shm::Cqe *cur = nullptr; // extended polling cursor
     uint32_t empty_polls = 0;
+    uint32_t comp_reported = 0, async_reported = 0; // events read by the app (under cq.mutex)
     std::mutex mu;
 };
 
@@ -94,6 +114,7 @@ struct Srq {
     shm::RecvWqe *ring = nullptr;
     uint32_t entries = 0, max_sge = 0;
     std::mutex mu;
+    uint32_t events_reported = 0; // under srq.mutex
 };
 
 struct Qp {
@@ -109,6 +130,7 @@ struct Qp {
     uint32_t wr_head = 0;
     int wr_err = 0;
     shm::SendWqe *wr_cur = nullptr;
+    uint32_t events_reported = 0; // under qp.mutex
 };
 
 inline Qp *qp_of(ibv_qp *q) { return reinterpret_cast<Qp *>(q); }

@@ -66,6 +66,7 @@ static ibv_qp *make_qp(ibv_context *context, ibv_qp_init_attr_ex &a) noexcept {
     pthread_mutex_init(&b.mutex, nullptr);
     pthread_cond_init(&b.cond, nullptr);
     init_qp_ex_ops(*qp);
+    ctx_of(context)->reg(b.handle, qp);
     return &b;
 }
 
@@ -121,6 +122,7 @@ ibv_qp *open_qp(ibv_context *context, ibv_qp_open_attr *attr) noexcept {
     pthread_mutex_init(&b.mutex, nullptr);
     pthread_cond_init(&b.cond, nullptr);
     init_qp_ex_ops(*qp);
+    ctx_of(context)->reg(b.handle, qp);
     return &b;
 }
 
@@ -182,9 +184,11 @@ SIMHCA_API int ibv_destroy_qp(ibv_qp *qp) noexcept {
     req.h.handle = qp->handle;
     int e = ctx_of(qp->context)->conn.call(proto::Op::DestroyQp, req, resp);
     if (e && e != ENODEV) return e;
-    if (!e) { // every reported async event must have been acked
+    ctx_of(qp->context)->unreg(qp->handle);
+    { // every async event the application read must have been acked
+        Qp *self = qp_of(qp);
         pthread_mutex_lock(&qp->mutex);
-        while (qp->events_completed != resp.destroyed.async_events_reported) pthread_cond_wait(&qp->cond, &qp->mutex);
+        while (qp->events_completed != self->events_reported) pthread_cond_wait(&qp->cond, &qp->mutex);
         pthread_mutex_unlock(&qp->mutex);
     }
     clean_cq(qp->send_cq, qp->qp_num);

@@ -82,6 +82,7 @@ static Srq *make_srq(ibv_context *context, ibv_pd *pd, ibv_srq_type type, ibv_xr
     pthread_cond_init(&s->srq.cond, nullptr);
     a.max_wr = r.entries;
     a.max_sge = r.max_sge;
+    ctx_of(context)->reg(r.handle, s);
     return s;
 }
 
@@ -139,13 +140,11 @@ SIMHCA_API int ibv_destroy_srq(ibv_srq *srq) noexcept {
     req.h.handle = srq->handle;
     int e = ctx_of(srq->context)->conn.call(proto::Op::DestroySrq, req, resp);
     if (e && e != ENODEV) return e;
-    if (!e) { // every reported async event must have been acked
-        pthread_mutex_lock(&srq->mutex);
-        while (srq->events_completed != resp.destroyed.async_events_reported)
-            pthread_cond_wait(&srq->cond, &srq->mutex);
-        pthread_mutex_unlock(&srq->mutex);
-    }
     auto *s = reinterpret_cast<Srq *>(srq);
+    ctx_of(srq->context)->unreg(srq->handle);
+    pthread_mutex_lock(&srq->mutex); // every async event read must have been acked
+    while (srq->events_completed != s->events_reported) pthread_cond_wait(&srq->cond, &srq->mutex);
+    pthread_mutex_unlock(&srq->mutex);
     s->map.unmap();
     pthread_mutex_destroy(&srq->mutex);
     pthread_cond_destroy(&srq->cond);
