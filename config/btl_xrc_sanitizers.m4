@@ -10,6 +10,9 @@ AC_DEFUN([BTL_XRC_SANITIZERS], [
     BTL_XRC_CXXFLAGS="$BTL_XRC_CXXFLAGS $ASAN_FLAGS"
     BTL_XRC_CFLAGS="$BTL_XRC_CFLAGS $ASAN_FLAGS"
     LDFLAGS="$LDFLAGS $ASAN_FLAGS"
+    dnl libtool drops -fsanitize from shared-library links; with -z defs the plugin and the software HCA's
+    dnl library must name the runtimes themselves.
+    LIBS="$LIBS -lasan -lubsan"
   ])
   AC_SUBST([ASAN_FLAGS])
   AM_CONDITIONAL([ENABLE_ASAN], [test "x$enable_asan" = xyes])

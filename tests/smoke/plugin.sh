@@ -16,7 +16,8 @@ timeout 60 "${OMPI_INFO:-ompi_info}" --param btl xrc --level 9 --parsable >"$out
 for p in verbose if_include if_exclude xrcd_dir receive_queues cq_size send_queue_depth max_inline_data mtu \
          timeout retry_count rnr_retry min_rnr_timer max_rdma_dst_ops service_level pkey gid_index \
          signal_interval cq_poll_batch free_list_num free_list_max free_list_inc ignore_locality \
-         exclusivity eager_limit rndv_eager_limit max_send_size flags atomic_flags; do
+         exclusivity eager_limit rndv_eager_limit max_send_size flags atomic_flags \
+         rdma_pipeline_send_length rdma_pipeline_frag_size min_rdma_pipeline_size put_limit get_limit; do
     if grep -q "^mca:btl:xrc:param:btl_xrc_${p}:help:." "$out"; then
         pass "ompi_info lists btl_xrc_$p with a description"
     else
