@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <sys/uio.h>
 #include <vector>
 
 #include "../common/protocol.hpp"
@@ -38,7 +39,9 @@ struct Message {
     uint64_t stream, seq; // requester epoch + sequence (0 = local / unsequenced)
     bool has_grh;
     uint8_t grh[40];
-    const uint8_t *data = nullptr; // SEND / WRITE payload (not owned)
+    const uint8_t *data = nullptr; // SEND / WRITE payload (not owned), or
+    pid_t src_pid = 0;             // ... when data is null: the sender's ranges,
+    const std::vector<iovec> *src_iov = nullptr; // read on demand (local only)
     size_t size = 0;
 };
 
@@ -137,7 +140,11 @@ private:
     bool post_cqe(uint32_t cq_id, const shm::Cqe &e, bool solicited);
     void qp_to_error(Qp &qp);
     void flush_qp(Qp &qp);
-    int gather(Qp &qp, const shm::SendWqe &w, std::vector<uint8_t> &out, ibv_wc_status &st);
+    int gather(Qp &qp, const shm::SendWqe &w, std::vector<uint8_t> &out, ibv_wc_status &st, bool lazy);
+    int copy_src(const Message &m, size_t off, uint8_t *dst, size_t n);
+    int copy_to(pid_t pid, uint64_t host, const Message &m, size_t off, size_t n);
+    ibv_wc_status scatter_msg(Client &owner, uint32_t pd, const shm::Sge *sge, uint32_t nsge, const Message &m,
+                              size_t len, size_t skip);
     ibv_wc_status scatter(Client &owner, uint32_t pd, const shm::Sge *sge, uint32_t nsge,
                           const uint8_t *data, size_t len, size_t skip = 0);
     Reply respond(const Message &m);
@@ -170,7 +177,9 @@ private:
     std::map<uint32_t, uint32_t> srqn_to_srq_;
     std::map<uint32_t, std::unique_ptr<Qp>> qps_; // by qpn
     std::map<uint32_t, std::unique_ptr<QpHandle>> qp_handles_;
-    std::vector<uint8_t> buf_; // scratch payload buffer, reused
+    std::vector<uint8_t> buf_;    // scratch payload buffer, reused
+    std::vector<uint8_t> bounce_; // chunk buffer for local streaming copies
+    std::vector<iovec> src_iov_;  // sender ranges of a lazily copied payload
     Network *net_ = nullptr;
     uint64_t next_stream_ = 0;
     uint64_t next_token_ = 0;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "../common/limits.hpp"
@@ -202,8 +203,14 @@ ibv_wc_status Device::scatter(Client &owner, uint32_t pd, const Sge *sge, uint32
     return pos >= skip + len ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;
 }
 
-int Device::gather(Qp &qp, const SendWqe &w, std::vector<uint8_t> &out, ibv_wc_status &st) {
+// Validates the WQE's local buffers. With `lazy` (the responder is on this
+// node) only the sender's address ranges are recorded in src_iov_, and the
+// responder streams the bytes straight to their destination in small chunks
+// (sender -> bounce buffer in cache -> receiver); otherwise the payload is
+// copied into `out` now (it has to travel over the network anyway).
+int Device::gather(Qp &qp, const SendWqe &w, std::vector<uint8_t> &out, ibv_wc_status &st, bool lazy) {
     out.clear();
+    src_iov_.clear();
     st = IBV_WC_SUCCESS;
     if (w.send_flags & IBV_SEND_INLINE) {
         if (w.inline_len > kMaxInline) return st = IBV_WC_LOC_LEN_ERR, -1;
@@ -214,7 +221,7 @@ int Device::gather(Qp &qp, const SendWqe &w, std::vector<uint8_t> &out, ibv_wc_s
     size_t total = 0;
     for (uint32_t i = 0; i < w.num_sge; ++i) total += w.sge[i].length;
     if (total > limits::kMaxMsgSize) return st = IBV_WC_LOC_LEN_ERR, -1;
-    out.resize(total);
+    if (!lazy) out.resize(total);
     size_t off = 0;
     for (uint32_t i = 0; i < w.num_sge; ++i) {
         const Sge &g = w.sge[i];
@@ -223,11 +230,70 @@ int Device::gather(Qp &qp, const SendWqe &w, std::vector<uint8_t> &out, ibv_wc_s
         if (!mr || mr->pd != qp.pd || mr->owner != qp.owner || g.addr < mr->iova ||
             g.addr + g.length > mr->iova + mr->length)
             return st = IBV_WC_LOC_PROT_ERR, -1;
-        if (dma_read(qp.owner->pid, mr->addr + (g.addr - mr->iova), out.data() + off, g.length))
-            return st = IBV_WC_LOC_PROT_ERR, -1;
+        uint64_t host = mr->addr + (g.addr - mr->iova);
+        if (lazy) src_iov_.push_back({reinterpret_cast<void *>(host), g.length});
+        else if (dma_read(qp.owner->pid, host, out.data() + off, g.length)) return st = IBV_WC_LOC_PROT_ERR, -1;
         off += g.length;
     }
     return 0;
+}
+
+int Device::copy_src(const Message &m, size_t off, uint8_t *dst, size_t n) {
+    if (m.data) {
+        std::memcpy(dst, m.data + off, n);
+        return 0;
+    }
+    // Find the sender ranges covering [off, off + n) and read them at once.
+    iovec remote[kMaxSge];
+    int cnt = 0;
+    size_t pos = 0;
+    for (const iovec &v : *m.src_iov) {
+        size_t end = pos + v.iov_len;
+        if (end > off && pos < off + n && cnt < int(kMaxSge)) {
+            size_t from = std::max(pos, off), to = std::min(end, off + n);
+            remote[cnt++] = {static_cast<char *>(v.iov_base) + (from - pos), to - from};
+        }
+        pos = end;
+    }
+    iovec local{dst, n};
+    ssize_t got = ::process_vm_readv(m.src_pid, &local, 1, remote, cnt, 0);
+    return got == ssize_t(n) ? 0 : EFAULT;
+}
+
+int Device::copy_to(pid_t pid, uint64_t host, const Message &m, size_t off, size_t n) {
+    if (m.data) return dma_write(pid, host, m.data + off, n);
+    constexpr size_t kChunk = 64 * 1024; // stays in cache between the two copies
+    if (bounce_.size() < kChunk) bounce_.resize(kChunk);
+    for (size_t done = 0; done < n;) {
+        size_t c = std::min(kChunk, n - done);
+        if (int e = copy_src(m, off + done, bounce_.data(), c)) return e;
+        if (int e = dma_write(pid, host + done, bounce_.data(), c)) return e;
+        done += c;
+    }
+    return 0;
+}
+
+ibv_wc_status Device::scatter_msg(Client &owner, uint32_t pd, const Sge *sge, uint32_t nsge, const Message &m,
+                                  size_t len, size_t skip) {
+    if (m.data) return scatter(owner, pd, sge, nsge, m.data, len, skip);
+    size_t pos = 0;
+    for (uint32_t i = 0; i < nsge && pos < skip + len; ++i) {
+        const Sge &g = sge[i];
+        size_t seg_end = pos + g.length;
+        if (seg_end <= skip) {
+            pos = seg_end;
+            continue;
+        }
+        Mr *mr = mr_by_key(g.lkey);
+        if (!mr || mr->pd != pd || mr->owner != &owner || !(mr->access & IBV_ACCESS_LOCAL_WRITE) ||
+            g.addr < mr->iova || g.addr + g.length > mr->iova + mr->length)
+            return IBV_WC_LOC_PROT_ERR;
+        size_t from = std::max(pos, skip), to = std::min(seg_end, skip + len);
+        uint64_t host = mr->addr + (g.addr - mr->iova) + (from - pos);
+        if (to > from && copy_to(owner.pid, host, m, from - skip, to - from)) return IBV_WC_LOC_PROT_ERR;
+        pos = seg_end;
+    }
+    return pos >= skip + len ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;
 }
 
 // Builds the request for a WQE (gathering the payload into buf_). Returns
@@ -278,7 +344,8 @@ ibv_wc_status Device::build_message(Qp &qp, const SendWqe &w, Message &m, uint16
     }
     ibv_wc_status st = IBV_WC_SUCCESS;
     if (carries_payload(w.opcode)) {
-        gather(qp, w, buf_, st);
+        bool lazy = !ud && dlid == cfg.lid && !(w.send_flags & IBV_SEND_INLINE);
+        gather(qp, w, buf_, st, lazy);
         if (st != IBV_WC_SUCCESS) return st;
         if (ud && buf_.size() > limits::kMaxUdPayload) return IBV_WC_LOC_LEN_ERR;
         if (ud) {
@@ -299,8 +366,16 @@ ibv_wc_status Device::build_message(Qp &qp, const SendWqe &w, Message &m, uint16
         if (w.num_sge < 1 || w.sge[0].length != 8) return IBV_WC_LOC_LEN_ERR;
         m.length = 8;
     }
-    m.data = buf_.data();
-    m.size = buf_.size();
+    if (!src_iov_.empty() || (carries_payload(w.opcode) && buf_.empty() && !(w.send_flags & IBV_SEND_INLINE))) {
+        m.data = nullptr; // streamed from the sender by the (local) responder
+        m.src_pid = qp.owner->pid;
+        m.src_iov = &src_iov_;
+        m.size = 0;
+        for (const iovec &v : src_iov_) m.size += v.iov_len;
+    } else {
+        m.data = buf_.data();
+        m.size = buf_.size();
+    }
     return IBV_WC_SUCCESS;
 }
 

@@ -180,7 +180,7 @@ RespStatus Device::deliver_recv(Qp &t, Srq *srq, const Message &m) {
             if (len) std::memcpy(tmp.data() + 40, m.data, len);
             st = scatter(*owner, pd, w.sge, nsge, tmp.data(), tmp.size());
         } else {
-            st = scatter(*owner, pd, w.sge, nsge, m.data, len, ud ? 40 : 0);
+            st = scatter_msg(*owner, pd, w.sge, nsge, m, len, ud ? 40 : 0);
         }
     }
     e.status = st;
@@ -221,7 +221,7 @@ RespStatus Device::remote_mem(Qp &t, Srq *srq, const Message &m, Reply &out) {
     switch (m.opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-        if (dma_write(pid, host, m.data, len)) return RespStatus::RemAccess;
+        if (copy_to(pid, host, m, 0, len)) return RespStatus::RemAccess;
         return RespStatus::Ack;
     case IBV_WR_RDMA_READ:
         out.data.resize(len);
