@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <memory>
+#include <vector>
 #include <string>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -44,13 +46,28 @@ int connect_daemon() {
     return s;
 }
 
+std::string g_text; // listing text that followed the reply header
+
 int call(proto::Op op, proto::Request &req, proto::Response &resp) {
     int s = connect_daemon();
     if (s < 0) return ECONNREFUSED;
     req.op = uint32_t(op);
     int fds[4];
     int e = send_with_fds(s, &req, sizeof(req), nullptr, 0);
-    long n = e ? -e : recv_with_fds(s, &resp, sizeof(resp), fds, 4);
+    // Listings arrive as one datagram of any length: peek at its size first.
+    std::vector<char> big;
+    long n;
+    if (!e && (op == proto::Op::Status || op == proto::Op::ListObjects)) {
+        ssize_t len = ::recv(s, nullptr, 0, MSG_PEEK | MSG_TRUNC);
+        big.resize(size_t(std::max<ssize_t>(len, 0)) + 1);
+        n = recv_with_fds(s, big.data(), big.size(), fds, 4);
+        if (n >= long(offsetof(proto::Response, raw))) {
+            std::memcpy(&resp, big.data(), offsetof(proto::Response, raw));
+            g_text.assign(big.data() + offsetof(proto::Response, raw), size_t(n) - offsetof(proto::Response, raw));
+        }
+    } else {
+        n = e ? -e : recv_with_fds(s, &resp, sizeof(resp), fds, 4);
+    }
     for (int fd : fds)
         if (fd >= 0) ::close(fd);
     ::close(s);
@@ -127,6 +144,6 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "simhca-ctl: %s: %s\n", cmd.c_str(), std::strerror(e));
         return 1;
     }
-    if (cmd != "fault") std::fputs(resp->status.text, stdout);
+    if (cmd != "fault") std::fputs(g_text.c_str(), stdout);
     return 0;
 }

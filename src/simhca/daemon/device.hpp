@@ -157,6 +157,7 @@ private:
 public:
     DeviceConfig cfg;
     ibv_port_state port_state = IBV_PORT_ACTIVE;
+    std::string listing_; // text of the last Status/ListObjects request
     bool stop_requested = false;
 
 private:

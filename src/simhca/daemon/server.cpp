@@ -101,7 +101,16 @@ void Server::on_client_readable(uint32_t id) {
         dev_.handle(*c, req, fds, *resp, out);
         if (!had_doorbell && c->doorbell) watch(c->doorbell.get(), kDoorbell, id);
         if (resp->err) out.clear();
-        if (send_with_fds(c->sock.get(), resp.get(), sizeof(*resp), out.data(), int(out.size()))) {
+        int sent;
+        if (!resp->err && (req.op == uint32_t(proto::Op::Status) || req.op == uint32_t(proto::Op::ListObjects))) {
+            // Listings can be long: reply header + the whole text in one datagram.
+            std::string msg(reinterpret_cast<const char *>(resp.get()), offsetof(proto::Response, raw));
+            msg += dev_.listing_;
+            sent = send_with_fds(c->sock.get(), msg.data(), msg.size(), nullptr, 0);
+        } else {
+            sent = send_with_fds(c->sock.get(), resp.get(), sizeof(*resp), out.data(), int(out.size()));
+        }
+        if (sent) {
             drop_client(id);
             return;
         }

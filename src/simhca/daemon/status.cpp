@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <sys/types.h>
 #include <string>
 
 #include "device.hpp"
@@ -34,60 +35,123 @@ const char *type_name(ibv_qp_type t) {
 }
 } // namespace
 
-int Device::do_status(proto::Response &r, bool json) {
-    std::string out;
-    char line[256];
+// Builds the listing into listing_ (sent as one large datagram after the
+// reply header, see Server). Human table or JSON with the same content.
+int Device::do_status(proto::Response &, bool json) {
+    std::string &out = listing_;
+    out.clear();
+    char line[512];
     auto add = [&](const char *fmt, auto... a) {
         std::snprintf(line, sizeof(line), fmt, a...);
         out += line;
     };
+    struct PerPid {
+        size_t pds = 0, mrs = 0, cqs = 0, srqs = 0, qps = 0, qp_handles = 0, xrcds = 0;
+    };
+    std::map<pid_t, PerPid> per;
     size_t nclients = 0;
     for (auto &[id, c] : clients_)
-        if (!c->is_ctl) ++nclients;
+        if (!c->is_ctl) ++nclients, per[c->pid];
+    for (auto &[id, p] : pds_) per[p->owner->pid].pds++;
+    for (auto &[id, m] : mrs_) per[m->owner->pid].mrs++;
+    for (auto &[id, q] : cqs_) per[q->owner->pid].cqs++;
+    for (auto &[id, q] : srqs_) per[q->owner->pid].srqs++;
+    for (auto &[id, h] : xrcd_handles_) per[h->owner->pid].xrcds++;
+    for (auto &[id, h] : qp_handles_) per[h->owner->pid].qp_handles++;
+    for (auto &[qpn, q] : qps_)
+        if (q->owner) per[q->owner->pid].qps++;
+    auto handle_pids = [&](const Qp &q) {
+        std::string pids;
+        for (uint32_t hid : q.handles)
+            if (auto it = qp_handles_.find(hid); it != qp_handles_.end())
+                pids += (pids.empty() ? "" : ",") + std::to_string(it->second->owner->pid);
+        return pids;
+    };
+    const char *port = port_state == IBV_PORT_ACTIVE ? "ACTIVE" : "DOWN";
     if (json) {
         add("{\"node\":\"%s\",\"lid\":%u,\"port\":\"%s\",\"clients\":%zu,\"pds\":%zu,\"mrs\":%zu,\"cqs\":%zu,"
-            "\"srqs\":%zu,\"xrcds\":%zu,\"qps\":%zu,\"qp_list\":[",
-            cfg.node.c_str(), cfg.lid, port_state == IBV_PORT_ACTIVE ? "ACTIVE" : "DOWN", nclients, pds_.size(),
-            mrs_.size(), cqs_.size(), srqs_.size(), xrcds_.size(), qps_.size());
+            "\"srqs\":%zu,\"xrcds\":%zu,\"qps\":%zu,\"processes\":[",
+            cfg.node.c_str(), cfg.lid, port, nclients, pds_.size(), mrs_.size(), cqs_.size(), srqs_.size(),
+            xrcds_.size(), qps_.size());
         bool first = true;
-        for (auto &[qpn, qp] : qps_) {
-            add("%s{\"qpn\":%u,\"type\":\"%s\",\"state\":\"%s\",\"pid\":%d,\"handles\":%zu,\"xrcd\":%u}",
-                first ? "" : ",", qpn, type_name(qp->type), state_name(qp->state), qp->owner ? qp->owner->pid : 0,
-                qp->handles.size(), qp->xrcd);
+        for (auto &[pid, c] : per) {
+            add("%s{\"pid\":%d,\"pds\":%zu,\"mrs\":%zu,\"cqs\":%zu,\"srqs\":%zu,\"qps\":%zu,\"qp_handles\":%zu,"
+                "\"xrcd_handles\":%zu}",
+                first ? "" : ",", int(pid), c.pds, c.mrs, c.cqs, c.srqs, c.qps, c.qp_handles, c.xrcds);
             first = false;
-            if (out.size() > sizeof(r.status.text) - 300) break;
+        }
+        add("],\"qp_list\":[");
+        first = true;
+        for (auto &[qpn, qp] : qps_) {
+            add("%s{\"qpn\":%u,\"type\":\"%s\",\"state\":\"%s\",\"pid\":%d,\"handles\":%zu,\"handle_pids\":[%s],"
+                "\"xrcd\":%u,\"srq\":%u,\"dest_qpn\":%u,\"dlid\":%u}",
+                first ? "" : ",", qpn, type_name(qp->type), state_name(qp->state), qp->owner ? qp->owner->pid : 0,
+                qp->handles.size(), handle_pids(*qp).c_str(), qp->xrcd,
+                qp->srq ? srqs_[qp->srq]->srqn : 0, qp->attr.dest_qp_num, qp->attr.ah_attr.dlid);
+            first = false;
         }
         add("],\"srq_list\":[");
         first = true;
         for (auto &[id, s] : srqs_) {
-            add("%s{\"srqn\":%u,\"type\":\"%s\",\"pid\":%d,\"xrcd\":%u}", first ? "" : ",", s->srqn,
-                s->type == IBV_SRQT_XRC ? "XRC" : "BASIC", s->owner->pid, s->xrcd);
+            uint32_t posted = s->ctl->rq.head.load() - s->ctl->rq.tail.load();
+            add("%s{\"srqn\":%u,\"type\":\"%s\",\"pid\":%d,\"xrcd\":%u,\"max_wr\":%u,\"posted\":%u,\"limit\":%u}",
+                first ? "" : ",", s->srqn, s->type == IBV_SRQT_XRC ? "XRC" : "BASIC", s->owner->pid, s->xrcd,
+                s->max_wr, posted, s->limit);
             first = false;
-            if (out.size() > sizeof(r.status.text) - 300) break;
         }
         add("],\"xrcd_list\":[");
         first = true;
         for (auto &[id, x] : xrcds_) {
-            add("%s{\"id\":%u,\"inode\":%lu,\"usecnt\":%d}", first ? "" : ",", id, (unsigned long)x->ino, x->usecnt);
+            std::string pids;
+            for (auto &[hid, h] : xrcd_handles_)
+                if (h->xrcd == id) pids += (pids.empty() ? "" : ",") + std::to_string(h->owner->pid);
+            add("%s{\"id\":%u,\"inode\":%lu,\"dev\":%lu,\"usecnt\":%d,\"opened_by\":[%s]}", first ? "" : ",", id,
+                (unsigned long)x->ino, (unsigned long)x->dev, x->usecnt, pids.c_str());
+            first = false;
+        }
+        add("],\"mr_list\":[");
+        first = true;
+        for (auto &[id, m] : mrs_) {
+            add("%s{\"pid\":%d,\"key\":%u,\"addr\":%llu,\"length\":%llu,\"access\":%d}", first ? "" : ",",
+                m->owner->pid, m->key, (unsigned long long)m->addr, (unsigned long long)m->length, m->access);
             first = false;
         }
         add("]}\n");
     } else {
-        add("node %s lid %u port %s\n", cfg.node.c_str(), cfg.lid, port_state == IBV_PORT_ACTIVE ? "ACTIVE" : "DOWN");
+        add("node %s lid %u port %s\n", cfg.node.c_str(), cfg.lid, port);
         add("clients %zu pds %zu mrs %zu cqs %zu srqs %zu xrcds %zu qps %zu\n", nclients, pds_.size(), mrs_.size(),
             cqs_.size(), srqs_.size(), xrcds_.size(), qps_.size());
-        if (!qps_.empty()) add("%-8s %-8s %-6s %-8s %-7s %s\n", "QPN", "TYPE", "STATE", "PID", "HANDLES", "XRCD");
-        for (auto &[qpn, qp] : qps_) {
-            add("%-8u %-8s %-6s %-8d %-7zu %u\n", qpn, type_name(qp->type), state_name(qp->state),
-                qp->owner ? qp->owner->pid : 0, qp->handles.size(), qp->xrcd);
-            if (out.size() > sizeof(r.status.text) - 300) break;
+        if (!per.empty()) {
+            add("\n%-8s %5s %5s %5s %5s %5s %10s %6s\n", "PID", "PDS", "MRS", "CQS", "SRQS", "QPS", "QPHANDLES",
+                "XRCDS");
+            for (auto &[pid, c] : per)
+                add("%-8d %5zu %5zu %5zu %5zu %5zu %10zu %6zu\n", int(pid), c.pds, c.mrs, c.cqs, c.srqs, c.qps,
+                    c.qp_handles, c.xrcds);
         }
-        for (auto &[id, s] : srqs_)
-            add("SRQ %u %s pid %d xrcd %u\n", s->srqn, s->type == IBV_SRQT_XRC ? "XRC" : "BASIC", s->owner->pid,
-                s->xrcd);
-        for (auto &[id, x] : xrcds_) add("XRCD %u inode %lu usecnt %d\n", id, (unsigned long)x->ino, x->usecnt);
+        if (!qps_.empty()) {
+            add("\n%-8s %-8s %-6s %-8s %-7s %-12s %-5s %-8s %s\n", "QPN", "TYPE", "STATE", "PID", "HANDLES",
+                "HANDLE_PIDS", "XRCD", "DEST_QPN", "DLID");
+            for (auto &[qpn, qp] : qps_)
+                add("0x%-6x %-8s %-6s %-8d %-7zu %-12s %-5u 0x%-6x %u\n", qpn, type_name(qp->type),
+                    state_name(qp->state), qp->owner ? qp->owner->pid : 0, qp->handles.size(),
+                    handle_pids(*qp).c_str(), qp->xrcd, qp->attr.dest_qp_num, qp->attr.ah_attr.dlid);
+        }
+        if (!srqs_.empty()) {
+            add("\n%-8s %-6s %-8s %-5s %-7s %-7s %s\n", "SRQN", "TYPE", "PID", "XRCD", "MAX_WR", "POSTED", "LIMIT");
+            for (auto &[id, s] : srqs_)
+                add("0x%-6x %-6s %-8d %-5u %-7u %-7u %u\n", s->srqn, s->type == IBV_SRQT_XRC ? "XRC" : "BASIC",
+                    s->owner->pid, s->xrcd, s->max_wr, s->ctl->rq.head.load() - s->ctl->rq.tail.load(), s->limit);
+        }
+        if (!xrcds_.empty()) {
+            add("\n%-6s %-12s %-7s %s\n", "XRCD", "INODE", "USECNT", "OPENED_BY");
+            for (auto &[id, x] : xrcds_) {
+                std::string pids;
+                for (auto &[hid, h] : xrcd_handles_)
+                    if (h->xrcd == id) pids += (pids.empty() ? "" : ",") + std::to_string(h->owner->pid);
+                add("%-6u %-12lu %-7d %s\n", id, (unsigned long)x->ino, x->usecnt, pids.c_str());
+            }
+        }
     }
-    std::snprintf(r.status.text, sizeof(r.status.text), "%s", out.c_str());
     return 0;
 }
 
