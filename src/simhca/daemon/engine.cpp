@@ -43,13 +43,14 @@ ibv_wc_opcode wc_opcode_for(uint32_t wr_opcode) {
     case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
     case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
     case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    case IBV_WR_ATOMIC_WRITE: return IBV_WC_ATOMIC_WRITE;
     default: return IBV_WC_SEND;
     }
 }
 
 bool carries_payload(uint32_t op) {
     return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
-           op == IBV_WR_RDMA_WRITE_WITH_IMM;
+           op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_ATOMIC_WRITE;
 }
 
 } // namespace
@@ -302,8 +303,8 @@ ibv_wc_status Device::build_message(Qp &qp, const SendWqe &w, Message &m, uint16
     bool ud = qp.type == IBV_QPT_UD;
     bool uc = qp.type == IBV_QPT_UC;
     bool op_ok = ud   ? (w.opcode == IBV_WR_SEND || w.opcode == IBV_WR_SEND_WITH_IMM)
-                 : uc ? carries_payload(w.opcode)
-                      : w.opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD;
+                 : uc ? carries_payload(w.opcode) && w.opcode != IBV_WR_ATOMIC_WRITE
+                      : w.opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD || w.opcode == IBV_WR_ATOMIC_WRITE;
     if (!op_ok) return IBV_WC_LOC_QP_OP_ERR;
     m = Message{};
     m.opcode = w.opcode;
@@ -362,6 +363,7 @@ ibv_wc_status Device::build_message(Qp &qp, const SendWqe &w, Message &m, uint16
         if (w.num_sge > kMaxSge || total > limits::kMaxMsgSize) return IBV_WC_LOC_LEN_ERR;
         m.length = uint32_t(total);
     }
+    if (w.opcode == IBV_WR_ATOMIC_WRITE && m.size != 8 && buf_.size() != 8) return IBV_WC_LOC_LEN_ERR;
     if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
         if (w.num_sge < 1 || w.sge[0].length != 8) return IBV_WC_LOC_LEN_ERR;
         m.length = 8;

@@ -96,7 +96,8 @@ Reply Device::respond(const Message &m) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: rep.status = remote_mem(*t, srq, m, rep); break;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+    case IBV_WR_ATOMIC_WRITE: rep.status = remote_mem(*t, srq, m, rep); break;
     default: rep.status = RespStatus::RemInvReq;
     }
     // UC has no responses: a missing receive or a bad rkey just loses the message.
@@ -204,6 +205,11 @@ RespStatus Device::remote_mem(Qp &t, Srq *srq, const Message &m, Reply &out) {
         need_mr = need_qp = IBV_ACCESS_REMOTE_READ;
         len = m.length;
         break;
+    case IBV_WR_ATOMIC_WRITE: // an 8-byte aligned write, done as one store
+        need_mr = need_qp = IBV_ACCESS_REMOTE_WRITE;
+        len = 8;
+        if ((m.remote_addr & 7) || m.size != 8) return RespStatus::RemInvReq;
+        break;
     default:
         need_mr = need_qp = IBV_ACCESS_REMOTE_ATOMIC;
         len = 8;
@@ -221,6 +227,7 @@ RespStatus Device::remote_mem(Qp &t, Srq *srq, const Message &m, Reply &out) {
     switch (m.opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_ATOMIC_WRITE:
         if (copy_to(pid, host, m, 0, len)) return RespStatus::RemAccess;
         return RespStatus::Ack;
     case IBV_WR_RDMA_READ:

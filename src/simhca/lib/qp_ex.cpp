@@ -62,7 +62,7 @@ void fetch_add(ibv_qp_ex *q, uint32_t rkey, uint64_t addr, uint64_t add) {
     if (auto *w = cur(q)) w->compare_add = add;
 }
 void set_sge(ibv_qp_ex *q, uint32_t lkey, uint64_t addr, uint32_t length) {
-    if (auto *w = cur(q)) {
+    if (auto *w = cur(q); w && w->opcode != IBV_WR_ATOMIC_WRITE) {
         w->num_sge = 1;
         w->sge[0] = {addr, length, lkey};
     }
@@ -143,7 +143,16 @@ void bind_mw(ibv_qp_ex *q, ibv_mw *, uint32_t, const ibv_mw_bind_info *) { unsup
 void local_inv(ibv_qp_ex *q, uint32_t) { unsupported(q); }
 void send_inv(ibv_qp_ex *q, uint32_t) { unsupported(q); }
 void send_tso(ibv_qp_ex *q, void *, uint16_t, uint16_t) { unsupported(q); }
-void atomic_write(ibv_qp_ex *q, uint32_t, uint64_t, const void *) { unsupported(q); }
+// 8 bytes written atomically at the responder; the value travels inline.
+void atomic_write(ibv_qp_ex *q, uint32_t rkey, uint64_t addr, const void *value) {
+    rdma(q, IBV_WR_ATOMIC_WRITE, rkey, addr);
+    if (auto *w = cur(q)) {
+        std::memcpy(w->inline_data, value, 8);
+        w->inline_len = 8;
+        w->num_sge = 0;
+        w->send_flags |= IBV_SEND_INLINE;
+    }
+}
 } // namespace
 
 void init_qp_ex_ops(Qp &qp) noexcept {
