@@ -48,7 +48,11 @@ struct Message {
 struct Reply {
     RespStatus status = RespStatus::Ack;
     uint8_t rnr_timer = 0; // responder's min_rnr_timer, for RNR NAKs
-    std::vector<uint8_t> data; // READ / atomic result
+    std::vector<uint8_t> data; // atomic result (owned), or
+    const uint8_t *ext = nullptr; // READ data borrowed from a daemon buffer / received frame
+    size_t ext_len = 0;
+    const uint8_t *bytes() const { return ext ? ext : data.data(); }
+    size_t size() const { return ext ? ext_len : data.size(); }
 };
 
 class Network;
@@ -180,6 +184,8 @@ private:
     std::map<uint32_t, std::unique_ptr<QpHandle>> qp_handles_;
     std::vector<uint8_t> buf_;    // scratch payload buffer, reused
     std::vector<uint8_t> bounce_; // chunk buffer for local streaming copies
+    std::unique_ptr<uint8_t[]> read_buf_; // RDMA READ results (no zero-filling)
+    size_t read_cap_ = 0;
     std::vector<iovec> src_iov_;  // sender ranges of a lazily copied payload
     Network *net_ = nullptr;
     uint64_t next_stream_ = 0;

@@ -394,9 +394,9 @@ bool Device::handle_reply(Qp &qp, const SendWqe &w, const Reply &rep) {
     switch (rep.status) {
     case RespStatus::Ack: {
         ibv_wc_status fin = IBV_WC_SUCCESS;
-        if (!rep.data.empty()) {
+        if (rep.size()) {
             uint32_t n = w.opcode == IBV_WR_RDMA_READ ? std::min(w.num_sge, kMaxSge) : 1;
-            fin = scatter(*qp.owner, qp.pd, w.sge, n, rep.data.data(), rep.data.size());
+            fin = scatter(*qp.owner, qp.pd, w.sge, n, rep.bytes(), rep.size());
         }
         qp.counters_loaded = false; // forward progress resets the retry budgets
         finish(fin);

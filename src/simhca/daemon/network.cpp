@@ -311,7 +311,7 @@ void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t
         Reply r = dev_.respond_remote(m);
         if (token == 0) return; // fire and forget (UD)
         WireResp wr{uint32_t(r.status), r.rnr_timer, {}};
-        queue(c, kResp, token, &wr, sizeof(wr), r.data.empty() ? nullptr : r.data.data(), r.data.size());
+        queue(c, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());
     } else if (type == kResp && c.outgoing) {
         if (len < sizeof(WireResp) || dropped_.count(c.peer_lid)) return;
         WireResp wr;
@@ -320,7 +320,8 @@ void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t
         r.status = RespStatus(wr.status);
         if (wr.status > uint32_t(RespStatus::Discard)) r.status = RespStatus::RemOp;
         r.rnr_timer = wr.rnr_timer;
-        r.data.assign(body + sizeof(wr), body + len);
+        r.ext = body + sizeof(wr); // borrowed: used before this frame is released
+        r.ext_len = len - sizeof(wr);
         dev_.on_remote_reply(token, r);
     }
 }
