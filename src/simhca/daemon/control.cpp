@@ -224,8 +224,12 @@ int Device::do_reg_mr(Client &c, const RegMrReq &q, Response &r) {
     if (q.length == 0 || q.addr + q.length < q.addr) return EINVAL;
     // The kernel pins the pages and fails with EFAULT when they are not
     // mapped; we do not pin, but probe both ends of the range.
+    // On-demand registrations (implicit ones cover the whole address space)
+    // are checked page by page when used, like ODP.
     uint8_t probe;
-    if (dma_read(c.pid, q.addr, &probe, 1) || dma_read(c.pid, q.addr + q.length - 1, &probe, 1)) return EFAULT;
+    if (!(q.access & IBV_ACCESS_ON_DEMAND) &&
+        (dma_read(c.pid, q.addr, &probe, 1) || dma_read(c.pid, q.addr + q.length - 1, &probe, 1)))
+        return EFAULT;
     auto mr = std::make_unique<Mr>();
     mr->id = new_id();
     mr->owner = &c;

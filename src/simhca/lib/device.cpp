@@ -170,6 +170,7 @@ SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
     v.get_srq_num = get_srq_num;
     v.create_qp_ex = create_qp_ex;
     v.open_qp = open_qp;
+    v.advise_mr = advise_mr;
     return &ctx;
 }
 
@@ -202,6 +203,17 @@ int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *in, ibv_dev
     fill_device_attr(a.orig_attr, *ctx_of(c));
     a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
     a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
+    // Nothing is ever pinned: the daemon reaches registered memory through
+    // process_vm_readv/writev when it needs it, which is on-demand paging in
+    // effect, including implicit (whole address space) registrations.
+    a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+    constexpr uint32_t kAll = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+                              IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+    a.odp_caps.per_transport_caps.rc_odp_caps = kAll;
+    a.odp_caps.per_transport_caps.uc_odp_caps =
+        IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_SRQ_RECV;
+    a.odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+    a.xrc_odp_caps = kAll;
     a.max_dm_size = 0;
     std::memcpy(attr, &a, std::min(len, sizeof(a)));
     if (len > sizeof(a)) std::memset(reinterpret_cast<char *>(attr) + sizeof(a), 0, len - sizeof(a));

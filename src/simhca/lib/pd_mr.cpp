@@ -62,6 +62,19 @@ SIMHCA_API ibv_mr *ibv_reg_mr_iova(ibv_pd *pd, void *addr, size_t length, uint64
     return ibv_reg_mr_iova2(pd, addr, length, iova, unsigned(access));
 }
 
+namespace simhca::lib {
+// Prefetch advice: the daemon touches pages only when it copies, so there is
+// nothing to prefetch; validate like a device would and succeed.
+int advise_mr(ibv_pd *pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge *sg, uint32_t n) noexcept {
+    if (!pd || !sg || n == 0) return EINVAL;
+    if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+        advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+        return EOPNOTSUPP;
+    if (flags & ~uint32_t(IBV_ADVISE_MR_FLAG_FLUSH)) return EINVAL;
+    return 0;
+}
+} // namespace simhca::lib
+
 SIMHCA_API ibv_mr *ibv_reg_dmabuf_mr(ibv_pd *, uint64_t, size_t, uint64_t, int, int) noexcept {
     return fail<ibv_mr>(EOPNOTSUPP); // no device memory to export here
 }
