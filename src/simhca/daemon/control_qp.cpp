@@ -99,6 +99,7 @@ int Device::do_create_qp(Client &c, const CreateQpReq &q, Response &r, std::vect
     r.create_qp = {h->id, qp->qpn, qp->sq_entries, qp->rq_entries, cap};
     if (qp->ctl) fds = {qp->shm.fd()};
     qp_handles_[h->id] = std::move(h);
+    if (qp->owner) c.qpns.push_back(qp->qpn);
     qps_[qp->qpn] = std::move(qp);
     return 0;
 }
@@ -225,6 +226,9 @@ void Device::destroy_qp_object(uint32_t qpn) {
     if (auto it = cqs_.find(qp->recv_cq); it != cqs_.end()) it->second->users--;
     if (auto it = srqs_.find(qp->srq); it != srqs_.end()) it->second->users--;
     if (qp->xrcd) xrcd_put(qp->xrcd);
+    if (qp->owner) std::erase(qp->owner->qpns, qpn);
+    forget_inflight(*qp);
+    timed_.erase(qpn);
     qps_.erase(qpn);
 }
 

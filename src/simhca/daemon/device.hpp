@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <sys/uio.h>
@@ -191,6 +192,7 @@ private:
     uint64_t next_stream_ = 0;
     uint64_t next_token_ = 0;
     std::map<uint64_t, uint32_t> inflight_; // token -> requester QPN
+    mutable std::set<uint32_t> timed_;      // QPs that may have a retry / ACK timer armed
 };
 
 } // namespace simhca

@@ -58,9 +58,7 @@ bool carries_payload(uint32_t op) {
 void Device::on_doorbell(Client &c) {
     uint64_t v;
     if (c.doorbell) (void)!::read(c.doorbell.get(), &v, sizeof(v));
-    std::vector<uint32_t> mine;
-    for (auto &[qpn, qp] : qps_)
-        if (qp->owner == &c) mine.push_back(qpn);
+    std::vector<uint32_t> mine = c.qpns; // a copy: the loop must not see the list change under it
     for (uint32_t qpn : mine) {
         Qp *qp = qp_by_num(qpn);
         if (!qp) continue;
@@ -411,6 +409,7 @@ bool Device::handle_reply(Qp &qp, const SendWqe &w, const Reply &rep) {
         if (qp.attr.timeout == 0 || qp.retry_left > 0) {
             if (qp.attr.timeout) qp.retry_left--;
             qp.retry_at_ns = now_ns() + ack_timeout_ns(qp.attr.timeout);
+            timed_.insert(qp.qpn);
             return false;
         }
         finish(IBV_WC_RETRY_EXC_ERR);
@@ -419,6 +418,7 @@ bool Device::handle_reply(Qp &qp, const SendWqe &w, const Reply &rep) {
         if (qp.attr.rnr_retry == 7 || qp.rnr_left > 0) {
             if (qp.attr.rnr_retry != 7) qp.rnr_left--;
             qp.retry_at_ns = now_ns() + rnr_delay_ns(rep.rnr_timer);
+            timed_.insert(qp.qpn);
             return false;
         }
         finish(IBV_WC_RNR_RETRY_EXC_ERR);
@@ -460,6 +460,7 @@ bool Device::send_next_remote(Qp &qp, uint16_t dlid) {
     qp.tokens.push_back(token);
     qp.sent_bytes.push_back(buf_.size() + 64);
     if (qp.sent++ == 0) qp.ack_due_ns = now_ns() + ack_timeout_ns(qp.attr.timeout);
+    timed_.insert(qp.qpn);
     return true;
 }
 
@@ -535,6 +536,7 @@ void Device::on_remote_reply(uint64_t token, const Reply &r) {
     if (r.status == RespStatus::Ack || qp->type == IBV_QPT_UC) {
         // (UC has no retransmission: whatever the answer, the head is done.)
         qp->ack_due_ns = qp->sent ? now_ns() + ack_timeout_ns(qp->attr.timeout) : 0;
+        timed_.insert(qp->qpn);
         handle_reply(*qp, w, r);
     } else {
         // Anything but an ACK for the head: the rest of the window was not
@@ -565,9 +567,16 @@ void Device::on_ack_timeout(Qp &qp) {
 
 void Device::on_timers(uint64_t now) {
     std::vector<uint32_t> due;
-    for (auto &[qpn, qp] : qps_)
+    for (auto it = timed_.begin(); it != timed_.end();) {
+        Qp *qp = qp_by_num(*it);
+        if (!qp || (!qp->retry_at_ns && !qp->ack_due_ns)) {
+            it = timed_.erase(it); // nothing armed any more
+            continue;
+        }
         if ((qp->retry_at_ns && qp->retry_at_ns <= now) || (qp->ack_due_ns && qp->ack_due_ns <= now))
-            due.push_back(qpn);
+            due.push_back(*it);
+        ++it;
+    }
     for (uint32_t qpn : due) {
         Qp *qp = qp_by_num(qpn);
         if (!qp) continue;
@@ -578,9 +587,12 @@ void Device::on_timers(uint64_t now) {
 
 uint64_t Device::next_timer_ns() const {
     uint64_t best = 0;
-    for (auto &[qpn, qp] : qps_)
-        for (uint64_t t : {qp->retry_at_ns, qp->ack_due_ns})
+    for (uint32_t qpn : timed_) {
+        auto it = qps_.find(qpn);
+        if (it == qps_.end()) continue;
+        for (uint64_t t : {it->second->retry_at_ns, it->second->ack_due_ns})
             if (t && (!best || t < best)) best = t;
+    }
     return best;
 }
 

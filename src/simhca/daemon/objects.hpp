@@ -24,6 +24,7 @@ struct Client {
     UniqueFd async_rd, async_wr; // rd is handed to the library
     UniqueFd doorbell;            // eventfd the library writes after posting
     bool is_ctl = false;          // simhca-ctl connection: no verbs objects
+    std::vector<uint32_t> qpns;   // QPs it owns (the doorbell scans only these)
 };
 
 struct Pd {
