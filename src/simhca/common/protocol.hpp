@@ -41,6 +41,8 @@ enum class Op : uint32_t {
     Probe, // device identity without creating a context (ibv_get_device_list)
     ReregMr,
     ResizeCq,
+    AllocMw,
+    DeallocMw,
 };
 
 struct HelloReq {
@@ -79,6 +81,10 @@ struct ReregMrReq {
     uint32_t pd;
     int32_t access;
     uint64_t addr, length, iova;
+};
+struct AllocMwReq {
+    uint32_t pd;
+    uint32_t type; // enum ibv_mw_type
 };
 struct ResizeCqReq {
     uint32_t handle;
@@ -191,6 +197,7 @@ struct Request {
         RegMrReq reg_mr;
         ReregMrReq rereg_mr;
         ResizeCqReq resize_cq;
+        AllocMwReq alloc_mw;
         CreateCqReq create_cq;
         CreateSrqReq create_srq;
         ModifySrqReq modify_srq;

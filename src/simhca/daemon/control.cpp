@@ -81,6 +81,10 @@ void Device::remove_client(uint32_t client_id) {
         cqs_.erase(id);
     }
     ids.clear();
+    for (auto &[id, w] : mws_)
+        if (w->owner == c) ids.push_back(id);
+    for (auto id : ids) do_dealloc_mw(*c, id);
+    ids.clear();
     for (auto &[id, m] : mrs_)
         if (m->owner == c) ids.push_back(id);
     for (auto id : ids) {
@@ -133,6 +137,8 @@ void Device::handle(Client &c, const Request &req, const int *in_fds, Response &
     case Op::DeregMr: err = do_dereg_mr(c, req.h.handle); break;
     case Op::ReregMr: err = do_rereg_mr(c, req.rereg_mr, resp); break;
     case Op::ResizeCq: err = do_resize_cq(c, req.resize_cq, resp, fds); break;
+    case Op::AllocMw: err = do_alloc_mw(c, req.alloc_mw, resp); break;
+    case Op::DeallocMw: err = do_dealloc_mw(c, req.h.handle); break;
     case Op::CreateChannel: err = do_create_channel(c, resp, fds); break;
     case Op::DestroyChannel: err = do_destroy_channel(c, req.h.handle); break;
     case Op::CreateCq: err = do_create_cq(c, req.create_cq, resp, fds); break;
@@ -238,11 +244,7 @@ int Device::do_reg_mr(Client &c, const RegMrReq &q, Response &r) {
     mr->length = q.length;
     mr->iova = q.iova;
     mr->access = q.access;
-    // 24-bit index + 8-bit variant, like mlx keys; never reuse a live key.
-    do {
-        next_key_ = (next_key_ + 0x100 + 0x11) & 0xffffffffu;
-    } while (next_key_ == 0 || key_to_mr_.count(next_key_));
-    mr->key = next_key_;
+    mr->key = new_key();
     r.reg_mr = {mr->id, mr->key, mr->key};
     key_to_mr_[mr->key] = mr->id;
     pd->users++;
@@ -253,6 +255,7 @@ int Device::do_reg_mr(Client &c, const RegMrReq &q, Response &r) {
 int Device::do_dereg_mr(Client &c, uint32_t h) {
     Mr *mr = owned(mrs_, c, h);
     if (!mr) return EINVAL;
+    if (mr->windows) return EBUSY; // memory windows are bound to it
     if (auto it = pds_.find(mr->pd); it != pds_.end()) it->second->users--;
     key_to_mr_.erase(mr->key);
     mrs_.erase(h);

@@ -34,6 +34,7 @@ struct Message {
     uint32_t rkey;
     uint32_t imm;
     bool has_imm, solicited;
+    bool has_inv; // SEND_WITH_INV: `imm` is the rkey to invalidate at the responder
     uint64_t compare_add, swap;
     uint32_t length; // RDMA READ / atomic size
     uint32_t qkey;
@@ -93,6 +94,12 @@ private:
     int do_reg_mr(Client &c, const proto::RegMrReq &q, proto::Response &r);
     int do_dereg_mr(Client &c, uint32_t h);
     int do_rereg_mr(Client &c, const proto::ReregMrReq &q, proto::Response &r);
+    int do_alloc_mw(Client &c, const proto::AllocMwReq &q, proto::Response &r);
+    int do_dealloc_mw(Client &c, uint32_t h);
+    uint32_t new_key();
+    void unbind_mw(Mw &w);
+    ibv_wc_status local_op(Qp &qp, const shm::SendWqe &w); // BIND_MW, LOCAL_INV
+    bool invalidate_remote(Qp &t, uint32_t rkey);
     int do_resize_cq(Client &c, const proto::ResizeCqReq &q, proto::Response &r, std::vector<int> &fds);
     int do_create_channel(Client &c, proto::Response &r, std::vector<int> &fds);
     int do_destroy_channel(Client &c, uint32_t h);
@@ -175,6 +182,8 @@ private:
     std::map<uint32_t, std::unique_ptr<Pd>> pds_;
     std::map<uint32_t, std::unique_ptr<Mr>> mrs_;
     std::map<uint32_t, uint32_t> key_to_mr_;
+    std::map<uint32_t, std::unique_ptr<Mw>> mws_;
+    std::map<uint32_t, uint32_t> key_to_mw_;
     std::map<uint32_t, std::unique_ptr<Channel>> channels_;
     std::map<uint32_t, std::unique_ptr<Cq>> cqs_;
     std::map<uint32_t, std::unique_ptr<Xrcd>> xrcds_;

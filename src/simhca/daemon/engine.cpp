@@ -44,14 +44,19 @@ ibv_wc_opcode wc_opcode_for(uint32_t wr_opcode) {
     case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
     case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
     case IBV_WR_ATOMIC_WRITE: return IBV_WC_ATOMIC_WRITE;
+    case IBV_WR_BIND_MW: return IBV_WC_BIND_MW;
+    case IBV_WR_LOCAL_INV: return IBV_WC_LOCAL_INV;
     default: return IBV_WC_SEND;
     }
 }
 
 bool carries_payload(uint32_t op) {
     return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
-           op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_ATOMIC_WRITE;
+           op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_ATOMIC_WRITE || op == IBV_WR_SEND_WITH_INV;
 }
+
+// Work requests the local HCA executes itself, in send-queue order.
+bool is_local_op(uint32_t op) { return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV; }
 
 } // namespace
 
@@ -302,7 +307,8 @@ ibv_wc_status Device::build_message(Qp &qp, const SendWqe &w, Message &m, uint16
     bool uc = qp.type == IBV_QPT_UC;
     bool op_ok = ud   ? (w.opcode == IBV_WR_SEND || w.opcode == IBV_WR_SEND_WITH_IMM)
                  : uc ? carries_payload(w.opcode) && w.opcode != IBV_WR_ATOMIC_WRITE
-                      : w.opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD || w.opcode == IBV_WR_ATOMIC_WRITE;
+                      : w.opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD || w.opcode == IBV_WR_ATOMIC_WRITE ||
+                            w.opcode == IBV_WR_SEND_WITH_INV;
     if (!op_ok) return IBV_WC_LOC_QP_OP_ERR;
     m = Message{};
     m.opcode = w.opcode;
@@ -313,6 +319,7 @@ ibv_wc_status Device::build_message(Qp &qp, const SendWqe &w, Message &m, uint16
     m.rkey = w.rkey;
     m.imm = w.imm_data;
     m.has_imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    m.has_inv = w.opcode == IBV_WR_SEND_WITH_INV;
     m.solicited = w.send_flags & IBV_SEND_SOLICITED;
     m.compare_add = w.compare_add;
     m.swap = w.swap;
@@ -449,6 +456,7 @@ bool Device::send_next_remote(Qp &qp, uint16_t dlid) {
     for (size_t b : qp.sent_bytes) bytes += b;
     if (qp.sent >= qp.pending.size() || qp.sent >= kWindow || bytes >= kMaxBytes) return false;
     const SendWqe w = qp.pending[qp.sent];
+    if (is_local_op(w.opcode)) return false; // runs when it reaches the head
     Message m;
     uint16_t d2 = 0;
     if (build_message(qp, w, m, d2) != IBV_WC_SUCCESS || d2 != dlid) return false; // fails when it is the head
@@ -491,6 +499,14 @@ void Device::progress(Qp &qp) {
             return;
         }
         const SendWqe w = qp.pending.front(); // copy: the responder may flush this QP
+        if (is_local_op(w.opcode)) {
+            ibv_wc_status st = qp.type == IBV_QPT_UD ? IBV_WC_LOC_QP_OP_ERR : local_op(qp, w);
+            qp.pending.pop_front();
+            ++qp.head_seq;
+            complete_send(qp, w, st);
+            if (st != IBV_WC_SUCCESS) qp_to_error(qp);
+            continue;
+        }
         Message m;
         ibv_wc_status st = build_message(qp, w, m, dlid);
         if (st != IBV_WC_SUCCESS) {

@@ -30,7 +30,7 @@ struct FrameHdr {
 struct WireReq {
     uint32_t opcode, src_qpn, dst_qpn, srqn, rkey, imm, length, qkey;
     uint16_t src_lid;
-    uint8_t has_imm, solicited, has_grh, pad[3];
+    uint8_t has_imm, solicited, has_grh, has_inv, pad[2];
     uint64_t remote_addr, compare_add, swap, stream, seq;
     uint8_t grh[40];
 };
@@ -185,6 +185,7 @@ bool Network::send_request(uint16_t dlid, uint64_t token, const Message &m) {
     w.has_imm = m.has_imm;
     w.solicited = m.solicited;
     w.has_grh = m.has_grh;
+    w.has_inv = m.has_inv;
     w.remote_addr = m.remote_addr;
     w.compare_add = m.compare_add;
     w.swap = m.swap;
@@ -303,6 +304,7 @@ void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t
         m.length = w.length;
         m.qkey = w.qkey;
         m.has_grh = w.has_grh;
+        m.has_inv = w.has_inv;
         m.stream = w.stream;
         m.seq = w.seq;
         std::memcpy(m.grh, w.grh, sizeof(m.grh));

@@ -40,6 +40,22 @@ struct Mr {
     uint64_t addr, length, iova;
     int access;
     uint32_t key; // lkey == rkey
+    int windows = 0; // MWs bound to it (dereg is EBUSY meanwhile)
+};
+
+// A memory window: a remote key for a sub-range of an MR, bound and
+// invalidated by work requests. Type 2 windows are bound to one QP.
+struct Mw {
+    uint32_t id;
+    Client *owner;
+    uint32_t pd;
+    int type; // 1 or 2
+    uint32_t key;
+    bool bound = false;
+    uint32_t mr = 0; // MR id
+    uint64_t addr = 0, length = 0;
+    int access = 0;
+    uint32_t qpn = 0; // type 2: the QP it was bound through
 };
 
 struct Channel {

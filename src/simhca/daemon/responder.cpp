@@ -83,6 +83,9 @@ Reply Device::respond(const Message &m) {
     default: return rep.status = RespStatus::Drop, rep;
     }
     switch (m.opcode) {
+    case IBV_WR_SEND_WITH_INV:
+        if (t->type == IBV_QPT_XRC_RECV || t->type == IBV_QPT_UD) return rep.status = RespStatus::RemInvReq, rep;
+        [[fallthrough]];
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM: rep.status = deliver_recv(*t, srq, m); break;
     case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -173,6 +176,14 @@ RespStatus Device::deliver_recv(Qp &t, Srq *srq, const Message &m) {
         e.imm_data = m.imm;
         e.wc_flags |= IBV_WC_WITH_IMM;
     }
+    bool bad_inv = false;
+    if (m.has_inv) {
+        // The key must name a bound type 2 window of this QP's PD; otherwise
+        // the receive fails and the sender gets an invalid-request NAK.
+        bad_inv = !invalidate_remote(t, m.imm);
+        e.imm_data = m.imm; // wc.invalidated_rkey
+        e.wc_flags |= IBV_WC_WITH_INV;
+    }
     ibv_wc_status st = IBV_WC_SUCCESS;
     uint32_t nsge = std::min(w.num_sge, kMaxSge);
     if (w.num_sge > kMaxSge) st = IBV_WC_LOC_LEN_ERR;
@@ -187,8 +198,13 @@ RespStatus Device::deliver_recv(Qp &t, Srq *srq, const Message &m) {
             st = scatter_msg(*owner, pd, w.sge, nsge, m, len, ud ? 40 : 0);
         }
     }
+    if (bad_inv && st == IBV_WC_SUCCESS) st = IBV_WC_LOC_PROT_ERR;
     e.status = st;
     post_cqe(cq, e, m.solicited);
+    if (bad_inv) {
+        qp_to_error(t);
+        return RespStatus::RemInvReq;
+    }
     if (st == IBV_WC_SUCCESS) return RespStatus::Ack;
     if (ud) return RespStatus::Drop;
     qp_to_error(t);
@@ -222,9 +238,20 @@ RespStatus Device::remote_mem(Qp &t, Srq *srq, const Message &m, Reply &out) {
     if (len == 0) return RespStatus::Ack;
     Mr *mr = mr_by_key(m.rkey);
     uint32_t pd = t.type == IBV_QPT_XRC_RECV ? (srq ? srq->pd : 0) : t.pd;
-    if (!mr || mr->pd != pd || !(mr->access & need_mr) || m.remote_addr < mr->iova ||
-        m.remote_addr + len > mr->iova + mr->length || m.remote_addr + len < m.remote_addr)
+    if (!mr) { // a memory window? It narrows its MR's range and rights.
+        auto it = key_to_mw_.find(m.rkey);
+        if (it == key_to_mw_.end()) return RespStatus::RemAccess;
+        Mw &w = *mws_[it->second];
+        if (!w.bound || w.pd != pd || !(w.access & need_mr) || (w.type == IBV_MW_TYPE_2 && w.qpn != t.qpn) ||
+            m.remote_addr < w.addr || m.remote_addr + len > w.addr + w.length || m.remote_addr + len < m.remote_addr)
+            return RespStatus::RemAccess;
+        auto mit = mrs_.find(w.mr);
+        if (mit == mrs_.end()) return RespStatus::RemAccess;
+        mr = mit->second.get();
+    } else if (mr->pd != pd || !(mr->access & need_mr) || m.remote_addr < mr->iova ||
+               m.remote_addr + len > mr->iova + mr->length || m.remote_addr + len < m.remote_addr) {
         return RespStatus::RemAccess;
+    }
     uint64_t host = mr->addr + (m.remote_addr - mr->iova);
     pid_t pid = mr->owner->pid;
     switch (m.opcode) {

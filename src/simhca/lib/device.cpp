@@ -59,7 +59,8 @@ void fill_device_attr(ibv_device_attr &a, const Context &c) {
     a.max_qp_wr = limits::kMaxQpWr;
     a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_CHANGE_PHY_PORT |
                          IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
-                         IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_XRC;
+                         IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_XRC | IBV_DEVICE_MEM_WINDOW |
+                         IBV_DEVICE_MEM_WINDOW_TYPE_2B;
     a.max_sge = limits::kMaxSge;
     a.max_sge_rd = limits::kMaxSge;
     a.max_cq = limits::kMaxCq;
@@ -73,6 +74,7 @@ void fill_device_attr(ibv_device_attr &a, const Context &c) {
     a.atomic_cap = IBV_ATOMIC_HCA;
     a.max_mcast_grp = 0;
     a.max_ah = limits::kMaxAh;
+    a.max_mw = limits::kMaxMr;
     a.max_srq = limits::kMaxSrq;
     a.max_srq_wr = limits::kMaxSrqWr;
     a.max_srq_sge = limits::kMaxSge;
@@ -160,6 +162,9 @@ SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
     ctx.ops.post_srq_recv = post_srq_recv;
     ctx.ops.poll_cq = poll_cq;
     ctx.ops.req_notify_cq = req_notify_cq;
+    ctx.ops.alloc_mw = alloc_mw;
+    ctx.ops.dealloc_mw = dealloc_mw;
+    ctx.ops.bind_mw = bind_mw;
     v.sz = sizeof(verbs_context);
     v.query_port = query_port_ex;
     v.query_device_ex = query_device_ex;

@@ -169,5 +169,8 @@ int get_srq_num(ibv_srq *srq, uint32_t *num) noexcept;
 ibv_qp *create_qp_ex(ibv_context *c, ibv_qp_init_attr_ex *attr) noexcept;
 ibv_qp *open_qp(ibv_context *c, ibv_qp_open_attr *attr) noexcept;
 int advise_mr(ibv_pd *pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge *sg, uint32_t n) noexcept;
+ibv_mw *alloc_mw(ibv_pd *pd, ibv_mw_type type) noexcept;
+int dealloc_mw(ibv_mw *mw) noexcept;
+int bind_mw(ibv_qp *qp, ibv_mw *mw, ibv_mw_bind *bind) noexcept;
 
 } // namespace simhca::lib

@@ -19,6 +19,9 @@ bool opcode_ok(ibv_qp_type t, ibv_wr_opcode op) {
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD: return t != IBV_QPT_UD && t != IBV_QPT_UC;
+    case IBV_WR_BIND_MW:
+    case IBV_WR_LOCAL_INV:
+    case IBV_WR_SEND_WITH_INV: return t != IBV_QPT_UD;
     default: return false;
     }
 }
@@ -64,6 +67,25 @@ int build_send_wqe(Qp &qp, shm::SendWqe &w, const ibv_send_wr &wr) {
         w.swap = wr.wr.atomic.swap;
         break;
     default: break;
+    }
+    if (wr.opcode == IBV_WR_BIND_MW) {
+        // Encoding read by daemon/memory_window.cpp.
+        const ibv_mw_bind_info &b = wr.bind_mw.bind_info;
+        if (!wr.bind_mw.mw || (!b.mr && b.length)) return EINVAL;
+        w.rkey = wr.bind_mw.rkey;
+        w.remote_addr = b.addr;
+        w.compare_add = b.length;
+        w.swap = (uint64_t(b.mr ? b.mr->handle : 0) << 32) | wr.bind_mw.mw->handle;
+        w.remote_qkey = b.mw_access_flags;
+        w.num_sge = 0;
+        w.inline_len = 0;
+        return 0;
+    }
+    if (wr.opcode == IBV_WR_LOCAL_INV || wr.opcode == IBV_WR_SEND_WITH_INV) w.imm_data = wr.invalidate_rkey;
+    if (wr.opcode == IBV_WR_LOCAL_INV) {
+        w.num_sge = 0;
+        w.inline_len = 0;
+        return 0;
     }
     if (t == IBV_QPT_UD) {
         if (!wr.wr.ud.ah) return EINVAL;

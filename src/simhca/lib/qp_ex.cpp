@@ -139,9 +139,28 @@ void abort_wr(ibv_qp_ex *q) {
 // Operations this HCA does not offer: creation with these send_ops_flags
 // fails with EOPNOTSUPP, and a stray call only poisons the batch.
 void unsupported(ibv_qp_ex *q) { of(q)->wr_err = EOPNOTSUPP; }
-void bind_mw(ibv_qp_ex *q, ibv_mw *, uint32_t, const ibv_mw_bind_info *) { unsupported(q); }
-void local_inv(ibv_qp_ex *q, uint32_t) { unsupported(q); }
-void send_inv(ibv_qp_ex *q, uint32_t) { unsupported(q); }
+void bind_mw(ibv_qp_ex *q, ibv_mw *mw, uint32_t rkey, const ibv_mw_bind_info *b) {
+    begin(q, IBV_WR_BIND_MW);
+    auto *w = cur(q);
+    if (!w) return;
+    if (!mw || !b || (!b->mr && b->length)) {
+        of(q)->wr_err = EINVAL;
+        return;
+    }
+    w->rkey = rkey; // same encoding as ibv_post_send's (lib/post.cpp)
+    w->remote_addr = b->addr;
+    w->compare_add = b->length;
+    w->swap = (uint64_t(b->mr ? b->mr->handle : 0) << 32) | mw->handle;
+    w->remote_qkey = b->mw_access_flags;
+}
+void local_inv(ibv_qp_ex *q, uint32_t rkey) {
+    begin(q, IBV_WR_LOCAL_INV);
+    if (auto *w = cur(q)) w->imm_data = rkey;
+}
+void send_inv(ibv_qp_ex *q, uint32_t rkey) {
+    begin(q, IBV_WR_SEND_WITH_INV);
+    if (auto *w = cur(q)) w->imm_data = rkey;
+}
 void send_tso(ibv_qp_ex *q, void *, uint16_t, uint16_t) { unsupported(q); }
 // 8 bytes written atomically at the responder; the value travels inline.
 void atomic_write(ibv_qp_ex *q, uint32_t rkey, uint64_t addr, const void *value) {
