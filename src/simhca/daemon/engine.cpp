@@ -303,6 +303,9 @@ ibv_wc_status Device::scatter_msg(Client &owner, uint32_t pd, const Sge *sge, ui
 // Builds the request for a WQE (gathering the payload into buf_). Returns
 // a local error status when the WQE itself is bad.
 ibv_wc_status Device::build_message(Qp &qp, const SendWqe &w, Message &m, uint16_t &dlid) {
+    // A previous local (lazy) gather leaves its iovecs here; an RDMA READ or atomic to a remote node gathers
+    // nothing, and must not ship that stale list (it crashed the daemon: null data with a stale size).
+    src_iov_.clear();
     bool ud = qp.type == IBV_QPT_UD;
     bool uc = qp.type == IBV_QPT_UC;
     bool op_ok = ud   ? (w.opcode == IBV_WR_SEND || w.opcode == IBV_WR_SEND_WITH_IMM)
