@@ -1,0 +1,46 @@
+#!/bin/bash
+# Needs root (returns 77 otherwise) and the software HCA. What an xrc job holds in each node's HCA while every
+# pair is connected (simhca-ctl, per node), against the design:
+#   XRC INI QPs on a node = P_node * N   (one per process and node: N-1 remote nodes + the loopback)
+#   XRC TGT QPs on a node = job size     (one per sending process, the node's own included), each with a
+#                                         handle from every one of the node's P_node ranks
+#   so 2*P*(N-1) QPs per node plus 2*P for the loopback when every node has P ranks;
+#   SRQs on a node = 3 * P_node (three receive classes), one XRC domain; no RC/UD QP; nothing after the job.
+. "$(dirname "$0")/common.sh"
+. "$(dirname "$0")/xrc-common.sh"
+up_cluster 3 3
+check_shape() {
+    local hosts=$1 total=0 n=0 spec node p
+    for spec in ${hosts//,/ }; do total=$((total + ${spec#*:})); n=$((n + 1)); done
+    rm -f "$WORKDIR/release"
+    HOLD_FILE="$WORKDIR/release" XRC_MPIRUN_ARGS="-x HOLD_FILE" \
+        xrc_run "$WORKDIR/hold.out" "$hosts" self,vader,xrc "$MPI_DIR/hold" &
+    local job=$!
+    for _ in $(seq 600); do grep -q '^hold: connected' "$WORKDIR/hold.out.raw" 2>/dev/null && break; sleep 0.1; done
+    grep -q '^hold: connected .*errors=0' "$WORKDIR/hold.out.raw" || { touch "$WORKDIR/release"; wait $job; fail "$hosts: the job did not connect"; }
+    for spec in ${hosts//,/ }; do
+        node=${spec%:*}
+        p=${spec#*:}
+        sc exec "$node" "$SIMHCA_CTL" list --json >"$WORKDIR/$node.json" 2>&1
+        read -r ini tgt handles other srqs xrcds < <(/usr/bin/python3 - "$WORKDIR/$node.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+qps = d.get("qp_list", [])
+ini = [q for q in qps if q["type"] == "XRC_INI"]
+tgt = [q for q in qps if q["type"] == "XRC_TGT"]
+print(len(ini), len(tgt), ",".join(map(str, sorted({q["handles"] for q in tgt}))) or "-",
+      len(qps) - len(ini) - len(tgt), len(d.get("srq_list", [])), d.get("xrcds"))
+PY
+)
+        [ "$ini" = $((p * n)) ] && [ "$tgt" = "$total" ] && [ "$handles" = "$p" ] && [ "$other" = 0 ] &&
+            [ "$srqs" = $((3 * p)) ] && [ "$xrcds" = 1 ] ||
+            { touch "$WORKDIR/release"; wait $job; fail "$hosts $node: INI=$ini (want $((p * n))) TGT=$tgt (want $total) handles=$handles (want $p) other=$other SRQs=$srqs XRCDs=$xrcds"; }
+        info "$hosts $node (P=$p, N=$n): INI $ini = $((p * (n - 1))) toward remote nodes + $p loopback; TGT $tgt = one per sending process ($((total - p)) remote + $p local), $handles handle(s) each; $srqs SRQs; 1 XRC domain"
+    done
+    touch "$WORKDIR/release"
+    wait $job || fail "$hosts: hold job failed"
+}
+check_shape nodeA:2,nodeB:2
+check_shape nodeA:1,nodeB:2,nodeC:3
+expect_no_objects
+info "PASS"
