@@ -12,6 +12,7 @@
 #include "btl_xrc_job.h"
 
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <memory>
@@ -80,6 +81,7 @@ xrc::TransportConfig transport_config(const xrc::ReceiveQueueSpec &spec) {
     c.xrcd_dir = P.xrcd_dir != nullptr && P.xrcd_dir[0] != '\0' ? P.xrcd_dir
                  : opal_process_info.job_session_dir != nullptr ? opal_process_info.job_session_dir
                                                                 : "/tmp";
+    c.job_name = std::to_string(OPAL_PROC_MY_NAME.jobid) + "." + std::to_string(getuid());
     return c;
 }
 

@@ -59,6 +59,14 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
                                 rank, proc->proc_hostname ? proc->proc_hostname : "?", why.c_str());
                 continue;
             }
+            if (endpoint->route.srq_for(btl->btl_max_send_size) == 0) {
+                // The peer's receive classes cannot hold our largest fragment (different btl_xrc_receive_queues).
+                opal_output(0, "btl:xrc: %s: rank %u's largest receive class (%u bytes) is smaller than "
+                            "btl_xrc_max_send_size (%zu): set the same btl_xrc_receive_queues on every process",
+                            opal_process_info.nodename, rank, endpoint->route.srqs.back().buffer_size,
+                            btl->btl_max_send_size);
+                continue;
+            }
             m->endpoints->insert(endpoint.get());
             endpoints[i] = endpoint.release();
             if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));

@@ -81,7 +81,7 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
         error = errno_text("ibv_create_cq") + " (" + std::to_string(cqe) + " entries)";
         return;
     }
-    domain_ = std::make_unique<XrcDomain>(ctx, config.xrcd_dir, device_->name, error);
+    domain_ = std::make_unique<XrcDomain>(ctx, config.xrcd_dir, config.job_name, device_->name, error);
     if (!error.empty()) return;
     for (const auto &cls : config.receive_classes) {
         pools_.push_back(std::make_unique<RecvPool>(ctx, pd_.get(), cq_.get(), domain_->get(),

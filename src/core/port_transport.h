@@ -36,6 +36,7 @@ struct TransportConfig {
     int mtu_bytes = 0;  // 0: the port's active MTU
     PathSettings path;
     std::string xrcd_dir;
+    std::string job_name;  // unique per job and user: part of the XRC domain file's name
 };
 
 // What sending to one peer needs (kept in the BTL endpoint).

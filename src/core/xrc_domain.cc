@@ -9,9 +9,11 @@
 
 namespace xrc {
 
-XrcDomain::XrcDomain(ibv_context *context, const std::string &dir, const std::string &device, std::string &error)
-    : path_(dir + "/btl_xrc_xrcd." + device) {
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, S_IRUSR | S_IWUSR);
+XrcDomain::XrcDomain(ibv_context *context, const std::string &dir, const std::string &job, const std::string &device,
+                     std::string &error)
+    : path_(dir + "/btl_xrc_xrcd." + job + "." + device) {
+    // O_NOFOLLOW: a link planted in a shared directory must not redirect us into someone else's domain.
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, S_IRUSR | S_IWUSR);
     if (fd < 0) {
         error = "cannot open the XRC domain file " + path_ + ": " + std::strerror(errno);
         return;

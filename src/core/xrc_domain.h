@@ -12,8 +12,10 @@ namespace xrc {
 
 class XrcDomain {
 public:
-    // Opens (creating if needed) <dir>/btl_xrc_xrcd.<device> and the XRCD on it. Empty error on success.
-    XrcDomain(ibv_context *context, const std::string &dir, const std::string &device, std::string &error);
+    // Opens (creating if needed) <dir>/btl_xrc_xrcd.<job>.<device> and the XRCD on it. `job` names the job
+    // (and user) so that even a shared directory (btl_xrc_xrcd_dir) never puts two jobs in one domain.
+    XrcDomain(ibv_context *context, const std::string &dir, const std::string &job, const std::string &device,
+              std::string &error);
     XrcDomain(const XrcDomain &) = delete;
     XrcDomain &operator=(const XrcDomain &) = delete;
     ~XrcDomain() = default;

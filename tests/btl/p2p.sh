@@ -1,13 +1,17 @@
 #!/bin/bash
-# Point-to-point over btl xrc (software HCA, one node, loopback): every pair, 0 B .. 4 MiB across the eager,
-# send (prepare_src) and RDMA-get paths, data verified, plus the nonblocking storm with ANY_SOURCE.
+# Point-to-point over btl xrc (software HCA, one node, loopback): every pair, 0 B .. 16 MiB across the eager,
+# send (prepare_src) pipeline, RDMA-get (RGET) and RDMA-put (RPUT + pipeline) paths, data verified, plus the
+# nonblocking storm with ANY_SOURCE.
 . "$(dirname "$0")/common.sh"
 start_daemon
-run_check "allpairs 2 ranks self,xrc" '^allpairs: OK .*errors=0' -np 2 --mca btl self,xrc "$MPI/allpairs"
+run_check "allpairs 2 ranks self,xrc, to 16 MiB (RGET)" '^allpairs: OK .*errors=0' -np 2 --mca btl self,xrc \
+    "$MPI/allpairs" --max-size 16777216
+run_check "allpairs 2 ranks, to 16 MiB, put only (RPUT, pipeline)" '^allpairs: OK .*errors=0' -np 2 --mca btl self,xrc \
+    --mca btl_xrc_flags send,put,inplace "$MPI/allpairs" --max-size 16777216
 run_check "allpairs 3 ranks self,xrc" '^allpairs: OK .*errors=0' -np 3 --mca btl self,xrc "$MPI/allpairs"
 # Send path without RDMA: every message through send/recv fragments (the pipeline of max_send_size pieces).
-run_check "allpairs 2 ranks, no RDMA" '^allpairs: OK .*errors=0' -np 2 --mca btl self,xrc --mca btl_xrc_flags send \
-    "$MPI/allpairs"
+run_check "allpairs 2 ranks, to 16 MiB, no RDMA" '^allpairs: OK .*errors=0' -np 2 --mca btl self,xrc \
+    --mca btl_xrc_flags send "$MPI/allpairs" --max-size 16777216
 # No inline data, every send signaled: the slow paths of the send queue.
 run_check "allpairs 2 ranks, no inline, signal each" '^allpairs: OK .*errors=0' -np 2 --mca btl self,xrc \
     --mca btl_xrc_max_inline_data 0 --mca btl_xrc_signal_interval 1 "$MPI/allpairs"
