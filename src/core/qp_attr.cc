@@ -65,16 +65,11 @@ QpTransition tgt_to_init(const PathSettings &path) noexcept {
 }
 
 QpTransition tgt_to_rtr(const PathSettings &path, const RemoteQp &ini) noexcept {
-    QpTransition t;
-    t.attr.qp_state = IBV_QPS_RTR;
-    t.attr.ah_attr = address_vector(path, ini.lid, ini.gid);
-    t.attr.path_mtu = path.mtu;
-    t.attr.dest_qp_num = ini.qp_num;
-    t.attr.rq_psn = ini.psn;
+    // The INI transition plus what only a responder sets.
+    QpTransition t = ini_to_rtr(path, ini);
     t.attr.max_dest_rd_atomic = path.max_rd_atomic;
     t.attr.min_rnr_timer = path.min_rnr_timer;
-    t.mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    t.mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
     return t;
 }
 

@@ -176,6 +176,9 @@ SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
     v.create_qp_ex = create_qp_ex;
     v.open_qp = open_qp;
     v.advise_mr = advise_mr;
+    v.alloc_td = alloc_td;
+    v.dealloc_td = dealloc_td;
+    v.alloc_parent_domain = alloc_parent_domain;
     return &ctx;
 }
 

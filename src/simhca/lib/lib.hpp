@@ -77,6 +77,9 @@ struct Mapping {
 
 struct Pd {
     ibv_pd pd;
+    // A parent domain is a second name for a real PD (pd.handle is the real
+    // one's), so every verb taking a PD accepts it unchanged.
+    ibv_pd *parent_of = nullptr;
 };
 
 struct Mr {
@@ -170,6 +173,9 @@ ibv_qp *create_qp_ex(ibv_context *c, ibv_qp_init_attr_ex *attr) noexcept;
 ibv_qp *open_qp(ibv_context *c, ibv_qp_open_attr *attr) noexcept;
 int advise_mr(ibv_pd *pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge *sg, uint32_t n) noexcept;
 ibv_mw *alloc_mw(ibv_pd *pd, ibv_mw_type type) noexcept;
+ibv_td *alloc_td(ibv_context *c, ibv_td_init_attr *attr) noexcept;
+int dealloc_td(ibv_td *td) noexcept;
+ibv_pd *alloc_parent_domain(ibv_context *c, ibv_parent_domain_init_attr *attr) noexcept;
 int dealloc_mw(ibv_mw *mw) noexcept;
 int bind_mw(ibv_qp *qp, ibv_mw *mw, ibv_mw_bind *bind) noexcept;
 

@@ -27,6 +27,10 @@ SIMHCA_API ibv_pd *ibv_alloc_pd(ibv_context *context) noexcept {
 
 SIMHCA_API int ibv_dealloc_pd(ibv_pd *pd) noexcept {
     if (!pd) return EINVAL;
+    if (reinterpret_cast<Pd *>(pd)->parent_of) { // a parent domain: only the name goes
+        delete reinterpret_cast<Pd *>(pd);
+        return 0;
+    }
     proto::Request req{};
     proto::Response resp{};
     req.h.handle = pd->handle;
@@ -73,6 +77,37 @@ int advise_mr(ibv_pd *pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge *
     if (flags & ~uint32_t(IBV_ADVISE_MR_FLAG_FLUSH)) return EINVAL;
     return 0;
 }
+} // namespace simhca::lib
+
+namespace simhca::lib {
+
+// Thread domains only promise single-threaded use; nothing to set up.
+ibv_td *alloc_td(ibv_context *c, ibv_td_init_attr *attr) noexcept {
+    if (!c || !attr || attr->comp_mask) return fail<ibv_td>(EINVAL);
+    auto *td = new (std::nothrow) ibv_td{c};
+    return td ? td : fail<ibv_td>(ENOMEM);
+}
+
+int dealloc_td(ibv_td *td) noexcept {
+    delete td;
+    return 0;
+}
+
+// Queue buffers live in daemon-provided shared memory, so custom allocators
+// are accepted but never needed (a provider may ignore them too).
+ibv_pd *alloc_parent_domain(ibv_context *c, ibv_parent_domain_init_attr *attr) noexcept {
+    if (!c || !attr || !attr->pd) return fail<ibv_pd>(EINVAL);
+    if (attr->comp_mask & ~uint32_t(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT))
+        return fail<ibv_pd>(EOPNOTSUPP);
+    Pd *real = reinterpret_cast<Pd *>(attr->pd);
+    auto *p = new (std::nothrow) Pd{};
+    if (!p) return fail<ibv_pd>(ENOMEM);
+    p->pd.context = c;
+    p->pd.handle = real->pd.handle;
+    p->parent_of = attr->pd;
+    return &p->pd;
+}
+
 } // namespace simhca::lib
 
 SIMHCA_API ibv_mr *ibv_reg_dmabuf_mr(ibv_pd *, uint64_t, size_t, uint64_t, int, int) noexcept {
