@@ -149,20 +149,22 @@ int mca_btl_xrc_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t
                   remote_handle, compare, value, flags, cbfunc, cbcontext, cbdata);
 }
 
-// Waits until every RDMA and atomic operation posted toward the endpoint's node has completed (all of them are
-// signaled, so the queue's callback count reaches zero).
+// Waits until every RDMA and atomic operation posted toward the endpoint's node (all nodes for a NULL or wildcard
+// endpoint) has completed: all of them are signaled, so the queues' callback counts reach zero.
 int mca_btl_xrc_flush(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint) noexcept {
     auto *m = as_xrc(btl);
-    auto busy = [&]() {
-        if (endpoint != nullptr && endpoint != MCA_BTL_ENDPOINT_ANY)
-            return endpoint->route.queue->outstanding_callbacks() > 0 || endpoint->route.queue->has_pending();
-        return false;
-    };
-    while (busy()) {
-        if (endpoint->route.queue->broken()) return OPAL_ERROR;
+    const bool one = endpoint != nullptr && endpoint != MCA_BTL_ENDPOINT_ANY;
+    for (;;) {
+        if (one) {
+            const xrc::SendQueue &q = *endpoint->route.queue;
+            if (q.outstanding_callbacks() == 0 && !q.has_pending()) return OPAL_SUCCESS;
+            if (q.broken()) return OPAL_ERROR;
+        } else {
+            if (m->transport->all_reported()) return OPAL_SUCCESS;
+            if (m->transport->any_broken()) return OPAL_ERROR;
+        }
         mca_btl_xrc_progress_module(m);
     }
-    return OPAL_SUCCESS;
 }
 
 mca_btl_base_registration_handle_t *mca_btl_xrc_register_mem(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *,

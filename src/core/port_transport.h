@@ -81,6 +81,18 @@ public:
     std::string bring_up_owned_tgts(const AddressLookup &lookup);
     std::string connect(std::uint32_t peer_rank, const AddressLookup &lookup, PeerRoute &route);
 
+    // True when no operation that reports its completion is outstanding or queued on any send queue.
+    bool all_reported() const noexcept {
+        for (const auto &q : send_queues_)
+            if (q->outstanding_callbacks() > 0 || q->has_pending()) return false;
+        return true;
+    }
+    bool any_broken() const noexcept {
+        for (const auto &q : send_queues_)
+            if (q->broken()) return true;
+        return false;
+    }
+
     // After the fence all local ranks hold the XRCD: its file can go.
     void release_domain_file() noexcept { domain_->unlink_file(); }
 
