@@ -52,8 +52,11 @@ void register_module_defaults() {
     m.btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET | MCA_BTL_FLAGS_SEND_INPLACE |
                   MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS;
     m.btl_atomic_flags = MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_CSWAP;
-    m.btl_get_limit = 1024 * 1024 * 1024;
-    m.btl_put_limit = 1024 * 1024 * 1024;
+    // RDMA in pieces of at most 1 MiB: ob1 keeps several in flight per request (pml_ob1_max_rdma_per_request),
+    // which pipelines far better than one long read (measured between two simulated nodes at 4 MiB: 2.2-2.4 GB/s
+    // with 1 MiB pieces against 0.8-1.0 GB/s with one piece; openib 2.0 GB/s in the same run).
+    m.btl_get_limit = 1024 * 1024;
+    m.btl_put_limit = 1024 * 1024;
 }
 
 std::string str_or_empty(const char *s) { return s != nullptr ? s : ""; }
