@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -31,6 +33,14 @@ void DaemonTest::SetUp() {
     daemon_pid = ::fork();
     ASSERT_GE(daemon_pid, 0);
     if (daemon_pid == 0) {
+        // Never outlive the test process (a crashed test must not leave a
+        // daemon behind), and keep the test's stdout free (pipes would wait).
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+        int log = ::open((tmpdir + "/simhcad.log").c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        if (log >= 0) {
+            ::dup2(log, 1);
+            ::dup2(log, 2);
+        }
         std::string sysfs = tmpdir + "/sysfs";
         ::execl(simhcad.c_str(), "simhcad", "--node", "gtest", "--sysfs", sysfs.c_str(), (char *)nullptr);
         std::perror("exec simhcad");

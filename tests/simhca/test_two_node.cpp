@@ -10,6 +10,7 @@
 #include <fstream>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -63,7 +64,8 @@ protected:
                 std::string node = i ? "nb" : "na", sys = dir + "/sys-" + node;
                 std::string log = dir + "/" + node + ".log";
                 int fd = open(log.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-                if (fd >= 0) dup2(fd, 2);
+                if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+                prctl(PR_SET_PDEATHSIG, SIGTERM); // never outlive the test
                 execl(simhcad.c_str(), "simhcad", "--node", node.c_str(), "--fabric", fabric.c_str(), "--sysfs",
                       sys.c_str(), (char *)nullptr);
                 _exit(127);

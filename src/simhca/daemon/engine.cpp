@@ -599,8 +599,15 @@ void Device::on_timers(uint64_t now) {
     for (uint32_t qpn : due) {
         Qp *qp = qp_by_num(qpn);
         if (!qp) continue;
-        if (qp->ack_due_ns && qp->ack_due_ns <= now) on_ack_timeout(*qp);
-        else progress(*qp);
+        if (qp->ack_due_ns && qp->ack_due_ns <= now) {
+            on_ack_timeout(*qp);
+        } else {
+            // Consume the expired timer here: progress() keeps it when the
+            // QP has nothing to send or left RTS, and a timer that stays
+            // expired would make epoll_wait return at once, forever.
+            qp->retry_at_ns = 0;
+            progress(*qp);
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "../common/protocol.hpp"
 #include "../common/shm_layout.hpp"
@@ -48,6 +49,7 @@ struct Context {
     // them from the event file on destroy).
     std::mutex reg_mu;
     std::unordered_map<uint32_t, void *> objs;
+    std::unordered_set<const void *> parents; // parent domains (under reg_mu)
     void reg(uint32_t h, void *p) {
         std::lock_guard<std::mutex> g(reg_mu);
         objs[h] = p;
@@ -77,10 +79,13 @@ struct Mapping {
 
 struct Pd {
     ibv_pd pd;
-    // A parent domain is a second name for a real PD (pd.handle is the real
-    // one's), so every verb taking a PD accepts it unchanged.
-    ibv_pd *parent_of = nullptr;
 };
+
+// A parent domain is a second name for a real PD (pd.handle is the real
+// one's), so every verb taking a PD accepts it unchanged. The context
+// remembers which PDs are parent domains (Context::parents), rather than a
+// field in the object: ibv_dealloc_pd must not trust memory behind a
+// pointer it did not create.
 
 struct Mr {
     ibv_mr mr;

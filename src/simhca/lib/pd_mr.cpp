@@ -27,9 +27,14 @@ SIMHCA_API ibv_pd *ibv_alloc_pd(ibv_context *context) noexcept {
 
 SIMHCA_API int ibv_dealloc_pd(ibv_pd *pd) noexcept {
     if (!pd) return EINVAL;
-    if (reinterpret_cast<Pd *>(pd)->parent_of) { // a parent domain: only the name goes
-        delete reinterpret_cast<Pd *>(pd);
-        return 0;
+    {
+        Context *c = ctx_of(pd->context);
+        std::unique_lock<std::mutex> g(c->reg_mu);
+        if (c->parents.erase(pd)) { // a parent domain: only the name goes
+            g.unlock();
+            delete reinterpret_cast<Pd *>(pd);
+            return 0;
+        }
     }
     proto::Request req{};
     proto::Response resp{};
@@ -99,12 +104,12 @@ ibv_pd *alloc_parent_domain(ibv_context *c, ibv_parent_domain_init_attr *attr) n
     if (!c || !attr || !attr->pd) return fail<ibv_pd>(EINVAL);
     if (attr->comp_mask & ~uint32_t(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT))
         return fail<ibv_pd>(EOPNOTSUPP);
-    Pd *real = reinterpret_cast<Pd *>(attr->pd);
     auto *p = new (std::nothrow) Pd{};
     if (!p) return fail<ibv_pd>(ENOMEM);
     p->pd.context = c;
-    p->pd.handle = real->pd.handle;
-    p->parent_of = attr->pd;
+    p->pd.handle = attr->pd->handle;
+    std::lock_guard<std::mutex> g(ctx_of(c)->reg_mu);
+    ctx_of(c)->parents.insert(&p->pd);
     return &p->pd;
 }
 
