@@ -208,6 +208,28 @@ TEST_F(TwoNode, RcSendWriteReadAtomicAcrossDaemons) {
     EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
 }
 
+// Regression: a local (streamed) send left its sender ranges behind, and the
+// next remote RDMA READ from the same daemon shipped them (daemon crash).
+TEST_F(TwoNode, LocalSendThenRemoteRead) {
+    ibv_qp *l1 = create_rc(pd[0], cq[0]), *l2 = create_rc(pd[0], cq[0]);
+    ASSERT_TRUE(l1 && l2);
+    ASSERT_EQ(connect_remote(l1, l2->qp_num, 1, 7, 14), 0);
+    ASSERT_EQ(connect_remote(l2, l1->qp_num, 1, 7, 14), 0);
+    ASSERT_EQ(post_recv_simple(l2, mr[0], buf[0].data(), 4096, 1), 0);
+    ASSERT_EQ(post_send_simple(l1, mr[0], buf[0].data() + 8192, 4096, 2), 0);
+    ibv_wc wc[2];
+    ASSERT_EQ(poll_n(cq[0], wc, 2), 2);
+    ibv_qp *a, *b;
+    rc_pair(a, b);
+    std::memset(buf[1].data() + 1000, 0x3c, 64);
+    ASSERT_EQ(post_send_simple(a, mr[0], buf[0].data() + 20000, 64, 3, IBV_WR_RDMA_READ,
+                               uint64_t(buf[1].data() + 1000), mr[1]->rkey),
+              0);
+    ASSERT_EQ(poll_n(cq[0], wc, 1), 1);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(buf[0][20063], 0x3c);
+}
+
 TEST_F(TwoNode, ManyMessagesStayInOrder) {
     ibv_qp *a, *b;
     rc_pair(a, b);
