@@ -156,8 +156,10 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
     frag->endpoint = endpoint;
     const auto len = static_cast<uint32_t>(frag->segment.seg_len);
+    xrc::SendQueue *queue_ptr = mca_btl_xrc_endpoint_queue(endpoint);
+    if (OPAL_UNLIKELY(queue_ptr == nullptr)) return OPAL_ERROR;
+    xrc::SendQueue &queue = *queue_ptr;
     prepare_send(frag->op, endpoint, frag->segment.seg_addr.pval, len, frag->lkey, tag);
-    xrc::SendQueue &queue = *endpoint->route.queue;
     // Inline and nobody asked for a callback: the data is in the work request, the fragment is free at once.
     if (len <= m->transport->max_inline() && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
         frag->op.wr.send_flags = IBV_SEND_INLINE;
@@ -185,8 +187,10 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
               mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
     auto *m = as_xrc(btl);
     const size_t total = header_size + payload_size;
-    xrc::SendQueue &queue = *endpoint->route.queue;
     if (descriptor != nullptr) *descriptor = nullptr;
+    xrc::SendQueue *queue_ptr = mca_btl_xrc_endpoint_queue(endpoint);
+    if (OPAL_UNLIKELY(queue_ptr == nullptr)) return OPAL_ERROR;
+    xrc::SendQueue &queue = *queue_ptr;
     if (total > btl->btl_eager_limit || queue.credits() == 0 || queue.has_pending())
         return OPAL_ERR_OUT_OF_RESOURCE;
     if (total <= m->transport->max_inline()) {
@@ -256,6 +260,27 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
 }
 
 }  // namespace
+
+xrc::SendQueue *mca_btl_xrc_endpoint_loopback(mca_btl_base_endpoint_t *endpoint) noexcept {
+    try {
+        std::string why;
+        mca_btl_xrc_module_t *m = endpoint->module;
+        xrc::SendQueue *queue = m->transport->loopback_queue(why);
+        if (queue == nullptr) {
+            mca_btl_xrc_report_error(m, endpoint, ("cannot set up on-node XRC QPs: " + why).c_str());
+            return nullptr;
+        }
+        // Every endpoint of an on-node peer shares the one loopback queue.
+        const xrc::NodeMap &map = *mca_btl_xrc_component.job->map;
+        const uint32_t my_node = map.node_of(mca_btl_xrc_component.job->my_rank);
+        for (auto *e : *m->endpoints)
+            if (e->route.queue == nullptr && map.node_of(e->route.rank) == my_node) e->route.queue = queue;
+        endpoint->route.queue = queue;
+        return queue;
+    } catch (...) {
+        return nullptr;
+    }
+}
 
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
     m->endpoints = new (std::nothrow) std::unordered_set<mca_btl_base_endpoint_t *>();

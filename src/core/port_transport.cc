@@ -63,7 +63,7 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     std::size_t receive_entries = 0;
     for (const auto &cls : config.receive_classes) receive_entries += cls.count;
     const std::size_t nodes = map_.node_count();
-    const std::size_t max_cqe = static_cast<std::size_t>(device_->device_attr.max_cqe);
+    const std::size_t max_cqe = static_cast<std::size_t>(device_->device_attr.max_cqe);  // (+1 node: loopback)
     std::size_t depth = static_cast<std::size_t>(std::min(config.send_queue_depth, device_->device_attr.max_qp_wr));
     if (receive_entries + nodes * depth > max_cqe) {
         if (receive_entries + nodes * 16 > max_cqe) {
@@ -102,64 +102,117 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     address_.node_index = my_node_;
     for (const auto &pool : pools_) address_.srqs.push_back({pool->buffer_size(), pool->srq_num()});
 
-    // One INI QP per node of the job (the own node too: on-node peers through the HCA's loopback).
-    const std::uint32_t inline_wanted = config.max_inline < 0 ? 256u : static_cast<std::uint32_t>(config.max_inline);
-    const auto ini_init = ini_to_init(path_);
+    // One INI QP per remote node, and the TGT QPs this process owns on its node: one per sending process of
+    // another node assigned to it. On-node peers go through the HCA's loopback, on QPs made only when xrc
+    // actually carries on-node traffic (loopback_queue): with vader present that never happens, and the node
+    // holds exactly 2*P*(N-1) XRC QPs.
+    depth_ = static_cast<std::uint32_t>(depth);
+    signal_interval_ = static_cast<std::uint32_t>(config.signal_interval);
+    inline_wanted_ = config.max_inline < 0 ? 256u : static_cast<std::uint32_t>(config.max_inline);
+    max_inline_ = inline_wanted_;
     for (std::uint32_t node = 0; node < map_.node_count(); ++node) {
-        ibv_qp_init_attr_ex attr{};
-        attr.qp_type = IBV_QPT_XRC_SEND;
-        attr.send_cq = cq_.get();
-        attr.recv_cq = cq_.get();
-        attr.cap.max_send_wr = static_cast<std::uint32_t>(depth);
-        attr.cap.max_send_sge = 1;
-        attr.cap.max_inline_data = inline_wanted;
-        attr.comp_mask = IBV_QP_INIT_ATTR_PD;
-        attr.pd = pd_.get();
-        QpPtr qp(ibv_create_qp_ex(ctx, &attr));
-        if (!qp && inline_wanted > 0) {  // the device may not inline that much: ask for what it allows
-            attr.cap.max_inline_data = 0;
-            qp.reset(ibv_create_qp_ex(ctx, &attr));
+        ini_qps_.emplace_back();
+        send_queues_.emplace_back();
+        ini_ready_.push_back(false);
+        if (node == my_node_) {
+            address_.ini_qp_by_node.push_back(0);
+            continue;
         }
+        QpPtr qp = create_ini(error);
         if (!qp) {
-            error = errno_text("creating the XRC send QP toward node " + map_.node_name(node));
-            return;
-        }
-        max_inline_ = node == 0 ? attr.cap.max_inline_data : std::min(max_inline_, attr.cap.max_inline_data);
-        if (modify(qp.get(), ini_init) != 0) {
-            error = errno_text("XRC send QP RESET->INIT");
+            error += " (toward node " + map_.node_name(node) + ")";
             return;
         }
         address_.ini_qp_by_node.push_back(qp->qp_num);
-        send_queues_.push_back(std::make_unique<SendQueue>(qp.get(), static_cast<std::uint32_t>(depth),
-                                                           static_cast<std::uint32_t>(config.signal_interval), node));
-        ini_qps_.push_back(std::move(qp));
-        ini_ready_.push_back(false);
+        send_queues_[node] = std::make_unique<SendQueue>(qp.get(), depth_, signal_interval_, node);
+        ini_qps_[node] = std::move(qp);
     }
-    if (config.max_inline == 0) max_inline_ = 0;
-
-    // The TGT QPs this process owns on its node: one per sending process of the job assigned to it.
-    const auto tgt_init = tgt_to_init(path_);
     for (const std::uint32_t sender : map_.tgt_qps_owned_by(my_rank_)) {
-        ibv_qp_init_attr_ex attr{};
-        attr.qp_type = IBV_QPT_XRC_RECV;
-        attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
-        attr.xrcd = domain_->get();
-        QpPtr qp(ibv_create_qp_ex(ctx, &attr));
-        if (!qp) {
-            error = errno_text("creating an XRC receive (TGT) QP");
-            return;
-        }
-        if (modify(qp.get(), tgt_init) != 0) {
-            error = errno_text("XRC TGT QP RESET->INIT");
-            return;
-        }
+        if (map_.node_of(sender) == my_node_) continue;
+        QpPtr qp = create_tgt(error);
+        if (!qp) return;
         address_.tgt_qps.push_back({sender, qp->qp_num});
         owned_tgts_.emplace(sender, std::move(qp));
     }
 }
 
+QpPtr PortTransport::create_ini(std::string &error) {
+    ibv_qp_init_attr_ex attr{};
+    attr.qp_type = IBV_QPT_XRC_SEND;
+    attr.send_cq = cq_.get();
+    attr.recv_cq = cq_.get();
+    attr.cap.max_send_wr = depth_;
+    attr.cap.max_send_sge = 1;
+    attr.cap.max_inline_data = inline_wanted_;
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+    attr.pd = pd_.get();
+    QpPtr qp(ibv_create_qp_ex(context(), &attr));
+    if (!qp && inline_wanted_ > 0) {  // the device may not inline that much: ask for what it allows
+        attr.cap.max_inline_data = 0;
+        qp.reset(ibv_create_qp_ex(context(), &attr));
+    }
+    if (!qp) {
+        error = errno_text("creating an XRC send (INI) QP");
+        return nullptr;
+    }
+    // Every INI QP must take what the fast path inlines: keep the smallest the device granted.
+    max_inline_ = std::min(max_inline_, inline_wanted_ == 0 ? 0u : attr.cap.max_inline_data);
+    if (modify(qp.get(), ini_to_init(path_)) != 0) {
+        error = errno_text("XRC send QP RESET->INIT");
+        return nullptr;
+    }
+    return qp;
+}
+
+QpPtr PortTransport::create_tgt(std::string &error) {
+    ibv_qp_init_attr_ex attr{};
+    attr.qp_type = IBV_QPT_XRC_RECV;
+    attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+    attr.xrcd = domain_->get();
+    QpPtr qp(ibv_create_qp_ex(context(), &attr));
+    if (!qp) {
+        error = errno_text("creating an XRC receive (TGT) QP");
+        return nullptr;
+    }
+    if (modify(qp.get(), tgt_to_init(path_)) != 0) {
+        error = errno_text("XRC TGT QP RESET->INIT");
+        return nullptr;
+    }
+    return qp;
+}
+
+SendQueue *PortTransport::loopback_queue(std::string &error) {
+    if (send_queues_[my_node_]) return send_queues_[my_node_].get();
+    // The sender makes both ends: its INI QP and a TGT QP in the node's shared XRC domain, through which it
+    // reaches every local rank's SRQ. The TGT QP lives as long as its only user, the sender.
+    QpPtr ini = create_ini(error);
+    if (!ini) return nullptr;
+    QpPtr tgt = create_tgt(error);
+    if (!tgt) return nullptr;
+    ibv_gid gid{};
+    std::memcpy(gid.raw, address_.gid, sizeof(gid.raw));
+    const RemoteQp ini_end{address_.lid, gid, ini->qp_num, initial_psn(ini->qp_num)};
+    const RemoteQp tgt_end{address_.lid, gid, tgt->qp_num, initial_psn(tgt->qp_num)};
+    if (modify(tgt.get(), tgt_to_rtr(path_, ini_end)) != 0 ||
+        modify(tgt.get(), tgt_to_rts(path_, initial_psn(tgt->qp_num))) != 0) {
+        error = errno_text("readying the loopback XRC TGT QP");
+        return nullptr;
+    }
+    if (modify(ini.get(), ini_to_rtr(path_, tgt_end)) != 0 ||
+        modify(ini.get(), ini_to_rts(path_, initial_psn(ini->qp_num))) != 0) {
+        error = errno_text("readying the loopback XRC send QP");
+        return nullptr;
+    }
+    send_queues_[my_node_] = std::make_unique<SendQueue>(ini.get(), depth_, signal_interval_, my_node_);
+    ini_qps_[my_node_] = std::move(ini);
+    loopback_tgt_ = std::move(tgt);
+    ini_ready_[my_node_] = true;
+    return send_queues_[my_node_].get();
+}
+
 PortTransport::~PortTransport() {
     // QPs first (they reference the SRQs' XRCD and the CQ), then SRQs, the domain, the CQ, the PD.
+    loopback_tgt_.reset();
     opened_tgts_.clear();
     owned_tgts_.clear();
     send_queues_.clear();
@@ -172,8 +225,8 @@ PortTransport::~PortTransport() {
 
 TransportCounts PortTransport::counts() const noexcept {
     TransportCounts c;
-    c.ini_qps = ini_qps_.size();
-    c.tgt_qps_owned = owned_tgts_.size();
+    for (const auto &qp : ini_qps_) c.ini_qps += qp != nullptr;
+    c.tgt_qps_owned = owned_tgts_.size() + (loopback_tgt_ != nullptr);
     c.tgt_handles = opened_tgts_.size();
     c.srqs = pools_.size();
     for (const auto &p : pools_) c.receive_bytes += p->registered_bytes();
@@ -258,6 +311,12 @@ std::string PortTransport::connect(std::uint32_t peer_rank, const AddressLookup 
     if (peer->node_index != node)
         return "rank " + std::to_string(peer_rank) + " says it runs on node " + std::to_string(peer->node_index) +
                ", the job's node map says " + std::to_string(node);
+    route.srqs = peer->srqs;
+    route.rank = peer_rank;
+    if (node == my_node_) {
+        route.queue = send_queues_[my_node_].get();  // null until on-node traffic needs it (loopback_queue)
+        return {};
+    }
     if (!ini_ready_[node]) {
         if (auto why = ready_ini(node, lookup); !why.empty()) return why;
     }
@@ -267,8 +326,6 @@ std::string PortTransport::connect(std::uint32_t peer_rank, const AddressLookup 
     if (tgt == nullptr) return error;
     if (auto why = ready_tgt(tgt, peer_rank, *peer); !why.empty()) return why;
     route.queue = send_queues_[node].get();
-    route.srqs = peer->srqs;
-    route.rank = peer_rank;
     return {};
 }
 

@@ -1,7 +1,8 @@
 // Everything one process holds on one device port, and the XRC wire-up:
 //   PD, one CQ, the job's XRC domain, one XRC SRQ per receive class (RecvPool),
-//   one XRC INI QP per node of the job (SendQueue), created in INIT before the modex fence,
-//   the TGT QPs this process owns (one per sending process it is the node's owner for), created in INIT,
+//   one XRC INI QP per remote node of the job (SendQueue), created in INIT before the modex fence,
+//   the TGT QPs this process owns (one per remote sending process it is the node's owner for), created in INIT,
+//   a loopback INI + TGT pair for on-node peers, made only when xrc carries on-node traffic,
 //   and ibv_open_qp handles on the TGT QPs other local ranks own, opened when a peer is connected.
 // After the fence: bring_up_owned_tgts() moves the owned TGT QPs to RTR/RTS (during MPI_Init, so they are ready
 // before any sender leaves MPI_Init), connect() readies the INI QP toward a peer's node and this process's handle
@@ -80,16 +81,18 @@ public:
     // After the fence. Both return an empty string or why it failed.
     std::string bring_up_owned_tgts(const AddressLookup &lookup);
     std::string connect(std::uint32_t peer_rank, const AddressLookup &lookup, PeerRoute &route);
+    // The send queue to on-node peers (through the HCA's loopback), made on first use; nullptr + error if not.
+    SendQueue *loopback_queue(std::string &error);
 
     // True when no operation that reports its completion is outstanding or queued on any send queue.
     bool all_reported() const noexcept {
         for (const auto &q : send_queues_)
-            if (q->outstanding_callbacks() > 0 || q->has_pending()) return false;
+            if (q && (q->outstanding_callbacks() > 0 || q->has_pending())) return false;
         return true;
     }
     bool any_broken() const noexcept {
         for (const auto &q : send_queues_)
-            if (q->broken()) return true;
+            if (q && q->broken()) return true;
         return false;
     }
 
@@ -97,6 +100,8 @@ public:
     void release_domain_file() noexcept { domain_->unlink_file(); }
 
 private:
+    QpPtr create_ini(std::string &error);
+    QpPtr create_tgt(std::string &error);
     std::string ready_ini(std::uint32_t node, const AddressLookup &lookup);
     std::string ready_tgt(ibv_qp *qp, std::uint32_t sender, const PortAddress &sender_address);
     ibv_qp *tgt_handle_for(std::uint32_t sender, const AddressLookup &lookup, std::string &error);
@@ -108,6 +113,9 @@ private:
     std::uint32_t my_node_;
     PathSettings path_;
     std::uint32_t max_inline_ = 0;
+    std::uint32_t inline_wanted_ = 0;
+    std::uint32_t depth_ = 0;
+    std::uint32_t signal_interval_ = 1;
     std::uint32_t poll_batch_ = 16;
     PortAddress address_;
 
@@ -116,11 +124,12 @@ private:
     CqPtr cq_;
     std::unique_ptr<XrcDomain> domain_;
     std::vector<std::unique_ptr<RecvPool>> pools_;
-    std::vector<QpPtr> ini_qps_;                            // by node
+    std::vector<QpPtr> ini_qps_;                            // by node (own node: loopback, made on first use)
     std::vector<std::unique_ptr<SendQueue>> send_queues_;   // by node
     std::vector<bool> ini_ready_;                           // by node
     std::unordered_map<std::uint32_t, QpPtr> owned_tgts_;   // by sender rank
     std::unordered_map<std::uint32_t, QpPtr> opened_tgts_;  // by sender rank (owned by another local rank)
+    QpPtr loopback_tgt_;                                    // this process's own TGT QP for on-node traffic
 };
 
 }  // namespace xrc

@@ -1,11 +1,11 @@
 #!/bin/bash
 # Needs root (returns 77 otherwise) and the software HCA. Collectives (alltoall, allreduce, bcast, verified) and
 # MPI one-sided through osc/rdma with xrc as the RDMA BTL for every peer (put, get, accumulate, fetch_and_op,
-# compare_and_swap, fence, lock/unlock, flush) across simulated nodes, at 2x2 and three unequal nodes.
+# compare_and_swap, fence, lock/unlock, flush) across simulated nodes, at 2x2, 4x2 and three unequal nodes.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
-up_cluster 3 3
-for hosts in nodeA:2,nodeB:2 nodeA:1,nodeB:2,nodeC:3; do
+up_cluster 4 3
+for hosts in nodeA:2,nodeB:2 nodeA:2,nodeB:2,nodeC:2,nodeD:2 nodeA:1,nodeB:2,nodeC:3; do
     xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/collectives" || fail "collectives on $hosts failed"
     expect_line "$WORKDIR/out" '^collectives: OK .*errors=0' "collectives $hosts"
     XRC_MPIRUN_ARGS="--mca osc rdma --mca osc_rdma_btls xrc" \

@@ -1,10 +1,10 @@
 #!/bin/bash
-# Needs root (returns 77 otherwise) and the software HCA. What an xrc job holds in each node's HCA while every
-# pair is connected (simhca-ctl, per node), against the design:
-#   XRC INI QPs on a node = P_node * N   (one per process and node: N-1 remote nodes + the loopback)
-#   XRC TGT QPs on a node = job size     (one per sending process, the node's own included), each with a
-#                                         handle from every one of the node's P_node ranks
-#   so 2*P*(N-1) QPs per node plus 2*P for the loopback when every node has P ranks;
+# Needs root (returns 77 otherwise) and the software HCA. What an xrc job (self,vader,xrc: vader carries on-node
+# traffic) holds in each node's HCA while every pair is connected (simhca-ctl, per node), against the design:
+#   XRC INI QPs on a node = P_node * (N-1)     (one per process and remote node)
+#   XRC TGT QPs on a node = remote senders      (one per sending process of the other nodes), each with a
+#                                                handle from every one of the node's P_node ranks
+#   so exactly 2*P*(N-1) QPs per node when every node has P ranks;
 #   SRQs on a node = 3 * P_node (three receive classes), one XRC domain; no RC/UD QP; nothing after the job.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
@@ -32,10 +32,10 @@ print(len(ini), len(tgt), ",".join(map(str, sorted({q["handles"] for q in tgt}))
       len(qps) - len(ini) - len(tgt), len(d.get("srq_list", [])), d.get("xrcds"))
 PY
 )
-        [ "$ini" = $((p * n)) ] && [ "$tgt" = "$total" ] && [ "$handles" = "$p" ] && [ "$other" = 0 ] &&
+        [ "$ini" = $((p * (n - 1))) ] && [ "$tgt" = $((total - p)) ] && [ "$handles" = "$p" ] && [ "$other" = 0 ] &&
             [ "$srqs" = $((3 * p)) ] && [ "$xrcds" = 1 ] ||
-            { touch "$WORKDIR/release"; wait $job; fail "$hosts $node: INI=$ini (want $((p * n))) TGT=$tgt (want $total) handles=$handles (want $p) other=$other SRQs=$srqs XRCDs=$xrcds"; }
-        info "$hosts $node (P=$p, N=$n): INI $ini = $((p * (n - 1))) toward remote nodes + $p loopback; TGT $tgt = one per sending process ($((total - p)) remote + $p local), $handles handle(s) each; $srqs SRQs; 1 XRC domain"
+            { touch "$WORKDIR/release"; wait $job; fail "$hosts $node: INI=$ini (want $((p * (n - 1)))) TGT=$tgt (want $((total - p))) handles=$handles (want $p) other=$other SRQs=$srqs XRCDs=$xrcds"; }
+        info "$hosts $node (P=$p, N=$n): INI $ini = P*(N-1); TGT $tgt = one per remote sending process, $handles handle(s) each; $((ini + tgt)) XRC QPs (2*P*(N-1) = $((2 * p * (n - 1))) when all nodes have P ranks); $srqs SRQs; 1 XRC domain"
     done
     touch "$WORKDIR/release"
     wait $job || fail "$hosts: hold job failed"
