@@ -27,6 +27,7 @@ constexpr uint32_t kMaxSrqWr = 16383;
 constexpr uint32_t kMaxAh = 65536;
 constexpr uint32_t kMaxMsgSize = 0x40000000;
 constexpr uint32_t kMaxUdPayload = 4096;
+constexpr uint64_t kMaxDm = 256 * 1024; // device memory per device (mlx5-like)
 constexpr uint16_t kPkeyDefault = 0xffff;
 
 // Node GUID / port GID derive from the LID (the fabric file is the SM).

@@ -43,6 +43,10 @@ enum class Op : uint32_t {
     ResizeCq,
     AllocMw,
     DeallocMw,
+    AllocDm,
+    FreeDm,
+    RegDmMr,
+    Join, // a forked child's own connection acting for its parent's context
 };
 
 struct HelloReq {
@@ -55,7 +59,16 @@ struct HelloResp {
     uint64_t node_guid;  // network order
     char node_name[64];
     char sysfs_dir[256];
+    uint32_t client_id; // with `secret`: lets a fork()ed child join this context (Op::Join)
+    uint32_t pad2;
+    uint64_t secret;
     // fds: [0] async event pipe (read end), [1] doorbell eventfd
+};
+
+struct JoinReq {
+    uint32_t client_id;
+    uint32_t pad;
+    uint64_t secret;
 };
 
 struct PortResp {
@@ -81,6 +94,17 @@ struct ReregMrReq {
     uint32_t pd;
     int32_t access;
     uint64_t addr, length, iova;
+};
+struct AllocDmReq {
+    uint64_t length;
+    uint32_t log_align;
+    uint32_t pad;
+};
+struct RegDmMrReq {
+    uint32_t pd, dm;
+    int32_t access;
+    uint32_t pad;
+    uint64_t offset, length;
 };
 struct AllocMwReq {
     uint32_t pd;
@@ -198,6 +222,9 @@ struct Request {
         ReregMrReq rereg_mr;
         ResizeCqReq resize_cq;
         AllocMwReq alloc_mw;
+        AllocDmReq alloc_dm;
+        JoinReq join;
+        RegDmMrReq reg_dm_mr;
         CreateCqReq create_cq;
         CreateSrqReq create_srq;
         ModifySrqReq modify_srq;

@@ -1,6 +1,7 @@
 // Control verbs for PDs, MRs, completion channels, CQs, XRCDs and SRQs,
 // plus client bookkeeping and uverbs-close style cleanup.
 #include <algorithm>
+#include <random>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -91,6 +92,14 @@ void Device::remove_client(uint32_t client_id) {
         key_to_mr_.erase(mrs_[id]->key);
         mrs_.erase(id);
     }
+    for (auto it = dms_.begin(); it != dms_.end();) {
+        if (it->second->owner == c) {
+            dm_bytes_ -= it->second->length;
+            it = dms_.erase(it);
+        } else {
+            ++it;
+        }
+    }
     std::erase_if(pds_, [c](auto &p) { return p.second->owner == c; });
     std::erase_if(channels_, [c](auto &p) { return p.second->owner == c; });
     ids.clear();
@@ -116,9 +125,27 @@ void Device::broadcast_port_event(ibv_event_type type) {
         if (!c->is_ctl) post_async(c.get(), type, 0, 1);
 }
 
-void Device::handle(Client &c, const Request &req, const int *in_fds, Response &resp, std::vector<int> &fds) {
+void Device::handle(Client &conn, const Request &req, const int *in_fds, Response &resp, std::vector<int> &fds) {
     std::memset(&resp, 0, offsetof(Response, raw) + 64);
     int err = 0;
+    // The uverbs file is shared across fork(): a child may keep using its
+    // parent's context. Its library opens its own connection and joins the
+    // parent's client (secret from Hello, same uid); it then acts as that
+    // client, whose objects live until the parent's connection closes.
+    if (req.op == uint32_t(Op::Join)) {
+        Client *t = client(req.join.client_id);
+        if (!t || !t->secret || t->secret != req.join.secret || t->uid != conn.uid || t->alias_of || conn.async_wr)
+            resp.err = EPERM;
+        else
+            conn.alias_of = t->id;
+        return;
+    }
+    Client *idp = &conn;
+    if (conn.alias_of && !(idp = client(conn.alias_of))) {
+        resp.err = ENODEV; // the parent's context is gone
+        return;
+    }
+    Client &c = *idp;
     if (req.op != uint32_t(Op::Hello) && req.op != uint32_t(Op::Status) && req.op != uint32_t(Op::ListObjects) &&
         req.op != uint32_t(Op::Fault) && req.op != uint32_t(Op::Probe) && !c.async_wr && !c.is_ctl) {
         resp.err = EPROTO; // verbs before Hello
@@ -139,6 +166,9 @@ void Device::handle(Client &c, const Request &req, const int *in_fds, Response &
     case Op::ResizeCq: err = do_resize_cq(c, req.resize_cq, resp, fds); break;
     case Op::AllocMw: err = do_alloc_mw(c, req.alloc_mw, resp); break;
     case Op::DeallocMw: err = do_dealloc_mw(c, req.h.handle); break;
+    case Op::AllocDm: err = do_alloc_dm(c, req.alloc_dm, resp, fds); break;
+    case Op::FreeDm: err = do_free_dm(c, req.h.handle); break;
+    case Op::RegDmMr: err = do_reg_dm_mr(c, req.reg_dm_mr, resp); break;
     case Op::CreateChannel: err = do_create_channel(c, resp, fds); break;
     case Op::DestroyChannel: err = do_destroy_channel(c, req.h.handle); break;
     case Op::CreateCq: err = do_create_cq(c, req.create_cq, resp, fds); break;
@@ -186,6 +216,13 @@ int Device::do_hello(Client &c, Response &r, std::vector<int> &fds) {
     ::fcntl(p[1], F_SETFL, O_NONBLOCK);
     c.doorbell.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!c.doorbell) return errno;
+    {
+        std::random_device rd; // unguessable by other local users
+        c.secret = (uint64_t(rd()) << 32) ^ rd() ^ now_ns();
+        if (!c.secret) c.secret = 1;
+    }
+    r.hello.client_id = c.id;
+    r.hello.secret = c.secret;
     r.hello.lid = cfg.lid;
     r.hello.port_state = port_state;
     r.hello.node_guid = __builtin_bswap64(limits::node_guid_for_lid(cfg.lid));
@@ -257,6 +294,8 @@ int Device::do_dereg_mr(Client &c, uint32_t h) {
     if (!mr) return EINVAL;
     if (mr->windows) return EBUSY; // memory windows are bound to it
     if (auto it = pds_.find(mr->pd); it != pds_.end()) it->second->users--;
+    if (mr->dm)
+        if (auto it = dms_.find(mr->dm); it != dms_.end()) it->second->users--;
     key_to_mr_.erase(mr->key);
     mrs_.erase(h);
     return 0;

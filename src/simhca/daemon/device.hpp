@@ -95,6 +95,11 @@ private:
     int do_dereg_mr(Client &c, uint32_t h);
     int do_rereg_mr(Client &c, const proto::ReregMrReq &q, proto::Response &r);
     int do_alloc_mw(Client &c, const proto::AllocMwReq &q, proto::Response &r);
+    int do_alloc_dm(Client &c, const proto::AllocDmReq &q, proto::Response &r, std::vector<int> &fds);
+    int do_free_dm(Client &c, uint32_t h);
+    int do_reg_dm_mr(Client &c, const proto::RegDmMrReq &q, proto::Response &r);
+    int mr_read(const Mr &mr, uint64_t host, void *dst, size_t n);
+    int mr_write(const Mr &mr, uint64_t host, const void *src, size_t n);
     int do_dealloc_mw(Client &c, uint32_t h);
     uint32_t new_key();
     void unbind_mw(Mw &w);
@@ -154,7 +159,7 @@ private:
     void flush_qp(Qp &qp);
     int gather(Qp &qp, const shm::SendWqe &w, std::vector<uint8_t> &out, ibv_wc_status &st, bool lazy);
     int copy_src(const Message &m, size_t off, uint8_t *dst, size_t n);
-    int copy_to(pid_t pid, uint64_t host, const Message &m, size_t off, size_t n);
+    int copy_to(const Mr &mr, uint64_t host, const Message &m, size_t off, size_t n);
     ibv_wc_status scatter_msg(Client &owner, uint32_t pd, const shm::Sge *sge, uint32_t nsge, const Message &m,
                               size_t len, size_t skip);
     ibv_wc_status scatter(Client &owner, uint32_t pd, const shm::Sge *sge, uint32_t nsge,
@@ -183,6 +188,8 @@ private:
     std::map<uint32_t, std::unique_ptr<Mr>> mrs_;
     std::map<uint32_t, uint32_t> key_to_mr_;
     std::map<uint32_t, std::unique_ptr<Mw>> mws_;
+    std::map<uint32_t, std::unique_ptr<Dm>> dms_;
+    uint64_t dm_bytes_ = 0;
     std::map<uint32_t, uint32_t> key_to_mw_;
     std::map<uint32_t, std::unique_ptr<Channel>> channels_;
     std::map<uint32_t, std::unique_ptr<Cq>> cqs_;

@@ -201,7 +201,7 @@ ibv_wc_status Device::scatter(Client &owner, uint32_t pd, const Sge *sge, uint32
         size_t from = std::max(pos, skip);          // first sge-space byte written here
         size_t to = std::min(seg_end, skip + len);  // one past the last
         uint64_t host = mr->addr + (g.addr - mr->iova) + (from - pos);
-        if (to > from && dma_write(owner.pid, host, data + (from - skip), to - from)) return IBV_WC_LOC_PROT_ERR;
+        if (to > from && mr_write(*mr, host, data + (from - skip), to - from)) return IBV_WC_LOC_PROT_ERR;
         pos = seg_end;
     }
     return pos >= skip + len ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;
@@ -225,6 +225,8 @@ int Device::gather(Qp &qp, const SendWqe &w, std::vector<uint8_t> &out, ibv_wc_s
     size_t total = 0;
     for (uint32_t i = 0; i < w.num_sge; ++i) total += w.sge[i].length;
     if (total > limits::kMaxMsgSize) return st = IBV_WC_LOC_LEN_ERR, -1;
+    for (uint32_t i = 0; i < w.num_sge && lazy; ++i) // device memory is ours: copy it now
+        if (Mr *mr = mr_by_key(w.sge[i].lkey); mr && mr->local) lazy = false;
     if (!lazy) out.resize(total);
     size_t off = 0;
     for (uint32_t i = 0; i < w.num_sge; ++i) {
@@ -236,7 +238,7 @@ int Device::gather(Qp &qp, const SendWqe &w, std::vector<uint8_t> &out, ibv_wc_s
             return st = IBV_WC_LOC_PROT_ERR, -1;
         uint64_t host = mr->addr + (g.addr - mr->iova);
         if (lazy) src_iov_.push_back({reinterpret_cast<void *>(host), g.length});
-        else if (dma_read(qp.owner->pid, host, out.data() + off, g.length)) return st = IBV_WC_LOC_PROT_ERR, -1;
+        else if (mr_read(*mr, host, out.data() + off, g.length)) return st = IBV_WC_LOC_PROT_ERR, -1;
         off += g.length;
     }
     return 0;
@@ -264,14 +266,30 @@ int Device::copy_src(const Message &m, size_t off, uint8_t *dst, size_t n) {
     return got == ssize_t(n) ? 0 : EFAULT;
 }
 
-int Device::copy_to(pid_t pid, uint64_t host, const Message &m, size_t off, size_t n) {
-    if (m.data) return dma_write(pid, host, m.data + off, n);
+int Device::mr_read(const Mr &mr, uint64_t host, void *dst, size_t n) {
+    if (mr.local) {
+        std::memcpy(dst, reinterpret_cast<const void *>(host), n);
+        return 0;
+    }
+    return dma_read(mr.owner->pid, host, dst, n);
+}
+
+int Device::mr_write(const Mr &mr, uint64_t host, const void *src, size_t n) {
+    if (mr.local) {
+        std::memcpy(reinterpret_cast<void *>(host), src, n);
+        return 0;
+    }
+    return dma_write(mr.owner->pid, host, src, n);
+}
+
+int Device::copy_to(const Mr &mr, uint64_t host, const Message &m, size_t off, size_t n) {
+    if (m.data) return mr_write(mr, host, m.data + off, n);
     constexpr size_t kChunk = 64 * 1024; // stays in cache between the two copies
     if (bounce_.size() < kChunk) bounce_.resize(kChunk);
     for (size_t done = 0; done < n;) {
         size_t c = std::min(kChunk, n - done);
         if (int e = copy_src(m, off + done, bounce_.data(), c)) return e;
-        if (int e = dma_write(pid, host + done, bounce_.data(), c)) return e;
+        if (int e = mr_write(mr, host + done, bounce_.data(), c)) return e;
         done += c;
     }
     return 0;
@@ -294,7 +312,7 @@ ibv_wc_status Device::scatter_msg(Client &owner, uint32_t pd, const Sge *sge, ui
             return IBV_WC_LOC_PROT_ERR;
         size_t from = std::max(pos, skip), to = std::min(seg_end, skip + len);
         uint64_t host = mr->addr + (g.addr - mr->iova) + (from - pos);
-        if (to > from && copy_to(owner.pid, host, m, from - skip, to - from)) return IBV_WC_LOC_PROT_ERR;
+        if (to > from && copy_to(*mr, host, m, from - skip, to - from)) return IBV_WC_LOC_PROT_ERR;
         pos = seg_end;
     }
     return pos >= skip + len ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;

@@ -25,6 +25,8 @@ struct Client {
     UniqueFd doorbell;            // eventfd the library writes after posting
     bool is_ctl = false;          // simhca-ctl connection: no verbs objects
     std::vector<uint32_t> qpns;   // QPs it owns (the doorbell scans only these)
+    uint64_t secret = 0;          // proves a Join comes from this context's process tree
+    uint32_t alias_of = 0;        // a forked child's connection: acts as this client
 };
 
 struct Pd {
@@ -41,6 +43,19 @@ struct Mr {
     int access;
     uint32_t key; // lkey == rkey
     int windows = 0; // MWs bound to it (dereg is EBUSY meanwhile)
+    // Device memory MRs: `addr` is an address in the daemon's own mapping of
+    // the DM region (zero-based iova = offset), copied with memcpy.
+    bool local = false;
+    uint32_t dm = 0;
+};
+
+// Device memory: a memfd both the daemon and the owning library map.
+struct Dm {
+    uint32_t id;
+    Client *owner;
+    ShmRegion shm;
+    size_t length = 0;
+    int users = 0; // MRs on it
 };
 
 // A memory window: a remote key for a sub-range of an MR, bound and

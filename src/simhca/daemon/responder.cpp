@@ -253,19 +253,18 @@ RespStatus Device::remote_mem(Qp &t, Srq *srq, const Message &m, Reply &out) {
         return RespStatus::RemAccess;
     }
     uint64_t host = mr->addr + (m.remote_addr - mr->iova);
-    pid_t pid = mr->owner->pid;
     switch (m.opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
     case IBV_WR_ATOMIC_WRITE:
-        if (copy_to(pid, host, m, 0, len)) return RespStatus::RemAccess;
+        if (copy_to(*mr, host, m, 0, len)) return RespStatus::RemAccess;
         return RespStatus::Ack;
     case IBV_WR_RDMA_READ:
         if (read_cap_ < len) {
             read_buf_.reset(new uint8_t[len]);
             read_cap_ = len;
         }
-        if (dma_read(pid, host, read_buf_.get(), len)) return RespStatus::RemAccess;
+        if (mr_read(*mr, host, read_buf_.get(), len)) return RespStatus::RemAccess;
         out.ext = read_buf_.get();
         out.ext_len = len;
         return RespStatus::Ack;
@@ -273,10 +272,10 @@ RespStatus Device::remote_mem(Qp &t, Srq *srq, const Message &m, Reply &out) {
         // The daemon is single threaded, so atomics are atomic with respect
         // to every other HCA operation (like a real HCA's atomic unit).
         uint64_t orig;
-        if (dma_read(pid, host, &orig, 8)) return RespStatus::RemAccess;
+        if (mr_read(*mr, host, &orig, 8)) return RespStatus::RemAccess;
         uint64_t nv = m.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? (orig == m.compare_add ? m.swap : orig)
                                                              : orig + m.compare_add;
-        if (nv != orig && dma_write(pid, host, &nv, 8)) return RespStatus::RemAccess;
+        if (nv != orig && mr_write(*mr, host, &nv, 8)) return RespStatus::RemAccess;
         out.data.resize(8);
         std::memcpy(out.data.data(), &orig, 8);
         return RespStatus::Ack;

@@ -26,6 +26,7 @@ int Conn::connect() {
         return e;
     }
     fd_ = s;
+    pid_ = ::getpid();
     return 0;
 }
 
@@ -33,6 +34,11 @@ int Conn::call(proto::Op op, proto::Request &req, proto::Response &resp, int in_
                int max_out) noexcept {
     std::lock_guard<std::mutex> g(mu_);
     if (fd_ < 0) return ENODEV;
+    // After fork() the child shares this socket with its parent and replies
+    // could reach the wrong process: the child gets its own connection that
+    // joins the parent's context (what sharing the uverbs fd gives).
+    if (::getpid() != pid_)
+        if (int e = rejoin()) return e;
     req.op = uint32_t(op);
     if (int e = send_with_fds(fd_, &req, sizeof(req), &in_fd, in_fd >= 0 ? 1 : 0)) return e == EPIPE ? ENODEV : e;
     int fds[4];
@@ -46,6 +52,29 @@ int Conn::call(proto::Op op, proto::Request &req, proto::Response &resp, int in_
     if (n <= 0) return n == 0 ? ENODEV : int(-n); // daemon gone: like a device removal
     if (size_t(n) < offsetof(proto::Response, raw)) return EPROTO;
     return resp.err;
+}
+
+int Conn::rejoin() noexcept {
+    if (!secret_) return EOPNOTSUPP; // a probe connection: nothing to join
+    int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0) return errno;
+    sockaddr_un addr;
+    socklen_t len = daemon_address(addr);
+    proto::Request req{};
+    proto::Response resp{};
+    req.op = uint32_t(proto::Op::Join);
+    req.join = {client_id_, 0, secret_};
+    int fds[4];
+    if (::connect(s, reinterpret_cast<sockaddr *>(&addr), len) < 0 || send_with_fds(s, &req, sizeof(req), nullptr, 0) ||
+        recv_with_fds(s, &resp, sizeof(resp), fds, 4) <= 0 || resp.err) {
+        int e = resp.err ? resp.err : ENODEV;
+        ::close(s);
+        return e;
+    }
+    ::close(fd_); // the child's copy only; the parent keeps its own
+    fd_ = s;
+    pid_ = ::getpid();
+    return 0;
 }
 
 int Mapping::map(int fd, size_t len) noexcept {

@@ -147,6 +147,7 @@ SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
         return fail<ibv_context>(e ? e : EPROTO);
     }
     c->doorbell = fds[1];
+    c->conn.set_identity(resp.hello.client_id, resp.hello.secret);
     c->lid = resp.hello.lid;
     c->node_guid = resp.hello.node_guid;
     verbs_context &v = c->vctx;
@@ -179,6 +180,9 @@ SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
     v.alloc_td = alloc_td;
     v.dealloc_td = dealloc_td;
     v.alloc_parent_domain = alloc_parent_domain;
+    v.alloc_dm = alloc_dm;
+    v.free_dm = free_dm;
+    v.reg_dm_mr = reg_dm_mr;
     return &ctx;
 }
 
@@ -222,7 +226,7 @@ int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *in, ibv_dev
         IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_SRQ_RECV;
     a.odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
     a.xrc_odp_caps = kAll;
-    a.max_dm_size = 0;
+    a.max_dm_size = limits::kMaxDm;
     std::memcpy(attr, &a, std::min(len, sizeof(a)));
     if (len > sizeof(a)) std::memset(reinterpret_cast<char *>(attr) + sizeof(a), 0, len - sizeof(a));
     return 0;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <sys/types.h>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -32,9 +33,18 @@ public:
     int call(proto::Op op, proto::Request &req, proto::Response &resp, int in_fd = -1, int *out_fds = nullptr,
              int max_out = 0) noexcept;
     int fd() const { return fd_; }
+    // Remembered from Hello so that a fork()ed child can join (see call()).
+    void set_identity(uint32_t client_id, uint64_t secret) {
+        client_id_ = client_id;
+        secret_ = secret;
+    }
 
 private:
+    int rejoin() noexcept;
     int fd_ = -1;
+    uint32_t client_id_ = 0;
+    uint64_t secret_ = 0;
+    pid_t pid_ = 0; // process that connected (a forked child may not reuse it)
     std::mutex mu_;
 };
 
@@ -178,6 +188,9 @@ ibv_qp *create_qp_ex(ibv_context *c, ibv_qp_init_attr_ex *attr) noexcept;
 ibv_qp *open_qp(ibv_context *c, ibv_qp_open_attr *attr) noexcept;
 int advise_mr(ibv_pd *pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge *sg, uint32_t n) noexcept;
 ibv_mw *alloc_mw(ibv_pd *pd, ibv_mw_type type) noexcept;
+ibv_dm *alloc_dm(ibv_context *c, ibv_alloc_dm_attr *attr) noexcept;
+int free_dm(ibv_dm *dm) noexcept;
+ibv_mr *reg_dm_mr(ibv_pd *pd, ibv_dm *dm, uint64_t offset, size_t length, unsigned int access) noexcept;
 ibv_td *alloc_td(ibv_context *c, ibv_td_init_attr *attr) noexcept;
 int dealloc_td(ibv_td *td) noexcept;
 ibv_pd *alloc_parent_domain(ibv_context *c, ibv_parent_domain_init_attr *attr) noexcept;
