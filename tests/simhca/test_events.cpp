@@ -6,6 +6,8 @@
 #include <cstring>
 #include <cstdlib>
 #include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include "simhca_fixture.hpp"
@@ -233,6 +235,29 @@ TEST_F(Events, WriteWithImmAndResizeAndWrApi) {
     ASSERT_EQ(poll_n(cq, f, 3), 3);
     for (int i = 0; i < 3; ++i) EXPECT_EQ(f[i].wr_id, uint64_t(10 + i));
     EXPECT_EQ(ibv_resize_cq(cq, 16), 0); // shrinking works when it fits
+}
+
+// The uverbs file is shared across fork(): a child may keep using its parent's
+// context (its library joins the parent's client over its own connection),
+// and the parent's conversation with the daemon is not disturbed.
+TEST_F(Events, ForkedChildUsesParentContext) {
+    pid_t p = fork();
+    if (p == 0) {
+        ibv_pd *cpd = ibv_alloc_pd(ctx);
+        ibv_alloc_dm_attr da{4096, 0, 0};
+        ibv_dm *dm = ibv_alloc_dm(ctx, &da);
+        int ok = cpd && dm && ibv_free_dm(dm) == 0 && ibv_dealloc_pd(cpd) == 0;
+        _exit(ok ? 0 : 1);
+    }
+    for (int i = 0; i < 50; ++i) { // meanwhile the parent keeps talking
+        ibv_pd *x = ibv_alloc_pd(ctx);
+        ASSERT_NE(x, nullptr);
+        ASSERT_EQ(ibv_dealloc_pd(x), 0);
+    }
+    int st = 0;
+    waitpid(p, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    EXPECT_EQ(ctl_count("pds"), 1); // only the fixture's PD remains
 }
 
 } // namespace
