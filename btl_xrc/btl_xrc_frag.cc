@@ -23,7 +23,6 @@ int init_frag(opal_free_list_item_t *item, void *ctx) {
 }
 
 int init_list(mca_btl_xrc_module_t *m, opal_free_list_t *list, size_t payload, int num, int max, int inc) {
-    OBJ_CONSTRUCT(list, opal_free_list_t);
     return opal_free_list_init(list, sizeof(mca_btl_xrc_frag_t), opal_cache_line_size,
                                OBJ_CLASS(mca_btl_base_descriptor_t), payload, opal_cache_line_size, num, max, inc,
                                nullptr, 0, payload > 0 ? m->rcache : nullptr, init_frag, list);
@@ -33,14 +32,18 @@ int init_list(mca_btl_xrc_module_t *m, opal_free_list_t *list, size_t payload, i
 
 int mca_btl_xrc_frag_lists_init(mca_btl_xrc_module_t *m) noexcept {
     const auto &P = mca_btl_xrc_component.params;
+    // Every list is constructed first, so that a failure part-way leaves nothing half-made behind.
+    OBJ_CONSTRUCT(&m->eager_frags, opal_free_list_t);
+    OBJ_CONSTRUCT(&m->max_frags, opal_free_list_t);
+    OBJ_CONSTRUCT(&m->rdma_frags, opal_free_list_t);
+    m->lists_ready = true;
     int rc = init_list(m, &m->eager_frags, m->super.btl_eager_limit, P.free_list_num, P.free_list_max,
                        P.free_list_inc);
     if (rc == OPAL_SUCCESS)
         rc = init_list(m, &m->max_frags, m->super.btl_max_send_size, P.free_list_num / 4 + 1, P.free_list_max,
                        P.free_list_inc);
-    if (rc == OPAL_SUCCESS)
-        rc = init_list(m, &m->rdma_frags, 0, P.free_list_num, P.free_list_max, P.free_list_inc);
-    m->lists_ready = rc == OPAL_SUCCESS;
+    if (rc == OPAL_SUCCESS) rc = init_list(m, &m->rdma_frags, 0, P.free_list_num, P.free_list_max, P.free_list_inc);
+    if (rc != OPAL_SUCCESS) mca_btl_xrc_frag_lists_fini(m);
     return rc;
 }
 
