@@ -109,6 +109,21 @@ int xrc_free(mca_btl_base_module_t *, mca_btl_base_descriptor_t *des) noexcept {
     return OPAL_SUCCESS;
 }
 
+// Packs up to *size bytes of the convertor's data at `dst`; *size becomes what was packed. False on error.
+bool pack(opal_convertor_t *convertor, unsigned char *dst, size_t *size) noexcept {
+    if (*size == 0) return true;
+    iovec iov{dst, *size};
+    uint32_t iov_count = 1;
+    return opal_convertor_pack(convertor, &iov, &iov_count, size) >= 0;
+}
+
+// The header, then the payload from the convertor: what sendi puts on the wire.
+bool assemble(unsigned char *dst, const void *header, size_t header_size, opal_convertor_t *convertor,
+              size_t payload_size) noexcept {
+    std::memcpy(dst, header, header_size);
+    return pack(convertor, dst + header_size, &payload_size);
+}
+
 mca_btl_base_descriptor_t *xrc_prepare_src(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
                                            opal_convertor_t *convertor, uint8_t order, size_t reserve, size_t *size,
                                            uint32_t flags) noexcept {
@@ -117,9 +132,7 @@ mca_btl_base_descriptor_t *xrc_prepare_src(mca_btl_base_module_t *btl, mca_btl_b
     auto *des = xrc_alloc(btl, endpoint, order, reserve + max_data, flags);
     if (des == nullptr) return nullptr;
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
-    iovec iov{static_cast<char *>(frag->segment.seg_addr.pval) + reserve, max_data};
-    uint32_t iov_count = 1;
-    if (opal_convertor_pack(convertor, &iov, &iov_count, &max_data) < 0) {
+    if (!pack(convertor, static_cast<unsigned char *>(frag->segment.seg_addr.pval) + reserve, &max_data)) {
         mca_btl_xrc_frag_return(frag);
         return nullptr;
     }
@@ -196,13 +209,7 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
     if (total <= m->transport->max_inline()) {
         // Small: assemble on the stack and send inline; nothing to release afterwards.
         alignas(8) unsigned char buffer[1024];
-        std::memcpy(buffer, header, header_size);
-        if (payload_size > 0) {
-            iovec iov{buffer + header_size, payload_size};
-            uint32_t iov_count = 1;
-            size_t max_data = payload_size;
-            if (opal_convertor_pack(convertor, &iov, &iov_count, &max_data) < 0) return OPAL_ERROR;
-        }
+        if (!assemble(buffer, header, header_size, convertor, payload_size)) return OPAL_ERROR;
         xrc::SendOp op;
         prepare_send(op, endpoint, buffer, static_cast<uint32_t>(total), 0, tag);
         op.wr.send_flags = IBV_SEND_INLINE;
@@ -212,15 +219,9 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
     if (des == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
     auto *data = static_cast<unsigned char *>(frag->segment.seg_addr.pval);
-    std::memcpy(data, header, header_size);
-    if (payload_size > 0) {
-        iovec iov{data + header_size, payload_size};
-        uint32_t iov_count = 1;
-        size_t max_data = payload_size;
-        if (opal_convertor_pack(convertor, &iov, &iov_count, &max_data) < 0) {
-            mca_btl_xrc_frag_return(frag);
-            return OPAL_ERROR;
-        }
+    if (!assemble(data, header, header_size, convertor, payload_size)) {
+        mca_btl_xrc_frag_return(frag);
+        return OPAL_ERROR;
     }
     prepare_send(frag->op, endpoint, data, static_cast<uint32_t>(total), frag->lkey, tag);
     frag->op.on_complete = sendi_complete;

@@ -233,12 +233,17 @@ TransportCounts PortTransport::counts() const noexcept {
     return c;
 }
 
+PathSettings PortTransport::path_toward(const PortAddress &remote) const noexcept {
+    PathSettings path = path_;
+    path.mtu = std::min(path_.mtu, static_cast<ibv_mtu>(remote.mtu));  // the smaller of the two ports' MTUs
+    path.use_grh = std::memcmp(remote.gid, address_.gid, 8) != 0;      // another subnet: route by GID
+    return path;
+}
+
 std::string PortTransport::ready_tgt(ibv_qp *qp, std::uint32_t sender, const PortAddress &sender_address) {
     if (sender_address.node_index >= map_.node_count() || my_node_ >= sender_address.ini_qp_by_node.size())
         return "rank " + std::to_string(sender) + " published an address for a different node layout";
-    PathSettings path = path_;
-    path.mtu = std::min(path_.mtu, static_cast<ibv_mtu>(sender_address.mtu));
-    path.use_grh = std::memcmp(sender_address.gid, address_.gid, 8) != 0;  // another subnet: route by GID
+    const PathSettings path = path_toward(sender_address);
     const std::uint32_t ini_qpn = sender_address.ini_qp_by_node[my_node_];
     const RemoteQp ini{sender_address.lid, gid_of(sender_address), ini_qpn, initial_psn(ini_qpn)};
     // Several local ranks may race to ready the same shared TGT QP; whoever loses finds it ready.
@@ -266,9 +271,7 @@ std::string PortTransport::ready_ini(std::uint32_t node, const AddressLookup &lo
     const TgtEntry *tgt = find_tgt(*owner_address, my_rank_);
     if (tgt == nullptr)
         return "rank " + std::to_string(owner) + " on " + map_.node_name(node) + " has no TGT QP for this process";
-    PathSettings path = path_;
-    path.mtu = std::min(path_.mtu, static_cast<ibv_mtu>(owner_address->mtu));
-    path.use_grh = std::memcmp(owner_address->gid, address_.gid, 8) != 0;
+    const PathSettings path = path_toward(*owner_address);
     ibv_qp *qp = ini_qps_[node].get();
     const RemoteQp remote{owner_address->lid, gid_of(*owner_address), tgt->qp_num, initial_psn(tgt->qp_num)};
     if (modify(qp, ini_to_rtr(path, remote)) != 0)

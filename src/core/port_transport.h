@@ -100,6 +100,8 @@ public:
     void release_domain_file() noexcept { domain_->unlink_file(); }
 
 private:
+    // Our path settings toward a remote port: the common MTU, and a GRH when it is in another subnet.
+    PathSettings path_toward(const PortAddress &remote) const noexcept;
     QpPtr create_ini(std::string &error);
     QpPtr create_tgt(std::string &error);
     std::string ready_ini(std::uint32_t node, const AddressLookup &lookup);
