@@ -34,6 +34,11 @@ struct mca_btl_xrc_params_t {
     int free_list_max;
     int free_list_inc;
     bool ignore_locality;
+    bool use_eager_rdma;
+    int eager_rdma_threshold;
+    int max_eager_rdma;
+    int eager_rdma_num;
+    int eager_rdma_slot_size;
 };
 
 namespace xrc {
@@ -89,6 +94,8 @@ struct mca_btl_xrc_module_t {
     // The endpoints this module created. The BML may hand the same endpoint to del_procs more than once (it
     // sits in several of its BTL arrays), so only endpoints still listed here are released.
     std::unordered_set<struct mca_btl_base_endpoint_t *> *endpoints;
+    // Eager RDMA rings (btl_xrc_eager.cc); null when btl_xrc_use_eager_rdma is off.
+    struct mca_btl_xrc_eager_t *eager;
 };
 
 struct mca_btl_base_endpoint_t;

@@ -3,12 +3,24 @@
 
 #include "btl_xrc.h"
 
+#include "src/core/eager_rdma.h"
 #include "src/core/port_transport.h"
+
+enum class mca_btl_xrc_eager_state_t : uint8_t {
+    counting,   // counting sends toward btl_xrc_eager_rdma_threshold
+    requested,  // asked the peer for a ring
+    active,     // writing into the peer's ring
+    off,        // refused, or eager RDMA is off
+};
 
 struct mca_btl_base_endpoint_t {
     opal_proc_t *proc;
     mca_btl_xrc_module_t *module;
     xrc::PeerRoute route;
+    xrc::EagerChannel eager;  // toward the peer's ring, once granted
+    mca_btl_xrc_eager_state_t eager_state = mca_btl_xrc_eager_state_t::counting;
+    uint32_t eager_sends = 0;    // sends so far while counting
+    uint32_t eager_word = 0;     // index of our credit word while requested/active
 };
 
 // The send queue toward the endpoint. On-node peers get theirs (through the HCA's loopback) on first use, so a

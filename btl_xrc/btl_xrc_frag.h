@@ -42,6 +42,8 @@ inline void mca_btl_xrc_frag_return(mca_btl_xrc_frag_t *frag) noexcept {
 inline constexpr uint32_t kImmMarker = 0x58520000u;  // "XR" in the upper half
 inline constexpr uint32_t make_imm(mca_btl_base_tag_t tag) noexcept { return kImmMarker | tag; }
 inline constexpr bool imm_valid(uint32_t imm) noexcept { return (imm & 0xffffff00u) == kImmMarker; }
+// The BTL's own messages (eager RDMA set-up) carry this immediate value; no tag callback ever sees them.
+inline constexpr uint32_t kImmControl = kImmMarker | 0x100u;
 
 int mca_btl_xrc_frag_lists_init(mca_btl_xrc_module_t *module) noexcept;
 void mca_btl_xrc_frag_lists_fini(mca_btl_xrc_module_t *module) noexcept;

@@ -1,6 +1,7 @@
 // The module function table: peers (add_procs/del_procs), send/receive descriptors (alloc, free,
 // prepare_src, send, sendi) and finalize. RDMA and atomics are in btl_xrc_rdma.cc, progress in
 // btl_xrc_progress.cc.
+#include "btl_xrc_eager.h"
 #include "btl_xrc_frag.h"
 #include "btl_xrc_job.h"
 #include "btl_xrc_rdma.h"
@@ -67,6 +68,7 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
                             btl->btl_max_send_size);
                 continue;
             }
+            mca_btl_xrc_eager_endpoint_init(m, endpoint.get());
             m->endpoints->insert(endpoint.get());
             endpoints[i] = endpoint.release();
             if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));
@@ -108,6 +110,9 @@ int xrc_free(mca_btl_base_module_t *, mca_btl_base_descriptor_t *des) noexcept {
     mca_btl_xrc_frag_return(reinterpret_cast<mca_btl_xrc_frag_t *>(des));
     return OPAL_SUCCESS;
 }
+
+// sendi's stack buffer: the largest inline send (btl_xrc_max_inline_data is at most 1024), eager footer included.
+constexpr size_t kInlineBufferSize = 1024 + xrc::kEagerFooterSize + 8;
 
 // Packs up to *size bytes of the convertor's data at `dst`; *size becomes what was packed. False on error.
 bool pack(opal_convertor_t *convertor, unsigned char *dst, size_t *size) noexcept {
@@ -172,9 +177,21 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     xrc::SendQueue *queue_ptr = mca_btl_xrc_endpoint_queue(endpoint);
     if (OPAL_UNLIKELY(queue_ptr == nullptr)) return OPAL_ERROR;
     xrc::SendQueue &queue = *queue_ptr;
-    prepare_send(frag->op, endpoint, frag->segment.seg_addr.pval, len, frag->lkey, tag);
+    auto *data = static_cast<unsigned char *>(frag->segment.seg_addr.pval);
+    // Into the peer's eager RDMA ring when it granted one, a slot is free and the footer fits behind the data;
+    // only in order: not past sends still queued for credit.
+    const bool eager = endpoint->eager.can_send(len) && xrc::eager_wire_size(len) <= frag->capacity &&
+                       queue.credits() > 0 && !queue.has_pending();
+    uint32_t wire = len;
+    if (eager) {
+        mca_btl_xrc_eager_prepare(frag->op, endpoint, data, len, frag->lkey, tag);
+        wire = xrc::eager_wire_size(len);
+    } else {
+        prepare_send(frag->op, endpoint, data, len, frag->lkey, tag);
+        mca_btl_xrc_eager_count(m, endpoint);
+    }
     // Inline and nobody asked for a callback: the data is in the work request, the fragment is free at once.
-    if (len <= m->transport->max_inline() && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
+    if (wire <= m->transport->max_inline() && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
         frag->op.wr.send_flags = IBV_SEND_INLINE;
         frag->op.on_complete = nullptr;
         if (queue.try_post(frag->op) == 0) {
@@ -206,14 +223,22 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
     xrc::SendQueue &queue = *queue_ptr;
     if (total > btl->btl_eager_limit || queue.credits() == 0 || queue.has_pending())
         return OPAL_ERR_OUT_OF_RESOURCE;
-    if (total <= m->transport->max_inline()) {
+    const auto length = static_cast<uint32_t>(total);
+    const bool eager = endpoint->eager.can_send(length);
+    if (!eager) mca_btl_xrc_eager_count(m, endpoint);
+    if ((eager ? xrc::eager_wire_size(length) : length) <= m->transport->max_inline()) {
         // Small: assemble on the stack and send inline; nothing to release afterwards.
-        alignas(8) unsigned char buffer[1024];
+        alignas(8) unsigned char buffer[kInlineBufferSize];
         if (!assemble(buffer, header, header_size, convertor, payload_size)) return OPAL_ERROR;
         xrc::SendOp op;
-        prepare_send(op, endpoint, buffer, static_cast<uint32_t>(total), 0, tag);
+        if (eager)
+            mca_btl_xrc_eager_prepare(op, endpoint, buffer, length, 0, tag);
+        else
+            prepare_send(op, endpoint, buffer, length, 0, tag);
         op.wr.send_flags = IBV_SEND_INLINE;
-        return queue.try_post(op) == 0 ? OPAL_SUCCESS : OPAL_ERR_OUT_OF_RESOURCE;
+        if (queue.try_post(op) == 0) return OPAL_SUCCESS;
+        if (eager) endpoint->eager.unclaim();
+        return OPAL_ERR_OUT_OF_RESOURCE;
     }
     auto *des = xrc_alloc(btl, endpoint, order, total, flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
     if (des == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
@@ -223,9 +248,14 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
         mca_btl_xrc_frag_return(frag);
         return OPAL_ERROR;
     }
-    prepare_send(frag->op, endpoint, data, static_cast<uint32_t>(total), frag->lkey, tag);
+    const bool eager_frag = eager && xrc::eager_wire_size(length) <= frag->capacity;
+    if (eager_frag)
+        mca_btl_xrc_eager_prepare(frag->op, endpoint, data, length, frag->lkey, tag);
+    else
+        prepare_send(frag->op, endpoint, data, length, frag->lkey, tag);
     frag->op.on_complete = sendi_complete;
     if (queue.try_post(frag->op) != 0) {
+        if (eager_frag) endpoint->eager.unclaim();
         mca_btl_xrc_frag_return(frag);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -252,6 +282,7 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
         delete m->endpoints;
         m->endpoints = nullptr;
     }
+    mca_btl_xrc_eager_fini(m);
     mca_btl_xrc_frag_lists_fini(m);
     mca_btl_xrc_rdma_fini(m);
     delete m->transport;  // every QP, SRQ, the XRC domain, CQ and PD, in that order
@@ -288,6 +319,7 @@ int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
     if (m->endpoints == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     int rc = mca_btl_xrc_rdma_init(m);  // the rcache first: the fragment lists register through it
     if (rc == OPAL_SUCCESS) rc = mca_btl_xrc_frag_lists_init(m);
+    if (rc == OPAL_SUCCESS) rc = mca_btl_xrc_eager_init(m);
     if (rc == OPAL_SUCCESS) mca_btl_xrc_async_init(m);
     return rc;
 }

@@ -1,6 +1,7 @@
 // Progress: drain each module's completion queue (receive dispatch to the tag callbacks, send/RDMA completions
 // to their owners), and the device's asynchronous events, read off the async fd by Open MPI's event loop so an
 // idle process makes no system call for them.
+#include "btl_xrc_eager.h"
 #include "btl_xrc_frag.h"
 #include "btl_xrc_rdma.h"
 
@@ -18,7 +19,9 @@ void dispatch_receive(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
         const bool has_imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
         const mca_btl_base_tag_t tag = static_cast<mca_btl_base_tag_t>(imm & 0xff);
         const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
-        if (has_imm && imm_valid(imm) && reg->cbfunc != nullptr) {
+        if (has_imm && imm == kImmControl) {
+            mca_btl_xrc_eager_control(m, buffer->data, wc.byte_len);
+        } else if (has_imm && imm_valid(imm) && reg->cbfunc != nullptr) {
             // On the stack: a callback that progresses again (osc/rdma may) gets its own descriptor.
             mca_btl_base_segment_t segment{};
             segment.seg_addr.pval = buffer->data;
@@ -83,6 +86,7 @@ void async_event_cb(int, short, void *arg) {
 }  // namespace
 
 int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
+    const int eager = mca_btl_xrc_eager_progress(m);
     ibv_wc wcs[64];
     const int batch = static_cast<int>(std::min<uint32_t>(m->transport->poll_batch(), 64));
     const int n = ibv_poll_cq(m->transport->cq(), batch, wcs);
@@ -92,7 +96,7 @@ int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
         else
             dispatch_send(m, wcs[i]);
     }
-    return n > 0 ? n : 0;
+    return eager + (n > 0 ? n : 0);
 }
 
 void mca_btl_xrc_report_error(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const char *what) noexcept {

@@ -9,7 +9,7 @@
 start_daemon
 check() {
     local P=$1 btls=$2 want_qps=$3
-    rm -f "$work/release"
+    rm -f "$work/release" "$work/out"  # a stale "hold: connected" from the last job would end the wait at once
     HOLD_FILE="$work/release" xrun "$work/out" -x HOLD_FILE -np $P --mca btl $btls "$MPI/hold" &
     job=$!
     for _ in $(seq 300); do grep -q '^hold: connected' "$work/out" 2>/dev/null && break; sleep 0.1; done

@@ -12,7 +12,7 @@ up_cluster 3 3
 check_shape() {
     local hosts=$1 total=0 n=0 spec node p
     for spec in ${hosts//,/ }; do total=$((total + ${spec#*:})); n=$((n + 1)); done
-    rm -f "$WORKDIR/release"
+    rm -f "$WORKDIR/release" "$WORKDIR/hold.out.raw"  # no stale "hold: connected" from the last shape
     HOLD_FILE="$WORKDIR/release" XRC_MPIRUN_ARGS="-x HOLD_FILE" \
         xrc_run "$WORKDIR/hold.out" "$hosts" self,vader,xrc "$MPI_DIR/hold" &
     local job=$!

@@ -1,0 +1,254 @@
+// Eager RDMA: the module's block of rings and credit words, the set-up handshake (Request -> Grant or Refuse,
+// over the SRQ path with the BTL's control immediate value), polling the rings and reporting credits.
+#include "btl_xrc_eager.h"
+
+#include "btl_xrc_frag.h"
+#include "btl_xrc_job.h"
+
+#include <arpa/inet.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace {
+
+constexpr size_t kWordStride = 8;  // one credit or report word per 64-byte line
+
+mca_btl_base_endpoint_t *endpoint_of_rank(mca_btl_xrc_module_t *m, uint32_t rank) {
+    for (auto *endpoint : *m->endpoints)
+        if (endpoint->route.rank == rank) return endpoint;
+    return nullptr;
+}
+
+void control_complete(xrc::SendOp *op, ibv_wc_status) noexcept { mca_btl_xrc_frag_return(frag_of(op)); }
+
+// Sends one control message to the peer over the SRQ path. False if it could not be posted or queued.
+bool send_control(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const xrc::EagerControl &control) {
+    xrc::SendQueue *queue = mca_btl_xrc_endpoint_queue(endpoint);
+    if (queue == nullptr) return false;
+    mca_btl_xrc_frag_t *frag = mca_btl_xrc_frag_get(&m->eager_frags);
+    if (frag == nullptr) return false;
+    frag->module = m;
+    frag->endpoint = endpoint;
+    frag->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+    frag->base.des_cbfunc = nullptr;
+    std::memcpy(frag->segment.seg_addr.pval, &control, sizeof(control));
+    xrc::SendOp &op = frag->op;
+    op.sge = ibv_sge{reinterpret_cast<uintptr_t>(frag->segment.seg_addr.pval), sizeof(control), frag->lkey};
+    op.wr.sg_list = &op.sge;
+    op.wr.num_sge = 1;
+    op.wr.opcode = IBV_WR_SEND_WITH_IMM;
+    op.wr.imm_data = htonl(kImmControl);
+    op.wr.send_flags = 0;
+    op.wr.qp_type.xrc.remote_srqn = endpoint->route.srq_for(sizeof(control));
+    op.on_complete = control_complete;
+    if (queue->post_or_queue(op) != 0) {
+        mca_btl_xrc_frag_return(frag);
+        return false;
+    }
+    return true;
+}
+
+xrc::EagerControl control_of(xrc::EagerControlType type) {
+    xrc::EagerControl c{};
+    c.magic_version = xrc::kEagerControlMagic;
+    c.type = type;
+    c.rank = mca_btl_xrc_component.job->my_rank;
+    return c;
+}
+
+// A peer asks for a ring: grant the next free one, or refuse.
+void on_request(mca_btl_xrc_module_t *m, const xrc::EagerControl &request) {
+    mca_btl_xrc_eager_t &e = *m->eager;
+    mca_btl_base_endpoint_t *endpoint = endpoint_of_rank(m, request.rank);
+    if (endpoint == nullptr) return;  // not a peer of this module: nothing to answer through
+    xrc::SendQueue *queue = mca_btl_xrc_endpoint_queue(endpoint);
+    if (e.rings_used == e.max_peers || queue == nullptr) {
+        BTL_XRC_VERBOSE(10, "btl:xrc: no eager RDMA ring left for rank %u (btl_xrc_max_eager_rdma %u)",
+                        request.rank, e.max_peers);
+        (void)send_control(m, endpoint, control_of(xrc::EagerControlType::Refuse));
+        return;
+    }
+    const uint32_t index = e.rings_used;
+    mca_btl_xrc_eager_ring_t &r = e.rings[index];
+    unsigned char *base = e.memory + size_t(index) * e.slots * e.slot_size;
+    r.ring.init(base, e.slots, e.slot_size);
+    r.queue = queue;
+    r.remote_srqn = endpoint->route.srqs.front().srq_num;
+    r.credit_addr = request.addr;
+    r.credit_rkey = request.rkey;
+    r.busy = false;
+    xrc::EagerControl grant = control_of(xrc::EagerControlType::Grant);
+    grant.addr = reinterpret_cast<uintptr_t>(base);
+    grant.rkey = e.mr->rkey;
+    grant.slots = e.slots;
+    grant.slot_size = e.slot_size;
+    if (!send_control(m, endpoint, grant)) return;
+    ++e.rings_used;  // polled from now on
+    BTL_XRC_VERBOSE(10, "btl:xrc: eager RDMA ring %u (%u x %u bytes) granted to rank %u", index, e.slots,
+                    e.slot_size, request.rank);
+}
+
+void on_grant(mca_btl_xrc_module_t *m, const xrc::EagerControl &grant) {
+    mca_btl_base_endpoint_t *endpoint = endpoint_of_rank(m, grant.rank);
+    if (endpoint == nullptr || endpoint->eager_state != mca_btl_xrc_eager_state_t::requested) return;
+    const uint64_t *word = m->eager->credit_words + size_t(endpoint->eager_word) * kWordStride;
+    endpoint->eager.activate(grant.addr, grant.rkey, grant.slots, grant.slot_size, word);
+    endpoint->eager_state = mca_btl_xrc_eager_state_t::active;
+    BTL_XRC_VERBOSE(10, "btl:xrc: writing into rank %u's eager RDMA ring (%u x %u bytes)", grant.rank, grant.slots,
+                    grant.slot_size);
+}
+
+void on_refuse(mca_btl_xrc_module_t *m, const xrc::EagerControl &refuse) {
+    mca_btl_base_endpoint_t *endpoint = endpoint_of_rank(m, refuse.rank);
+    if (endpoint == nullptr || endpoint->eager_state != mca_btl_xrc_eager_state_t::requested) return;
+    endpoint->eager_state = mca_btl_xrc_eager_state_t::off;
+    m->eager->free_words[m->eager->free_count++] = endpoint->eager_word;  // nobody reports into it
+}
+
+// Tells the writer how many messages we consumed (an RDMA WRITE into its credit word). Retried at the next poll
+// when the send queue has no room.
+void report(mca_btl_xrc_module_t *m, mca_btl_xrc_eager_ring_t &r) {
+    const uint64_t consumed = r.ring.consumed();
+    *r.report_word = consumed;
+    xrc::SendOp op;
+    op.sge = ibv_sge{reinterpret_cast<uintptr_t>(r.report_word), sizeof(uint64_t), m->eager->mr->lkey};
+    op.wr.sg_list = &op.sge;
+    op.wr.num_sge = 1;
+    op.wr.opcode = IBV_WR_RDMA_WRITE;
+    op.wr.send_flags = m->transport->max_inline() >= sizeof(uint64_t) ? IBV_SEND_INLINE : 0;
+    op.wr.wr.rdma.remote_addr = r.credit_addr;
+    op.wr.wr.rdma.rkey = r.credit_rkey;
+    op.wr.qp_type.xrc.remote_srqn = r.remote_srqn;
+    if (r.queue->try_post(op) == 0) r.ring.reported(consumed);
+}
+
+}  // namespace
+
+int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *m) noexcept {
+    const auto &P = mca_btl_xrc_component.params;
+    m->eager = nullptr;
+    if (!P.use_eager_rdma || P.max_eager_rdma == 0) return OPAL_SUCCESS;
+    auto *e = new (std::nothrow) mca_btl_xrc_eager_t{};
+    if (e == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    e->max_peers = static_cast<uint32_t>(P.max_eager_rdma);
+    e->slots = static_cast<uint32_t>(P.eager_rdma_num);
+    e->slot_size = static_cast<uint32_t>(P.eager_rdma_slot_size);
+    e->threshold = static_cast<uint32_t>(P.eager_rdma_threshold);
+    const size_t ring_bytes = size_t(e->max_peers) * e->slots * e->slot_size;
+    const size_t words_bytes = size_t(e->max_peers) * kWordStride * sizeof(uint64_t);
+    e->bytes = ring_bytes + 2 * words_bytes;
+    void *memory = nullptr;
+    e->rings = new (std::nothrow) mca_btl_xrc_eager_ring_t[e->max_peers]{};
+    e->free_words = new (std::nothrow) uint32_t[e->max_peers];
+    if (e->rings == nullptr || e->free_words == nullptr || posix_memalign(&memory, 4096, e->bytes) != 0) {
+        m->eager = e;
+        mca_btl_xrc_eager_fini(m);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    e->memory = static_cast<unsigned char *>(memory);
+    std::memset(e->memory, 0, e->bytes);  // a zero sequence number never matches: every slot starts empty
+    e->credit_words = reinterpret_cast<uint64_t *>(e->memory + ring_bytes);
+    auto *report_words = reinterpret_cast<uint64_t *>(e->memory + ring_bytes + words_bytes);
+    for (uint32_t i = 0; i < e->max_peers; ++i) {
+        e->rings[i].report_word = report_words + size_t(i) * kWordStride;
+        e->free_words[i] = e->max_peers - 1 - i;
+    }
+    e->free_count = e->max_peers;
+    m->eager = e;
+    e->mr = ibv_reg_mr(m->transport->pd(), e->memory, e->bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (e->mr == nullptr) {
+        // Not fatal: every message takes the SRQ path.
+        BTL_XRC_VERBOSE(1, "btl:xrc: cannot register %zu bytes for eager RDMA (%s); not using it", e->bytes,
+                        strerror(errno));
+        mca_btl_xrc_eager_fini(m);
+        return OPAL_SUCCESS;
+    }
+    return OPAL_SUCCESS;
+}
+
+void mca_btl_xrc_eager_fini(mca_btl_xrc_module_t *m) noexcept {
+    mca_btl_xrc_eager_t *e = m->eager;
+    if (e == nullptr) return;
+    if (e->mr != nullptr) (void)ibv_dereg_mr(e->mr);
+    free(e->memory);
+    delete[] e->rings;
+    delete[] e->free_words;
+    delete e;
+    m->eager = nullptr;
+}
+
+void mca_btl_xrc_eager_endpoint_init(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexcept {
+    endpoint->eager_state =
+        m->eager != nullptr ? mca_btl_xrc_eager_state_t::counting : mca_btl_xrc_eager_state_t::off;
+    endpoint->eager_sends = 0;
+}
+
+void mca_btl_xrc_eager_request(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexcept {
+    mca_btl_xrc_eager_t &e = *m->eager;
+    if (e.free_count == 0) {  // every credit word is in use: this peer stays on the SRQ path
+        endpoint->eager_state = mca_btl_xrc_eager_state_t::off;
+        return;
+    }
+    const uint32_t word = e.free_words[--e.free_count];
+    xrc::EagerControl request = control_of(xrc::EagerControlType::Request);
+    request.addr = reinterpret_cast<uintptr_t>(e.credit_words + size_t(word) * kWordStride);
+    request.rkey = e.mr->rkey;
+    endpoint->eager_word = word;
+    endpoint->eager_state = mca_btl_xrc_eager_state_t::requested;
+    if (!send_control(m, endpoint, request)) {
+        e.free_words[e.free_count++] = word;
+        endpoint->eager_state = mca_btl_xrc_eager_state_t::off;
+    }
+}
+
+void mca_btl_xrc_eager_control(mca_btl_xrc_module_t *m, const void *data, size_t length) noexcept {
+    xrc::EagerControl control;
+    if (m->eager == nullptr || !xrc::decode_eager_control(data, length, control)) {
+        BTL_XRC_VERBOSE(1, "btl:xrc: dropped a malformed or unexpected %zu-byte control message", length);
+        return;
+    }
+    switch (control.type) {
+    case xrc::EagerControlType::Request:
+        on_request(m, control);
+        break;
+    case xrc::EagerControlType::Grant:
+        on_grant(m, control);
+        break;
+    case xrc::EagerControlType::Refuse:
+        on_refuse(m, control);
+        break;
+    }
+}
+
+int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *m) noexcept {
+    mca_btl_xrc_eager_t *e = m->eager;
+    if (e == nullptr) return 0;
+    int handled = 0;
+    for (uint32_t i = 0; i < e->rings_used; ++i) {
+        mca_btl_xrc_eager_ring_t &r = e->rings[i];
+        if (r.busy) continue;
+        xrc::EagerRing::Message message;
+        while (r.ring.peek(message)) {
+            const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[message.tag];
+            if (message.well_formed && reg->cbfunc != nullptr) {
+                mca_btl_base_segment_t segment{};
+                segment.seg_addr.pval = const_cast<unsigned char *>(message.data);
+                segment.seg_len = message.length;
+                mca_btl_base_descriptor_t des{};
+                des.des_segments = &segment;
+                des.des_segment_count = 1;
+                r.busy = true;
+                reg->cbfunc(&m->super, message.tag, &des, reg->cbdata);
+                r.busy = false;
+            } else {
+                BTL_XRC_VERBOSE(1, "btl:xrc: dropped a malformed eager RDMA message (tag %u)", message.tag);
+            }
+            r.ring.release();
+            ++handled;
+        }
+        if (r.ring.report_due()) report(m, r);
+    }
+    return handled;
+}

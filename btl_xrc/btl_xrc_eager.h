@@ -1,0 +1,70 @@
+// Eager RDMA in the BTL (the rings themselves are src/core/eager_rdma.h): one registered block per module holds
+// the receive rings this process grants (btl_xrc_max_eager_rdma of them), the credit words its peers report
+// into, and the words its own reports are sent from. The send paths in btl_xrc_module.cc write into a peer's
+// ring when it granted one and a slot is free; progress polls the rings before the completion queue.
+#pragma once
+
+#include "btl_xrc.h"
+#include "btl_xrc_endpoint.h"
+
+#include "src/core/eager_rdma.h"
+#include "src/core/send_queue.h"
+
+// The receive side of one granted ring, and where its credit reports go.
+struct mca_btl_xrc_eager_ring_t {
+    xrc::EagerRing ring;
+    xrc::SendQueue *queue;  // toward the writer's node
+    uint32_t remote_srqn;   // one of the writer's SRQs: XRC routes an RDMA WRITE by it
+    uint64_t credit_addr;   // the writer's credit word
+    uint32_t credit_rkey;
+    uint64_t *report_word;  // registered source of our reports
+    bool busy;              // one of its messages is in a callback: no reentry from a nested progress
+};
+
+struct mca_btl_xrc_eager_t {
+    unsigned char *memory;  // rings, then credit words, then report words; registered as `mr`
+    size_t bytes;
+    struct ibv_mr *mr;
+    uint32_t max_peers, slots, slot_size, threshold;
+    mca_btl_xrc_eager_ring_t *rings;  // max_peers; the first rings_used are granted
+    uint32_t rings_used;
+    uint64_t *credit_words;  // one per cache line, max_peers of them
+    uint32_t *free_words;    // stack of unused credit-word indexes
+    uint32_t free_count;
+};
+
+int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *module) noexcept;
+void mca_btl_xrc_eager_fini(mca_btl_xrc_module_t *module) noexcept;
+// A new endpoint starts counting, or is off when eager RDMA is.
+void mca_btl_xrc_eager_endpoint_init(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint) noexcept;
+// Asks the peer for a ring (the threshold was reached).
+void mca_btl_xrc_eager_request(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint) noexcept;
+// A control message arrived through the SRQ path.
+void mca_btl_xrc_eager_control(mca_btl_xrc_module_t *module, const void *data, size_t length) noexcept;
+// Polls the granted rings: dispatches what arrived, sends credit reports. Returns messages handled.
+int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *module) noexcept;
+
+// Counts a send that did not go through the peer's ring.
+inline void mca_btl_xrc_eager_count(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint) noexcept {
+    if (OPAL_UNLIKELY(endpoint->eager_state == mca_btl_xrc_eager_state_t::counting) &&
+        ++endpoint->eager_sends >= module->eager->threshold)
+        mca_btl_xrc_eager_request(module, endpoint);
+}
+
+// Makes `op` an RDMA WRITE of the `length` bytes at `data` into the peer's next slot. The buffer must have
+// xrc::eager_wire_size(length) bytes: the footer goes right after the padded payload.
+inline void mca_btl_xrc_eager_prepare(xrc::SendOp &op, mca_btl_base_endpoint_t *endpoint, unsigned char *data,
+                                      uint32_t length, uint32_t lkey, mca_btl_base_tag_t tag) noexcept {
+    auto *footer = reinterpret_cast<xrc::EagerFooter *>(data + xrc::eager_padded(length));
+    const uint64_t remote = endpoint->eager.claim(length, tag, footer);
+    op.sge.addr = reinterpret_cast<uintptr_t>(data);
+    op.sge.length = xrc::eager_wire_size(length);
+    op.sge.lkey = lkey;
+    op.wr.sg_list = &op.sge;
+    op.wr.num_sge = 1;
+    op.wr.opcode = IBV_WR_RDMA_WRITE;
+    op.wr.send_flags = 0;
+    op.wr.wr.rdma.remote_addr = remote;
+    op.wr.wr.rdma.rkey = endpoint->eager.rkey();
+    op.wr.qp_type.xrc.remote_srqn = endpoint->route.srqs.front().srq_num;
+}
