@@ -19,4 +19,27 @@ run_check "allpairs 2 ranks, no inline, signal each" '^allpairs: OK .*errors=0' 
 run_check "allpairs 3 ranks, small queues" '^allpairs: OK .*errors=0' -np 3 --mca btl self,xrc \
     --mca btl_xrc_send_queue_depth 16 --mca btl_xrc_signal_interval 4 \
     --mca btl_xrc_receive_queues 256,16,4:16384,16,4:65536,8,2 "$MPI/allpairs"
+# Eager RDMA (rings the receiver polls): from the first message, 2-slot rings of 256 bytes, so slots wrap and
+# senders run out of credit all the time. The log must show how many rings were asked for (granted + refused),
+# that at least MIN were granted, and that every granted ring was written into.
+run_eager() {
+    local name=$1 want_asked=$2 want_min_granted=$3
+    shift 3
+    run_check "$name" '^allpairs: OK .*errors=0' "$@" --mca btl_xrc_verbose 10 "$MPI/allpairs" --iters 3 --storm 64
+    local granted refused writing
+    granted=$(grep -c 'eager RDMA ring [0-9]* .* granted to rank' "$work/out")
+    writing=$(grep -c "writing into rank [0-9]*'s eager RDMA ring" "$work/out")
+    refused=$(grep -c 'no eager RDMA ring left for rank' "$work/out")
+    if [ $((granted + refused)) = "$want_asked" ] && [ "$granted" -ge "$want_min_granted" ] && [ "$writing" = "$granted" ]; then
+        pass "$name: $granted rings granted and used, $refused refused"
+    else
+        fail "$name: $granted rings granted, $writing used, $refused refused (want $want_asked asked, >= $want_min_granted granted)"
+    fi
+}
+run_eager "allpairs 3 ranks, eager RDMA at once, 2 x 256-byte slots" 6 6 -np 3 --mca btl self,xrc \
+    --mca btl_xrc_eager_rdma_threshold 1 --mca btl_xrc_eager_rdma_num 2 --mca btl_xrc_eager_rdma_slot_size 256
+# One ring and one credit word per process: each asks one peer; a process asked twice refuses the second.
+run_eager "allpairs 3 ranks, one eager RDMA ring per process" 3 2 -np 3 --mca btl self,xrc \
+    --mca btl_xrc_eager_rdma_threshold 1 --mca btl_xrc_max_eager_rdma 1
+run_eager "allpairs 2 ranks, eager RDMA off" 0 0 -np 2 --mca btl self,xrc --mca btl_xrc_use_eager_rdma 0
 finish
