@@ -4,6 +4,7 @@
 
 #include "src/core/port_filter.h"
 #include "src/core/receive_queue_spec.h"
+#include "src/core/text_list.h"
 
 #include <cstring>
 #include <string>
@@ -238,11 +239,7 @@ bool mca_btl_xrc_explicitly_requested() noexcept {
         const std::string list = *value;
         if (list.empty() || list[0] == '^') return false;
         bool names_xrc = false, on_node_transport = false;
-        std::size_t start = 0;
-        while (start <= list.size()) {
-            std::size_t end = list.find(',', start);
-            if (end == std::string::npos) end = list.size();
-            const std::string name = list.substr(start, end - start);
+        for (const std::string_view name : xrc::split_list(list, ',')) {
             if (name == "xrc") {
                 names_xrc = true;
             } else if (name == "vader" || name == "sm" || name == "smcuda") {
@@ -250,7 +247,6 @@ bool mca_btl_xrc_explicitly_requested() noexcept {
             } else if (name != "self") {
                 return false;  // another network BTL can carry the job
             }
-            start = end + 1;
         }
         if (!names_xrc) return false;
         if (!on_node_transport) return true;

@@ -1,5 +1,7 @@
 #include "port_filter.h"
 
+#include "text_list.h"
+
 #include <charconv>
 
 namespace xrc {
@@ -20,15 +22,10 @@ bool PortFilter::names_device(std::string_view device) const noexcept {
 
 PortFilter parse_port_filter(std::string_view text) {
     PortFilter filter;
-    std::size_t start = 0;
-    while (start <= text.size()) {
-        std::size_t end = text.find(',', start);
-        if (end == std::string_view::npos) end = text.size();
-        std::string_view item = text.substr(start, end - start);
-        while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-        while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (text.empty()) return filter;  // unset: no selectors
+    for (const std::string_view field : split_list(text, ',')) {
+        const std::string_view item = trim_blanks(field);
         if (item.empty()) {
-            if (text.empty()) return filter;  // unset: no selectors
             filter.error = "empty entry in the list";
             return filter;
         }
@@ -50,7 +47,6 @@ PortFilter parse_port_filter(std::string_view text) {
             sel.port = static_cast<std::uint8_t>(value);
         }
         filter.selectors.push_back(std::move(sel));
-        start = end + 1;
     }
     return filter;
 }

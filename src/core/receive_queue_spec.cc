@@ -1,30 +1,15 @@
 #include "receive_queue_spec.h"
 
+#include "text_list.h"
+
 #include <charconv>
 
 namespace xrc {
 namespace {
 
-std::vector<std::string_view> split(std::string_view text, char sep) {
-    std::vector<std::string_view> parts;
-    std::size_t start = 0;
-    for (;;) {
-        const std::size_t end = text.find(sep, start);
-        parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-        if (end == std::string_view::npos) return parts;
-        start = end + 1;
-    }
-}
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    return s;
-}
-
 // Parses a non-negative decimal number with an optional K/M suffix; false on anything else or overflow.
 bool parse_number(std::string_view s, std::uint64_t &out, bool allow_suffix) {
-    s = trim(s);
+    s = trim_blanks(s);
     std::uint64_t scale = 1;
     if (allow_suffix && !s.empty()) {
         const char last = s.back();
@@ -49,22 +34,22 @@ std::string class_error(std::size_t index, std::string_view cls, std::string_vie
 
 ReceiveQueueSpec parse_receive_queues(std::string_view text) {
     ReceiveQueueSpec spec;
-    text = trim(text);
+    text = trim_blanks(text);
     if (text.empty()) {
         spec.error = "the list is empty";
         return spec;
     }
-    const auto classes = split(text, ':');
+    const auto classes = split_list(text, ':');
     if (classes.size() > kMaxReceiveClasses) {
         spec.error = "too many classes (" + std::to_string(classes.size()) + ", at most " +
                      std::to_string(kMaxReceiveClasses) + ")";
         return spec;
     }
     for (std::size_t i = 0; i < classes.size(); ++i) {
-        const std::string_view cls = trim(classes[i]);
-        auto fields = split(cls, ',');
+        const std::string_view cls = trim_blanks(classes[i]);
+        auto fields = split_list(cls, ',');
         if (!fields.empty()) {
-            const std::string_view first = trim(fields.front());
+            const std::string_view first = trim_blanks(fields.front());
             if (first == "X" || first == "x") fields.erase(fields.begin());
         }
         if (fields.size() < 2 || fields.size() > 3) {
