@@ -188,7 +188,6 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
         wire = xrc::eager_wire_size(len);
     } else {
         prepare_send(frag->op, endpoint, data, len, frag->lkey, tag);
-        mca_btl_xrc_eager_count(m, endpoint);
     }
     // Inline and nobody asked for a callback: the data is in the work request, the fragment is free at once.
     if (wire <= m->transport->max_inline() && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
@@ -196,6 +195,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
         frag->op.on_complete = nullptr;
         if (queue.try_post(frag->op) == 0) {
             if (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
+            if (!eager) mca_btl_xrc_eager_count(m, endpoint);
             return 1;
         }
         frag->op.wr.send_flags = 0;
@@ -206,6 +206,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
         mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
         return OPAL_ERROR;
     }
+    if (!eager) mca_btl_xrc_eager_count(m, endpoint);
     return OPAL_SUCCESS;
 }
 
@@ -225,7 +226,12 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
         return OPAL_ERR_OUT_OF_RESOURCE;
     const auto length = static_cast<uint32_t>(total);
     const bool eager = endpoint->eager.can_send(length);
-    if (!eager) mca_btl_xrc_eager_count(m, endpoint);
+    // Packing advances the convertor: when the post then fails, ob1 falls back to another send path that must
+    // start from the same position.
+    size_t position = convertor != nullptr ? convertor->bConverted : 0;
+    auto rewind = [&] {
+        if (payload_size > 0) (void)opal_convertor_set_position(convertor, &position);
+    };
     if ((eager ? xrc::eager_wire_size(length) : length) <= m->transport->max_inline()) {
         // Small: assemble on the stack and send inline; nothing to release afterwards.
         alignas(8) unsigned char buffer[kInlineBufferSize];
@@ -236,8 +242,12 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
         else
             prepare_send(op, endpoint, buffer, length, 0, tag);
         op.wr.send_flags = IBV_SEND_INLINE;
-        if (queue.try_post(op) == 0) return OPAL_SUCCESS;
+        if (queue.try_post(op) == 0) {
+            if (!eager) mca_btl_xrc_eager_count(m, endpoint);
+            return OPAL_SUCCESS;
+        }
         if (eager) endpoint->eager.unclaim();
+        rewind();
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     auto *des = xrc_alloc(btl, endpoint, order, total, flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
@@ -257,8 +267,10 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
     if (queue.try_post(frag->op) != 0) {
         if (eager_frag) endpoint->eager.unclaim();
         mca_btl_xrc_frag_return(frag);
+        rewind();
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
+    if (!eager_frag) mca_btl_xrc_eager_count(m, endpoint);
     return OPAL_SUCCESS;
 }
 
