@@ -17,7 +17,8 @@ for p in verbose if_include if_exclude xrcd_dir receive_queues cq_size send_queu
          timeout retry_count rnr_retry min_rnr_timer max_rdma_dst_ops service_level pkey gid_index \
          signal_interval cq_poll_batch free_list_num free_list_max free_list_inc ignore_locality \
          exclusivity eager_limit rndv_eager_limit max_send_size flags atomic_flags \
-         rdma_pipeline_send_length rdma_pipeline_frag_size min_rdma_pipeline_size put_limit get_limit; do
+         rdma_pipeline_send_length rdma_pipeline_frag_size min_rdma_pipeline_size put_limit get_limit \
+         use_eager_rdma eager_rdma_threshold max_eager_rdma eager_rdma_num eager_rdma_slot_size; do
     if grep -q "^mca:btl:xrc:param:btl_xrc_${p}:help:." "$out"; then
         pass "ompi_info lists btl_xrc_$p with a description"
     else

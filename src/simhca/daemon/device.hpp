@@ -99,7 +99,8 @@ private:
     int do_free_dm(Client &c, uint32_t h);
     int do_reg_dm_mr(Client &c, const proto::RegDmMrReq &q, proto::Response &r);
     int mr_read(const Mr &mr, uint64_t host, void *dst, size_t n);
-    int mr_write(const Mr &mr, uint64_t host, const void *src, size_t n);
+    // tail_last: the last 8 bytes become visible after the rest (RDMA WRITE placement, see responder.cpp).
+    int mr_write(const Mr &mr, uint64_t host, const void *src, size_t n, bool tail_last = false);
     int do_dealloc_mw(Client &c, uint32_t h);
     uint32_t new_key();
     void unbind_mw(Mw &w);
@@ -159,7 +160,7 @@ private:
     void flush_qp(Qp &qp);
     int gather(Qp &qp, const shm::SendWqe &w, std::vector<uint8_t> &out, ibv_wc_status &st, bool lazy);
     int copy_src(const Message &m, size_t off, uint8_t *dst, size_t n);
-    int copy_to(const Mr &mr, uint64_t host, const Message &m, size_t off, size_t n);
+    int copy_to(const Mr &mr, uint64_t host, const Message &m, size_t off, size_t n, bool tail_last = false);
     ibv_wc_status scatter_msg(Client &owner, uint32_t pd, const shm::Sge *sge, uint32_t nsge, const Message &m,
                               size_t len, size_t skip);
     ibv_wc_status scatter(Client &owner, uint32_t pd, const shm::Sge *sge, uint32_t nsge,

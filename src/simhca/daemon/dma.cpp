@@ -33,4 +33,16 @@ int dma_write(pid_t pid, uint64_t remote_addr, const void *src, size_t len) {
     return transfer<true>(pid, remote_addr, const_cast<void *>(src), len);
 }
 
+int dma_write_tail_last(pid_t pid, uint64_t remote_addr, const void *src, size_t len) {
+    constexpr size_t kTail = 8;
+    if (len <= kTail) return dma_write(pid, remote_addr, src, len);
+    auto *bytes = static_cast<char *>(const_cast<void *>(src));
+    iovec local[2] = {{bytes, len - kTail}, {bytes + len - kTail, kTail}};
+    iovec remote{reinterpret_cast<void *>(remote_addr), len};
+    if (::process_vm_writev(pid, local, 2, &remote, 1, 0) == ssize_t(len)) return 0;
+    // Interrupted or partial: the same bytes again in two ordered steps.
+    if (int e = dma_write(pid, remote_addr, bytes, len - kTail)) return e;
+    return dma_write(pid, remote_addr + len - kTail, bytes + len - kTail, kTail);
+}
+
 } // namespace simhca

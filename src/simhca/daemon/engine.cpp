@@ -274,22 +274,22 @@ int Device::mr_read(const Mr &mr, uint64_t host, void *dst, size_t n) {
     return dma_read(mr.owner->pid, host, dst, n);
 }
 
-int Device::mr_write(const Mr &mr, uint64_t host, const void *src, size_t n) {
+int Device::mr_write(const Mr &mr, uint64_t host, const void *src, size_t n, bool tail_last) {
     if (mr.local) {
         std::memcpy(reinterpret_cast<void *>(host), src, n);
         return 0;
     }
-    return dma_write(mr.owner->pid, host, src, n);
+    return tail_last ? dma_write_tail_last(mr.owner->pid, host, src, n) : dma_write(mr.owner->pid, host, src, n);
 }
 
-int Device::copy_to(const Mr &mr, uint64_t host, const Message &m, size_t off, size_t n) {
-    if (m.data) return mr_write(mr, host, m.data + off, n);
+int Device::copy_to(const Mr &mr, uint64_t host, const Message &m, size_t off, size_t n, bool tail_last) {
+    if (m.data) return mr_write(mr, host, m.data + off, n, tail_last);
     constexpr size_t kChunk = 64 * 1024; // stays in cache between the two copies
     if (bounce_.size() < kChunk) bounce_.resize(kChunk);
     for (size_t done = 0; done < n;) {
         size_t c = std::min(kChunk, n - done);
         if (int e = copy_src(m, off + done, bounce_.data(), c)) return e;
-        if (int e = mr_write(mr, host + done, bounce_.data(), c)) return e;
+        if (int e = mr_write(mr, host + done, bounce_.data(), c, tail_last && done + c == n)) return e;
         done += c;
     }
     return 0;

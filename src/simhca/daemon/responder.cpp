@@ -13,8 +13,6 @@ namespace simhca {
 using namespace shm;
 
 namespace {
-constexpr size_t kLastWord = 8; // an RDMA write's last 8 bytes are placed after the rest
-
 struct RecvQueue {
     RingCtl *ctl;
     RecvWqe *ring;
@@ -258,15 +256,11 @@ RespStatus Device::remote_mem(Qp &t, Srq *srq, const Message &m, Reply &out) {
     switch (m.opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_ATOMIC_WRITE: {
+    case IBV_WR_ATOMIC_WRITE:
         // Real HCAs place a write in increasing address order, and receivers that poll memory (MPI eager-RDMA
-        // rings: a sequence number in the last 8 bytes of the message) rely on it. One copy gives no such order
-        // (the kernel's string copies may make stores visible out of order), so the last word goes last.
-        const size_t head = len > kLastWord ? len - kLastWord : 0;
-        if (head != 0 && copy_to(*mr, host, m, 0, head)) return RespStatus::RemAccess;
-        if (copy_to(*mr, host + head, m, head, len - head)) return RespStatus::RemAccess;
+        // rings: a sequence number in the last 8 bytes of the message) rely on it: the last word goes last.
+        if (copy_to(*mr, host, m, 0, len, /*tail_last=*/true)) return RespStatus::RemAccess;
         return RespStatus::Ack;
-    }
     case IBV_WR_RDMA_READ:
         if (read_cap_ < len) {
             read_buf_.reset(new uint8_t[len]);
