@@ -96,6 +96,8 @@ struct mca_btl_xrc_module_t {
     std::unordered_set<struct mca_btl_base_endpoint_t *> *endpoints;
     // Eager RDMA rings (btl_xrc_eager.cc); null when btl_xrc_use_eager_rdma is off.
     struct mca_btl_xrc_eager_t *eager;
+    // Progress calls in a row that found eager RDMA messages and skipped the completion queue.
+    uint32_t cq_skips;
 };
 
 struct mca_btl_base_endpoint_t;

@@ -86,7 +86,13 @@ void async_event_cb(int, short, void *arg) {
 }  // namespace
 
 int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
+    // A call that found eager RDMA messages has done its work: the completion queue (send completions, SRQ
+    // messages) waits for the next call, but never more than kMaxCqSkips calls, so a peer that keeps its ring
+    // full cannot starve the others.
+    constexpr uint32_t kMaxCqSkips = 4;
     const int eager = mca_btl_xrc_eager_progress(m);
+    if (eager > 0 && ++m->cq_skips < kMaxCqSkips) return eager;
+    m->cq_skips = 0;
     ibv_wc wcs[64];
     const int batch = static_cast<int>(std::min<uint32_t>(m->transport->poll_batch(), 64));
     const int n = ibv_poll_cq(m->transport->cq(), batch, wcs);

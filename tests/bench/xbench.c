@@ -48,6 +48,7 @@ static int g_check_failed;
 static const char *g_dir = ".";
 static double g_hold_limit = 120.0;
 static double g_init_seconds; /* this rank's MPI_Init duration */
+static long g_pace_us;        /* latency: rank 0 sleeps before each receive (for instruction counting) */
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -63,7 +64,10 @@ static void usage(FILE *f) {
             "  -t LABEL    label written in the second CSV column (e.g. the transport)\n"
             "  -d DIR      hold: directory for the ready/release files (default .)\n"
             "  -H SECONDS  hold: longest wait for DIR/release (default 120)\n"
-            "  -q          quick: 2 repetitions, a tenth of the iterations\n");
+            "  -q          quick: 2 repetitions, a tenth of the iterations\n"
+            "  -S USEC     latency: rank 0 sleeps USEC after each send, so that the reply is there when its\n"
+            "              receive starts and it spends no time polling (instruction counts per message under\n"
+            "              callgrind, taken on rank 0; the reported times then include the sleeps)\n");
 }
 
 /* ---------- helpers ---------- */
@@ -171,6 +175,7 @@ static void bench_latency(void) {
                 for (int i = 0; i < n; i++) {
                     if (g_rank == 0) {
                         MPI_Send(sb, size, MPI_BYTE, other, TAG_DATA, MPI_COMM_WORLD);
+                        if (g_pace_us > 0) usleep((useconds_t)g_pace_us);
                         MPI_Recv(rb, size, MPI_BYTE, other, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                     } else {
                         MPI_Recv(rb, size, MPI_BYTE, other, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -447,7 +452,7 @@ int main(int argc, char **argv) {
     g_corrupt = getenv("XBENCH_SELFTEST_CORRUPT") && atoi(getenv("XBENCH_SELFTEST_CORRUPT")) == 1;
     int quick = 0, opt;
     optind = 2;
-    while ((opt = getopt(argc, argv, "m:i:I:w:x:r:W:ct:d:H:q")) != -1) {
+    while ((opt = getopt(argc, argv, "m:i:I:w:x:r:W:ct:d:H:qS:")) != -1) {
         switch (opt) {
         case 'm':
             if (sscanf(optarg, "%ld:%ld", &g_min, &g_max) != 2) g_min = g_max = atol(optarg);
@@ -463,6 +468,7 @@ int main(int argc, char **argv) {
         case 'd': g_dir = optarg; break;
         case 'H': g_hold_limit = atof(optarg); break;
         case 'q': quick = 1; break;
+        case 'S': g_pace_us = atol(optarg); break;
         default:
             if (g_rank == 0) usage(stderr);
             MPI_Finalize();
