@@ -199,8 +199,9 @@ struct DestroyResp {
 };
 
 struct FaultReq {
-    char what[64]; // "port-down", "port-up", "stop"
-    char arg[64];
+    char what[64]; // "port-down", "port-up", "drop", "restore", "delay", "undelay", "stop"
+    char arg[64];  // node name
+    uint32_t ms;   // "delay": milliseconds
 };
 
 struct StatusResp {

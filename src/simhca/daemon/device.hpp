@@ -152,6 +152,7 @@ private:
     ibv_wc_status build_message(Qp &qp, const shm::SendWqe &w, Message &m, uint16_t &dlid);
     bool handle_reply(Qp &qp, const shm::SendWqe &w, const Reply &rep);
     void forget_inflight(Qp &qp);
+    void on_late_reply(uint64_t token, const Reply &r);
     void on_ack_timeout(Qp &qp);
     bool send_next_remote(Qp &qp, uint16_t dlid);
     bool post_cqe(uint32_t cq_id, const shm::Cqe &e, bool solicited);
@@ -208,6 +209,11 @@ private:
     uint64_t next_stream_ = 0;
     uint64_t next_token_ = 0;
     std::map<uint64_t, uint32_t> inflight_; // token -> requester QPN
+    struct Retired {
+        uint32_t qpn;
+        uint64_t stream, seq;
+    };
+    std::map<uint64_t, Retired> retired_; // tokens given up by an ACK timeout (their late ACKs still count)
     mutable std::set<uint32_t> timed_;      // QPs that may have a retry / ACK timer armed
 };
 

@@ -461,7 +461,11 @@ bool Device::handle_reply(Qp &qp, const SendWqe &w, const Reply &rep) {
 // Drops every request of this QP that is on the wire: their replies, if
 // any arrive, are ignored, and the window restarts at the head.
 void Device::forget_inflight(Qp &qp) {
-    for (uint64_t t : qp.tokens) inflight_.erase(t);
+    for (size_t i = 0; i < qp.tokens.size(); ++i) {
+        inflight_.erase(qp.tokens[i]);
+        retired_[qp.tokens[i]] = {qp.qpn, qp.stream, qp.head_seq + i};
+    }
+    while (retired_.size() > 4096) retired_.erase(retired_.begin()); // the oldest tokens
     qp.tokens.clear();
     qp.sent_bytes.clear();
     qp.sent = 0;
@@ -559,9 +563,34 @@ void Device::progress(Qp &qp) {
     }
 }
 
+// The ACK of an earlier transmission of the head arrived after the ACK timeout
+// resent it: like an ACK carrying the head's PSN on real RC, it counts.
+void Device::on_late_reply(uint64_t token, const Reply &r) {
+    auto it = retired_.find(token);
+    if (it == retired_.end()) return;
+    Retired o = it->second;
+    retired_.erase(it);
+    Qp *qp = qp_by_num(o.qpn);
+    if (r.status != RespStatus::Ack || !qp || qp->state != IBV_QPS_RTS || qp->stream != o.stream ||
+        qp->head_seq != o.seq || qp->pending.empty())
+        return;
+    if (qp->sent) { // tokens[0] is the head's retransmission: its answer is a duplicate now
+        inflight_.erase(qp->tokens.front());
+        qp->tokens.pop_front();
+        qp->sent_bytes.pop_front();
+        qp->sent--;
+    }
+    qp->ack_due_ns = qp->sent ? now_ns() + ack_timeout_ns(qp->attr.timeout) : 0;
+    qp->retry_at_ns = 0;
+    timed_.insert(qp->qpn);
+    const SendWqe w = qp->pending.front();
+    handle_reply(*qp, w, r);
+    progress(*qp);
+}
+
 void Device::on_remote_reply(uint64_t token, const Reply &r) {
     auto it = inflight_.find(token);
-    if (it == inflight_.end()) return; // stale: that request was already given up
+    if (it == inflight_.end()) return on_late_reply(token, r); // or stale: that request was given up
     uint32_t qpn = it->second;
     inflight_.erase(it);
     Qp *qp = qp_by_num(qpn);

@@ -42,10 +42,14 @@ struct WireResp {
 
 uint64_t tag(uint32_t kind, uint32_t id) { return (uint64_t(kind) << 32) | id; }
 
+constexpr uint32_t kDelayTimerId = ~0u; // epoll id of the delay line's timer (connections count up from 1)
+constexpr uint32_t kMaxDelayMs = 3600 * 1000;
+
 } // namespace
 
 Network::Network(Device &dev, std::vector<FabricNode> nodes, uint16_t my_lid, int epoll_fd, uint32_t kind)
-    : dev_(dev), nodes_(std::move(nodes)), my_lid_(my_lid), epoll_(epoll_fd), kind_(kind) {}
+    : dev_(dev), nodes_(std::move(nodes)), my_lid_(my_lid), epoll_(epoll_fd), kind_(kind),
+      delay_(epoll_fd, tag(kind, kDelayTimerId)) {}
 
 Network::~Network() = default;
 
@@ -170,8 +174,9 @@ void Network::flush(Conn &c) {
 bool Network::send_request(uint16_t dlid, uint64_t token, const Message &m) {
     if (!node_by_lid(dlid)) return false;
     if (dropped_.count(dlid)) return true; // "sent", and lost on the way
-    Conn *c = connect_to(dlid);
-    if (!c) return true; // could not even connect: it looks like a lost packet
+    bool delayed = delay_.holding(dlid);
+    Conn *c = delayed ? nullptr : connect_to(dlid);
+    if (!c && !delayed) return true; // could not even connect: it looks like a lost packet
     WireReq w{};
     w.opcode = m.opcode;
     w.src_qpn = m.src_qpn;
@@ -192,11 +197,63 @@ bool Network::send_request(uint16_t dlid, uint64_t token, const Message &m) {
     w.stream = m.stream;
     w.seq = m.seq;
     std::memcpy(w.grh, m.grh, sizeof(w.grh));
-    queue(*c, kReq, token, &w, sizeof(w), m.data, m.size);
+    if (c) queue(*c, kReq, token, &w, sizeof(w), m.data, m.size);
+    else hold(dlid, false, 0, kReq, token, &w, sizeof(w), m.data, m.size);
     return true;
 }
 
+void Network::hold(uint16_t lid, bool inbound, uint32_t conn_id, uint32_t type, uint64_t token, const void *a,
+                   size_t alen, const void *b, size_t blen) {
+    DelayLine::Frame f;
+    f.inbound = inbound;
+    f.conn_id = conn_id;
+    f.type = type;
+    f.token = token;
+    f.body.resize(alen + blen);
+    if (alen) std::memcpy(f.body.data(), a, alen);
+    if (blen) std::memcpy(f.body.data() + alen, b, blen);
+    delay_.hold(lid, std::move(f));
+}
+
+// Frames whose delay is over go on as if they had just been sent / received;
+// one whose connection closed meanwhile is lost (the requester times out).
+void Network::release_held() {
+    uint64_t now = Device::now_ns();
+    uint16_t lid;
+    DelayLine::Frame f;
+    while (delay_.pop_due(now, lid, f)) {
+        if (dropped_.count(lid)) continue;
+        Conn *c = nullptr;
+        if (f.conn_id) {
+            auto it = conns_.find(f.conn_id);
+            c = it == conns_.end() ? nullptr : it->second.get();
+        } else {
+            c = connect_to(lid);
+        }
+        if (!c) continue;
+        if (f.inbound) handle_frame(*c, f.type, f.token, f.body.data(), f.body.size(), true);
+        else queue(*c, f.type, f.token, f.body.data(), f.body.size(), nullptr, 0);
+    }
+    delay_.rearm();
+}
+
+bool Network::set_delay(const std::string &node, uint32_t ms) {
+    if (ms > kMaxDelayMs) return false;
+    for (auto &n : nodes_)
+        if (n.name == node) {
+            delay_.set(n.lid, uint64_t(ms) * 1000000ull);
+            release_held(); // with the delay gone, what waited goes now
+            return true;
+        }
+    return false;
+}
+
 void Network::on_event(uint32_t id, uint32_t events) {
+    if (id == kDelayTimerId) {
+        delay_.drain_timer();
+        release_held();
+        return;
+    }
     if (id == 0) { // listening socket
         for (;;) {
             UniqueFd s(::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
@@ -282,12 +339,14 @@ void Network::on_readable(Conn &c) {
     }
 }
 
-void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t *body, size_t len) {
+void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t *body, size_t len, bool held) {
     if (type == kReq) {
         if (len < sizeof(WireReq)) return;
         WireReq w;
         std::memcpy(&w, body, sizeof(w));
         if (dropped_.count(w.src_lid)) return;
+        if (!held && delay_.holding(w.src_lid))
+            return hold(w.src_lid, true, c.id, type, token, body, len, nullptr, 0);
         Message m{};
         m.opcode = w.opcode;
         m.src_qpn = w.src_qpn;
@@ -313,9 +372,14 @@ void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t
         Reply r = dev_.respond_remote(m);
         if (token == 0) return; // fire and forget (UD)
         WireResp wr{uint32_t(r.status), r.rnr_timer, {}};
-        queue(c, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());
+        if (delay_.holding(w.src_lid))
+            hold(w.src_lid, false, c.id, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());
+        else
+            queue(c, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());
     } else if (type == kResp && c.outgoing) {
         if (len < sizeof(WireResp) || dropped_.count(c.peer_lid)) return;
+        if (!held && delay_.holding(c.peer_lid))
+            return hold(c.peer_lid, true, c.id, type, token, body, len, nullptr, 0);
         WireResp wr;
         std::memcpy(&wr, body, sizeof(wr));
         Reply r;
