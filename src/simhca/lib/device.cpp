@@ -1,4 +1,5 @@
 // Device discovery, context open/close and the device/port queries.
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -88,18 +89,21 @@ void fill_device_attr(ibv_device_attr &a, const Context &c) {
 // For abi/'s ibv_get_sysfs_path(): the sysfs root whose class/infiniband
 // holds our device directory (the daemon's --sysfs DIR, when it is laid out
 // as <root>/class/infiniband/<name>), or nullptr. Internal to the library.
+// Asks the daemon until one answers; once found, the root never changes (the
+// caller keeps the pointer).
 extern "C" const char *simhca_sysfs_root() noexcept {
     static std::string root;
-    static std::once_flag once;
-    std::call_once(once, [] {
-        std::lock_guard<std::mutex> g(g_device_mu);
-        if (!g_device.present && !probe(g_device)) return;
-        std::string p = g_device.dev.ibdev_path;
-        std::string tail = std::string("/class/infiniband/") + limits::kDeviceName;
-        if (p.size() > tail.size() && p.compare(p.size() - tail.size(), tail.size(), tail) == 0)
-            root = p.substr(0, p.size() - tail.size());
-    });
-    return root.empty() ? nullptr : root.c_str();
+    static std::atomic<const char *> found{nullptr};
+    if (const char *r = found.load(std::memory_order_acquire)) return r;
+    std::lock_guard<std::mutex> g(g_device_mu);
+    if (const char *r = found.load(std::memory_order_acquire)) return r;
+    if (!g_device.present && !probe(g_device)) return nullptr;
+    std::string p = g_device.dev.ibdev_path;
+    std::string tail = std::string("/class/infiniband/") + limits::kDeviceName;
+    if (p.size() <= tail.size() || p.compare(p.size() - tail.size(), tail.size(), tail) != 0) return nullptr;
+    root = p.substr(0, p.size() - tail.size());
+    found.store(root.c_str(), std::memory_order_release);
+    return root.c_str();
 }
 
 SIMHCA_API ibv_device **ibv_get_device_list(int *num_devices) noexcept {
