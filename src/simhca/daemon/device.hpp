@@ -113,7 +113,7 @@ private:
     int do_open_xrcd(Client &c, const proto::OpenXrcdReq &q, int fd, proto::Response &r);
     int do_close_xrcd(Client &c, uint32_t h);
     int do_create_srq(Client &c, const proto::CreateSrqReq &q, proto::Response &r, std::vector<int> &fds);
-    int do_modify_srq(Client &c, const proto::ModifySrqReq &q);
+    int do_modify_srq(Client &c, const proto::ModifySrqReq &q, proto::Response &r, std::vector<int> &fds);
     int do_query_srq(Client &c, uint32_t h, proto::Response &r);
     int do_destroy_srq(Client &c, uint32_t h, proto::Response &r);
     int do_create_qp(Client &c, const proto::CreateQpReq &q, proto::Response &r, std::vector<int> &fds);

@@ -61,7 +61,7 @@ void fill_device_attr(ibv_device_attr &a, const Context &c) {
     a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_CHANGE_PHY_PORT |
                          IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
                          IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_XRC | IBV_DEVICE_MEM_WINDOW |
-                         IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                         IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_SRQ_RESIZE;
     a.max_sge = limits::kMaxSge;
     a.max_sge_rd = limits::kMaxSge;
     a.max_cq = limits::kMaxCq;
