@@ -186,25 +186,10 @@ void Device::flush_qp(Qp &qp) {
 
 ibv_wc_status Device::scatter(Client &owner, uint32_t pd, const Sge *sge, uint32_t nsge, const uint8_t *data,
                               size_t len, size_t skip) {
-    size_t pos = 0; // position in the sge space
-    for (uint32_t i = 0; i < nsge && pos < skip + len; ++i) {
-        const Sge &g = sge[i];
-        size_t seg_end = pos + g.length;
-        if (seg_end <= skip) {
-            pos = seg_end;
-            continue;
-        }
-        Mr *mr = mr_by_key(g.lkey);
-        if (!mr || mr->pd != pd || mr->owner != &owner || !(mr->access & IBV_ACCESS_LOCAL_WRITE) ||
-            g.addr < mr->iova || g.addr + g.length > mr->iova + mr->length)
-            return IBV_WC_LOC_PROT_ERR;
-        size_t from = std::max(pos, skip);          // first sge-space byte written here
-        size_t to = std::min(seg_end, skip + len);  // one past the last
-        uint64_t host = mr->addr + (g.addr - mr->iova) + (from - pos);
-        if (to > from && mr_write(*mr, host, data + (from - skip), to - from)) return IBV_WC_LOC_PROT_ERR;
-        pos = seg_end;
-    }
-    return pos >= skip + len ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;
+    Message m{};
+    m.data = data;
+    m.size = len;
+    return scatter_msg(owner, pd, sge, nsge, m, len, skip);
 }
 
 // Validates the WQE's local buffers. With `lazy` (the responder is on this
@@ -297,8 +282,7 @@ int Device::copy_to(const Mr &mr, uint64_t host, const Message &m, size_t off, s
 
 ibv_wc_status Device::scatter_msg(Client &owner, uint32_t pd, const Sge *sge, uint32_t nsge, const Message &m,
                                   size_t len, size_t skip) {
-    if (m.data) return scatter(owner, pd, sge, nsge, m.data, len, skip);
-    size_t pos = 0;
+    size_t pos = 0; // position in the sge space
     for (uint32_t i = 0; i < nsge && pos < skip + len; ++i) {
         const Sge &g = sge[i];
         size_t seg_end = pos + g.length;

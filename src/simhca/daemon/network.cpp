@@ -35,6 +35,31 @@ struct WireReq {
     uint8_t grh[40];
 };
 
+// Message and WireReq name their header fields alike: one copy serves both
+// directions.
+template <class To, class From> void copy_header(To &t, const From &f) {
+    t.opcode = f.opcode;
+    t.src_qpn = f.src_qpn;
+    t.dst_qpn = f.dst_qpn;
+    t.srqn = f.srqn;
+    t.rkey = f.rkey;
+    t.imm = f.imm;
+    t.length = f.length;
+    t.qkey = f.qkey;
+    t.src_lid = f.src_lid;
+    t.has_imm = f.has_imm;
+    t.solicited = f.solicited;
+    t.has_grh = f.has_grh;
+    t.has_inv = f.has_inv;
+    t.remote_addr = f.remote_addr;
+    t.compare_add = f.compare_add;
+    t.swap = f.swap;
+    t.stream = f.stream;
+    t.seq = f.seq;
+    static_assert(sizeof(t.grh) == sizeof(f.grh));
+    std::memcpy(t.grh, f.grh, sizeof(t.grh));
+}
+
 struct WireResp {
     uint32_t status;
     uint8_t rnr_timer, pad[3];
@@ -178,25 +203,7 @@ bool Network::send_request(uint16_t dlid, uint64_t token, const Message &m) {
     Conn *c = delayed ? nullptr : connect_to(dlid);
     if (!c && !delayed) return true; // could not even connect: it looks like a lost packet
     WireReq w{};
-    w.opcode = m.opcode;
-    w.src_qpn = m.src_qpn;
-    w.dst_qpn = m.dst_qpn;
-    w.srqn = m.srqn;
-    w.rkey = m.rkey;
-    w.imm = m.imm;
-    w.length = m.length;
-    w.qkey = m.qkey;
-    w.src_lid = m.src_lid;
-    w.has_imm = m.has_imm;
-    w.solicited = m.solicited;
-    w.has_grh = m.has_grh;
-    w.has_inv = m.has_inv;
-    w.remote_addr = m.remote_addr;
-    w.compare_add = m.compare_add;
-    w.swap = m.swap;
-    w.stream = m.stream;
-    w.seq = m.seq;
-    std::memcpy(w.grh, m.grh, sizeof(w.grh));
+    copy_header(w, m);
     if (c) queue(*c, kReq, token, &w, sizeof(w), m.data, m.size);
     else hold(dlid, false, 0, kReq, token, &w, sizeof(w), m.data, m.size);
     return true;
@@ -348,25 +355,7 @@ void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t
         if (!held && delay_.holding(w.src_lid))
             return hold(w.src_lid, true, c.id, type, token, body, len, nullptr, 0);
         Message m{};
-        m.opcode = w.opcode;
-        m.src_qpn = w.src_qpn;
-        m.dst_qpn = w.dst_qpn;
-        m.src_lid = w.src_lid;
-        m.srqn = w.srqn;
-        m.remote_addr = w.remote_addr;
-        m.rkey = w.rkey;
-        m.imm = w.imm;
-        m.has_imm = w.has_imm;
-        m.solicited = w.solicited;
-        m.compare_add = w.compare_add;
-        m.swap = w.swap;
-        m.length = w.length;
-        m.qkey = w.qkey;
-        m.has_grh = w.has_grh;
-        m.has_inv = w.has_inv;
-        m.stream = w.stream;
-        m.seq = w.seq;
-        std::memcpy(m.grh, w.grh, sizeof(m.grh));
+        copy_header(m, w);
         m.data = body + sizeof(w); // straight from the receive buffer
         m.size = len - sizeof(w);
         Reply r = dev_.respond_remote(m);
