@@ -187,6 +187,8 @@ void Device::handle(Client &conn, const Request &req, const int *in_fds, Respons
     case Op::Status: c.is_ctl = c.is_ctl || !c.async_wr; err = do_status(resp, false); break;
     case Op::ListObjects: c.is_ctl = c.is_ctl || !c.async_wr; err = do_status(resp, req.list.json != 0); break;
     case Op::Fault: c.is_ctl = c.is_ctl || !c.async_wr; err = do_fault(req.fault); break;
+    case Op::AttachMcast: err = do_attach_mcast(c, req.mcast); break;
+    case Op::DetachMcast: err = do_detach_mcast(c, req.mcast); break;
     case Op::Kick: on_doorbell(c); break;
     case Op::Probe:
         c.is_ctl = c.is_ctl || !c.async_wr;

@@ -1,6 +1,7 @@
 // The simulated adapter: object tables, control verbs and the data path.
 // Single-threaded: the server's epoll loop calls into it, so no locking.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -29,6 +30,7 @@ struct Message {
     uint32_t opcode; // ibv_wr_opcode
     uint32_t src_qpn, dst_qpn;
     uint16_t src_lid;
+    uint16_t dlid; // UD: the destination LID (a multicast LID selects the group)
     uint32_t srqn;
     uint64_t remote_addr;
     uint32_t rkey;
@@ -123,6 +125,11 @@ private:
     int do_destroy_qp(Client &c, uint32_t h, proto::Response &r);
     int do_status(proto::Response &r, bool json);
     int do_fault(const proto::FaultReq &q);
+    // multicast (multicast.cpp)
+    int do_attach_mcast(Client &c, const proto::McastReq &q);
+    int do_detach_mcast(Client &c, const proto::McastReq &q);
+    Reply respond_mcast(const Message &m); // fans a datagram out to this node's members
+    void mcast_forget_qp(uint32_t qpn);
 
     // helpers
     uint32_t new_id() { return next_id_++; }
@@ -200,6 +207,7 @@ private:
     std::map<uint32_t, uint32_t> srqn_to_srq_;
     std::map<uint32_t, std::unique_ptr<Qp>> qps_; // by qpn
     std::map<uint32_t, std::unique_ptr<QpHandle>> qp_handles_;
+    std::map<std::pair<uint16_t, std::array<uint8_t, 16>>, std::vector<uint32_t>> mcast_; // (MLID, MGID) -> QPNs
     std::vector<uint8_t> buf_;    // scratch payload buffer, reused
     std::vector<uint8_t> bounce_; // chunk buffer for local streaming copies
     std::unique_ptr<uint8_t[]> read_buf_; // RDMA READ results (no zero-filling)

@@ -333,6 +333,7 @@ ibv_wc_status Device::build_message(Qp &qp, const SendWqe &w, Message &m, uint16
         // A qkey with the high bit set means "use the QP's own qkey".
         m.qkey = (w.remote_qkey & 0x80000000u) ? qp.attr.qkey : w.remote_qkey;
         dlid = w.av.dlid;
+        m.dlid = dlid;
         if (w.av.is_global) {
             m.has_grh = true;
             uint8_t *g = m.grh;
@@ -537,6 +538,12 @@ void Device::progress(Qp &qp) {
             rep.status = RespStatus::Drop; // the link is down: nothing leaves
         } else if (dlid == cfg.lid) {
             rep = respond(m);
+        } else if (qp.type == IBV_QPT_UD && dlid >= limits::kMcastLidBase && dlid != 0xffff) {
+            rep.status = RespStatus::Drop; // sent; this node's members, then every other node's
+            if (m.dst_qpn == limits::kMulticastQpn) { // (a unicast QPN reaches no member)
+                respond_mcast(m);
+                if (net_) net_->send_to_all(m);
+            }
         } else if (net_ && qp.type == IBV_QPT_UD) {
             net_->send_request(dlid, 0, m); // datagrams need no answer
             rep.status = RespStatus::Drop;   // ... and are "done" once sent

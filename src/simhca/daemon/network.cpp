@@ -30,7 +30,8 @@ struct FrameHdr {
 struct WireReq {
     uint32_t opcode, src_qpn, dst_qpn, srqn, rkey, imm, length, qkey;
     uint16_t src_lid;
-    uint8_t has_imm, solicited, has_grh, has_inv, pad[2];
+    uint8_t has_imm, solicited, has_grh, has_inv;
+    uint16_t dlid;
     uint64_t remote_addr, compare_add, swap, stream, seq;
     uint8_t grh[40];
 };
@@ -47,6 +48,7 @@ template <class To, class From> void copy_header(To &t, const From &f) {
     t.length = f.length;
     t.qkey = f.qkey;
     t.src_lid = f.src_lid;
+    t.dlid = f.dlid;
     t.has_imm = f.has_imm;
     t.solicited = f.solicited;
     t.has_grh = f.has_grh;
@@ -207,6 +209,11 @@ bool Network::send_request(uint16_t dlid, uint64_t token, const Message &m) {
     if (c) queue(*c, kReq, token, &w, sizeof(w), m.data, m.size);
     else hold(dlid, false, 0, kReq, token, &w, sizeof(w), m.data, m.size);
     return true;
+}
+
+void Network::send_to_all(const Message &m) {
+    for (const FabricNode &n : nodes_)
+        if (n.lid != my_lid_) send_request(n.lid, 0, m);
 }
 
 void Network::hold(uint16_t lid, bool inbound, uint32_t conn_id, uint32_t type, uint64_t token, const void *a,

@@ -25,6 +25,8 @@ public:
     int listen(); // 0 or errno
     // Queues a request for `dlid`; false when no such node (or it is faulted).
     bool send_request(uint16_t dlid, uint64_t token, const Message &m);
+    // A datagram to every other node (multicast: each fans it out to its members).
+    void send_to_all(const Message &m);
     void on_event(uint32_t conn_id, uint32_t events);
     // Fault injection: drop everything to/from that node until restored.
     bool set_dropped(const std::string &node, bool dropped);

@@ -73,7 +73,9 @@ void fill_device_attr(ibv_device_attr &a, const Context &c) {
     a.max_res_rd_atom = limits::kMaxQp * limits::kMaxQpRdAtom;
     a.max_qp_init_rd_atom = limits::kMaxQpRdAtom;
     a.atomic_cap = IBV_ATOMIC_HCA;
-    a.max_mcast_grp = 0;
+    a.max_mcast_grp = int(limits::kMaxMcastGrp);
+    a.max_mcast_qp_attach = int(limits::kMaxMcastQpAttach);
+    a.max_total_mcast_qp_attach = int(limits::kMaxMcastGrp * limits::kMaxMcastQpAttach);
     a.max_ah = limits::kMaxAh;
     a.max_mw = limits::kMaxMr;
     a.max_srq = limits::kMaxSrq;
