@@ -19,21 +19,34 @@ const char *ibv_get_sysfs_path(void);
 int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
 int ibv_dontfork_range(void *base, size_t size);
 int ibv_dofork_range(void *base, size_t size);
+
+// The software HCA's sysfs view (lib/device.cpp; nullptr while no daemon answers). Internal to the library.
+const char *simhca_sysfs_root(void) noexcept;
 }
 
-// Like rdma-core: $SYSFS_PATH (trailing slashes removed) if set, else /sys; computed once, because callers
-// keep the returned pointer.
+// Like rdma-core: $SYSFS_PATH (trailing slashes removed) if set, computed once, because callers keep the
+// returned pointer. Without it, the daemon's sysfs view (its root holds class/infiniband/simhca0) before
+// /sys, so rdma-core users such as Open MPI's openib find the device without simhca-run setting SYSFS_PATH.
+// That root, once found, stays the same for the process; while no daemon answers, each call asks again.
 const char *ibv_get_sysfs_path(void)
 {
     static std::once_flag once;
-    static std::string path;
+    static std::string env_path;
+    static bool have_env = false;
     std::call_once(once, [] {
         const char *env = std::getenv("SYSFS_PATH");
-        path = env ? env : "/sys";
-        while (path.size() > 1 && path.back() == '/')
-            path.pop_back();
+        if (!env)
+            return;
+        have_env = true;
+        env_path = env;
+        while (env_path.size() > 1 && env_path.back() == '/')
+            env_path.pop_back();
     });
-    return path.c_str();
+    if (have_env)
+        return env_path.c_str();
+    if (const char *root = simhca_sysfs_root())
+        return root;
+    return "/sys";
 }
 
 // Reads DIR/FILE into BUF. Same contract as rdma-core 44: returns the length without one trailing newline

@@ -47,6 +47,8 @@ enum class Op : uint32_t {
     FreeDm,
     RegDmMr,
     Join, // a forked child's own connection acting for its parent's context
+    AttachMcast,
+    DetachMcast,
 };
 
 struct HelloReq {
@@ -198,9 +200,15 @@ struct DestroyResp {
     uint32_t async_events_reported;
 };
 
+struct McastReq {
+    uint32_t qp;     // QP handle
+    uint16_t lid;    // multicast LID
+    uint8_t gid[16]; // multicast GID (raw)
+};
 struct FaultReq {
-    char what[64]; // "port-down", "port-up", "stop"
-    char arg[64];
+    char what[64]; // "port-down", "port-up", "drop", "restore", "delay", "undelay", "stop"
+    char arg[64];  // node name
+    uint32_t ms;   // "delay": milliseconds
 };
 
 struct StatusResp {
@@ -233,6 +241,7 @@ struct Request {
         OpenQpReq open_qp;
         ModifyQpReq modify_qp;
         FaultReq fault;
+        McastReq mcast;
         ListReq list;
         uint8_t raw[512];
     };

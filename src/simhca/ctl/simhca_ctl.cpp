@@ -28,7 +28,10 @@ void usage(FILE *f) {
                     "  list [--json]             objects: QPs (type, state, owner, handles), SRQs, XRCDs\n"
                     "  fault port-down|port-up   change the port state (raises PORT_ERR / PORT_ACTIVE)\n"
                     "  fault drop NODE           lose all traffic to/from NODE (transport retries, then errors)\n"
-                    "  fault restore NODE        stop dropping NODE's traffic\n"
+                    "  fault delay NODE MS       traffic to/from NODE arrives MS ms late each way (in order;\n"
+                    "                            beyond the ACK timeout the transport retries, then errors)\n"
+                    "  fault undelay NODE        stop delaying NODE's traffic\n"
+                    "  fault restore NODE        stop dropping and delaying NODE's traffic\n"
                     "  fault stop                DEVICE_FATAL to every client, then simhcad exits\n"
                     "Talks to %s (set SIMHCA_INSTANCE to choose another daemon).\n",
                  daemon_address_text().c_str());
@@ -133,6 +136,14 @@ int main(int argc, char **argv) {
     } else if (cmd == "fault" && argc >= 3) {
         std::snprintf(req->fault.what, sizeof(req->fault.what), "%s", argv[2]);
         if (argc >= 4) std::snprintf(req->fault.arg, sizeof(req->fault.arg), "%s", argv[3]);
+        bool delay = std::strcmp(argv[2], "delay") == 0;
+        char *end = nullptr;
+        unsigned long ms = delay && argc >= 5 ? std::strtoul(argv[4], &end, 10) : 0;
+        if (delay && (argc < 5 || !end || *end || ms == 0 || ms > 3600 * 1000)) {
+            std::fprintf(stderr, "simhca-ctl: fault delay NODE MS: MS must be 1..3600000\n");
+            return 2;
+        }
+        req->fault.ms = uint32_t(ms);
         e = call(proto::Op::Fault, *req, *resp);
         if (e == EINVAL) std::fprintf(stderr, "simhca-ctl: unknown fault '%s'\n", argv[2]);
         if (e == ENOENT) std::fprintf(stderr, "simhca-ctl: no node '%s' in the fabric\n", argc >= 4 ? argv[3] : "");

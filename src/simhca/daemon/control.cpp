@@ -176,7 +176,7 @@ void Device::handle(Client &conn, const Request &req, const int *in_fds, Respons
     case Op::OpenXrcd: err = do_open_xrcd(c, req.open_xrcd, in_fds[0], resp); break;
     case Op::CloseXrcd: err = do_close_xrcd(c, req.h.handle); break;
     case Op::CreateSrq: err = do_create_srq(c, req.create_srq, resp, fds); break;
-    case Op::ModifySrq: err = do_modify_srq(c, req.modify_srq); break;
+    case Op::ModifySrq: err = do_modify_srq(c, req.modify_srq, resp, fds); break;
     case Op::QuerySrq: err = do_query_srq(c, req.h.handle, resp); break;
     case Op::DestroySrq: err = do_destroy_srq(c, req.h.handle, resp); break;
     case Op::CreateQp: err = do_create_qp(c, req.create_qp, resp, fds); break;
@@ -187,6 +187,8 @@ void Device::handle(Client &conn, const Request &req, const int *in_fds, Respons
     case Op::Status: c.is_ctl = c.is_ctl || !c.async_wr; err = do_status(resp, false); break;
     case Op::ListObjects: c.is_ctl = c.is_ctl || !c.async_wr; err = do_status(resp, req.list.json != 0); break;
     case Op::Fault: c.is_ctl = c.is_ctl || !c.async_wr; err = do_fault(req.fault); break;
+    case Op::AttachMcast: err = do_attach_mcast(c, req.mcast); break;
+    case Op::DetachMcast: err = do_detach_mcast(c, req.mcast); break;
     case Op::Kick: on_doorbell(c); break;
     case Op::Probe:
         c.is_ctl = c.is_ctl || !c.async_wr;
@@ -526,15 +528,41 @@ Srq *Device::srq_by_num(uint32_t srqn) {
     return srqs_[it->second].get();
 }
 
-int Device::do_modify_srq(Client &c, const ModifySrqReq &q) {
+// IBV_SRQ_MAX_WR resizes the ring (grow or shrink, as rxe does; the device
+// advertises IBV_DEVICE_SRQ_RESIZE): the posted WQEs move to a new shared
+// region, in order, whose fd goes back to the library. Fewer entries than
+// are posted, or than an armed limit, is EINVAL.
+int Device::do_modify_srq(Client &c, const ModifySrqReq &q, Response &r, std::vector<int> &fds) {
     Srq *s = owned(srqs_, c, q.handle);
     if (!s) return EINVAL;
     if (q.mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) return EINVAL;
-    if (q.mask & IBV_SRQ_MAX_WR) return EINVAL; // resizing is not supported (no SRQ_RESIZE cap)
-    if (q.mask & IBV_SRQ_LIMIT) {
-        if (q.attr.srq_limit > s->max_wr) return EINVAL;
-        s->limit = q.attr.srq_limit;
+    uint32_t max_wr = s->max_wr;
+    uint32_t tail = s->ctl->rq.tail.load(std::memory_order_acquire);
+    uint32_t posted = s->ctl->rq.head.load(std::memory_order_acquire) - tail;
+    if (q.mask & IBV_SRQ_MAX_WR) {
+        if (q.attr.max_wr == 0 || q.attr.max_wr > limits::kMaxSrqWr) return EINVAL;
+        if (posted > s->entries || q.attr.max_wr < posted) return EINVAL; // (a corrupt index counts as full)
+        if (!(q.mask & IBV_SRQ_LIMIT) && s->limit && q.attr.max_wr < s->limit) return EINVAL;
+        max_wr = q.attr.max_wr;
     }
+    if ((q.mask & IBV_SRQ_LIMIT) && q.attr.srq_limit > max_wr) return EINVAL;
+    uint32_t entries = shm::round_up_pow2(max_wr);
+    if (entries != s->entries) {
+        ShmRegion n;
+        if (int e = n.create("simhca-srq", shm::srq_region_size(entries))) return e;
+        auto *ctl = static_cast<shm::SrqCtl *>(n.data());
+        auto *ring = reinterpret_cast<shm::RecvWqe *>(static_cast<char *>(n.data()) + shm::kSrqEntriesOffset);
+        for (uint32_t i = 0; i < posted; ++i) ring[i] = s->ring[(tail + i) & (s->entries - 1)];
+        ctl->rq.head.store(posted, std::memory_order_release);
+        s->shm = std::move(n);
+        s->ctl = ctl;
+        s->ring = ring;
+        s->entries = entries;
+        fds = {s->shm.fd()};
+    }
+    s->max_wr = max_wr;
+    if (q.mask & IBV_SRQ_LIMIT) s->limit = q.attr.srq_limit;
+    r.create_srq = {s->id, s->srqn, s->entries, s->max_sge};
     return 0;
 }
 

@@ -227,6 +227,7 @@ void Device::destroy_qp_object(uint32_t qpn) {
     if (auto it = srqs_.find(qp->srq); it != srqs_.end()) it->second->users--;
     if (qp->xrcd) xrcd_put(qp->xrcd);
     if (qp->owner) std::erase(qp->owner->qpns, qpn);
+    mcast_forget_qp(qpn); // like uverbs, destroying a QP detaches it from its groups
     forget_inflight(*qp);
     timed_.erase(qpn);
     qps_.erase(qpn);

@@ -1,6 +1,7 @@
 // The simulated adapter: object tables, control verbs and the data path.
 // Single-threaded: the server's epoll loop calls into it, so no locking.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -29,6 +30,7 @@ struct Message {
     uint32_t opcode; // ibv_wr_opcode
     uint32_t src_qpn, dst_qpn;
     uint16_t src_lid;
+    uint16_t dlid; // UD: the destination LID (a multicast LID selects the group)
     uint32_t srqn;
     uint64_t remote_addr;
     uint32_t rkey;
@@ -114,7 +116,7 @@ private:
     int do_open_xrcd(Client &c, const proto::OpenXrcdReq &q, int fd, proto::Response &r);
     int do_close_xrcd(Client &c, uint32_t h);
     int do_create_srq(Client &c, const proto::CreateSrqReq &q, proto::Response &r, std::vector<int> &fds);
-    int do_modify_srq(Client &c, const proto::ModifySrqReq &q);
+    int do_modify_srq(Client &c, const proto::ModifySrqReq &q, proto::Response &r, std::vector<int> &fds);
     int do_query_srq(Client &c, uint32_t h, proto::Response &r);
     int do_destroy_srq(Client &c, uint32_t h, proto::Response &r);
     int do_create_qp(Client &c, const proto::CreateQpReq &q, proto::Response &r, std::vector<int> &fds);
@@ -124,6 +126,11 @@ private:
     int do_destroy_qp(Client &c, uint32_t h, proto::Response &r);
     int do_status(proto::Response &r, bool json);
     int do_fault(const proto::FaultReq &q);
+    // multicast (multicast.cpp)
+    int do_attach_mcast(Client &c, const proto::McastReq &q);
+    int do_detach_mcast(Client &c, const proto::McastReq &q);
+    Reply respond_mcast(const Message &m); // fans a datagram out to this node's members
+    void mcast_forget_qp(uint32_t qpn);
 
     // helpers
     uint32_t new_id() { return next_id_++; }
@@ -153,6 +160,7 @@ private:
     ibv_wc_status build_message(Qp &qp, const shm::SendWqe &w, Message &m, uint16_t &dlid);
     bool handle_reply(Qp &qp, const shm::SendWqe &w, const Reply &rep);
     void forget_inflight(Qp &qp);
+    void on_late_reply(uint64_t token, const Reply &r);
     void on_ack_timeout(Qp &qp);
     bool send_next_remote(Qp &qp, uint16_t dlid);
     bool post_cqe(uint32_t cq_id, const shm::Cqe &e, bool solicited);
@@ -200,6 +208,7 @@ private:
     std::map<uint32_t, uint32_t> srqn_to_srq_;
     std::map<uint32_t, std::unique_ptr<Qp>> qps_; // by qpn
     std::map<uint32_t, std::unique_ptr<QpHandle>> qp_handles_;
+    std::map<std::pair<uint16_t, std::array<uint8_t, 16>>, std::vector<uint32_t>> mcast_; // (MLID, MGID) -> QPNs
     std::vector<uint8_t> buf_;    // scratch payload buffer, reused
     std::vector<uint8_t> bounce_; // chunk buffer for local streaming copies
     std::unique_ptr<uint8_t[]> read_buf_; // RDMA READ results (no zero-filling)
@@ -209,6 +218,11 @@ private:
     uint64_t next_stream_ = 0;
     uint64_t next_token_ = 0;
     std::map<uint64_t, uint32_t> inflight_; // token -> requester QPN
+    struct Retired {
+        uint32_t qpn;
+        uint64_t stream, seq;
+    };
+    std::map<uint64_t, Retired> retired_; // tokens given up by an ACK timeout (their late ACKs still count)
     mutable std::set<uint32_t> timed_;      // QPs that may have a retry / ACK timer armed
 };
 

@@ -186,25 +186,10 @@ void Device::flush_qp(Qp &qp) {
 
 ibv_wc_status Device::scatter(Client &owner, uint32_t pd, const Sge *sge, uint32_t nsge, const uint8_t *data,
                               size_t len, size_t skip) {
-    size_t pos = 0; // position in the sge space
-    for (uint32_t i = 0; i < nsge && pos < skip + len; ++i) {
-        const Sge &g = sge[i];
-        size_t seg_end = pos + g.length;
-        if (seg_end <= skip) {
-            pos = seg_end;
-            continue;
-        }
-        Mr *mr = mr_by_key(g.lkey);
-        if (!mr || mr->pd != pd || mr->owner != &owner || !(mr->access & IBV_ACCESS_LOCAL_WRITE) ||
-            g.addr < mr->iova || g.addr + g.length > mr->iova + mr->length)
-            return IBV_WC_LOC_PROT_ERR;
-        size_t from = std::max(pos, skip);          // first sge-space byte written here
-        size_t to = std::min(seg_end, skip + len);  // one past the last
-        uint64_t host = mr->addr + (g.addr - mr->iova) + (from - pos);
-        if (to > from && mr_write(*mr, host, data + (from - skip), to - from)) return IBV_WC_LOC_PROT_ERR;
-        pos = seg_end;
-    }
-    return pos >= skip + len ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;
+    Message m{};
+    m.data = data;
+    m.size = len;
+    return scatter_msg(owner, pd, sge, nsge, m, len, skip);
 }
 
 // Validates the WQE's local buffers. With `lazy` (the responder is on this
@@ -297,8 +282,7 @@ int Device::copy_to(const Mr &mr, uint64_t host, const Message &m, size_t off, s
 
 ibv_wc_status Device::scatter_msg(Client &owner, uint32_t pd, const Sge *sge, uint32_t nsge, const Message &m,
                                   size_t len, size_t skip) {
-    if (m.data) return scatter(owner, pd, sge, nsge, m.data, len, skip);
-    size_t pos = 0;
+    size_t pos = 0; // position in the sge space
     for (uint32_t i = 0; i < nsge && pos < skip + len; ++i) {
         const Sge &g = sge[i];
         size_t seg_end = pos + g.length;
@@ -349,6 +333,7 @@ ibv_wc_status Device::build_message(Qp &qp, const SendWqe &w, Message &m, uint16
         // A qkey with the high bit set means "use the QP's own qkey".
         m.qkey = (w.remote_qkey & 0x80000000u) ? qp.attr.qkey : w.remote_qkey;
         dlid = w.av.dlid;
+        m.dlid = dlid;
         if (w.av.is_global) {
             m.has_grh = true;
             uint8_t *g = m.grh;
@@ -461,7 +446,11 @@ bool Device::handle_reply(Qp &qp, const SendWqe &w, const Reply &rep) {
 // Drops every request of this QP that is on the wire: their replies, if
 // any arrive, are ignored, and the window restarts at the head.
 void Device::forget_inflight(Qp &qp) {
-    for (uint64_t t : qp.tokens) inflight_.erase(t);
+    for (size_t i = 0; i < qp.tokens.size(); ++i) {
+        inflight_.erase(qp.tokens[i]);
+        retired_[qp.tokens[i]] = {qp.qpn, qp.stream, qp.head_seq + i};
+    }
+    while (retired_.size() > 4096) retired_.erase(retired_.begin()); // the oldest tokens
     qp.tokens.clear();
     qp.sent_bytes.clear();
     qp.sent = 0;
@@ -549,6 +538,12 @@ void Device::progress(Qp &qp) {
             rep.status = RespStatus::Drop; // the link is down: nothing leaves
         } else if (dlid == cfg.lid) {
             rep = respond(m);
+        } else if (qp.type == IBV_QPT_UD && dlid >= limits::kMcastLidBase && dlid != 0xffff) {
+            rep.status = RespStatus::Drop; // sent; this node's members, then every other node's
+            if (m.dst_qpn == limits::kMulticastQpn) { // (a unicast QPN reaches no member)
+                respond_mcast(m);
+                if (net_) net_->send_to_all(m);
+            }
         } else if (net_ && qp.type == IBV_QPT_UD) {
             net_->send_request(dlid, 0, m); // datagrams need no answer
             rep.status = RespStatus::Drop;   // ... and are "done" once sent
@@ -559,9 +554,34 @@ void Device::progress(Qp &qp) {
     }
 }
 
+// The ACK of an earlier transmission of the head arrived after the ACK timeout
+// resent it: like an ACK carrying the head's PSN on real RC, it counts.
+void Device::on_late_reply(uint64_t token, const Reply &r) {
+    auto it = retired_.find(token);
+    if (it == retired_.end()) return;
+    Retired o = it->second;
+    retired_.erase(it);
+    Qp *qp = qp_by_num(o.qpn);
+    if (r.status != RespStatus::Ack || !qp || qp->state != IBV_QPS_RTS || qp->stream != o.stream ||
+        qp->head_seq != o.seq || qp->pending.empty())
+        return;
+    if (qp->sent) { // tokens[0] is the head's retransmission: its answer is a duplicate now
+        inflight_.erase(qp->tokens.front());
+        qp->tokens.pop_front();
+        qp->sent_bytes.pop_front();
+        qp->sent--;
+    }
+    qp->ack_due_ns = qp->sent ? now_ns() + ack_timeout_ns(qp->attr.timeout) : 0;
+    qp->retry_at_ns = 0;
+    timed_.insert(qp->qpn);
+    const SendWqe w = qp->pending.front();
+    handle_reply(*qp, w, r);
+    progress(*qp);
+}
+
 void Device::on_remote_reply(uint64_t token, const Reply &r) {
     auto it = inflight_.find(token);
-    if (it == inflight_.end()) return; // stale: that request was already given up
+    if (it == inflight_.end()) return on_late_reply(token, r); // or stale: that request was given up
     uint32_t qpn = it->second;
     inflight_.erase(it);
     Qp *qp = qp_by_num(qpn);

@@ -30,10 +30,37 @@ struct FrameHdr {
 struct WireReq {
     uint32_t opcode, src_qpn, dst_qpn, srqn, rkey, imm, length, qkey;
     uint16_t src_lid;
-    uint8_t has_imm, solicited, has_grh, has_inv, pad[2];
+    uint8_t has_imm, solicited, has_grh, has_inv;
+    uint16_t dlid;
     uint64_t remote_addr, compare_add, swap, stream, seq;
     uint8_t grh[40];
 };
+
+// Message and WireReq name their header fields alike: one copy serves both
+// directions.
+template <class To, class From> void copy_header(To &t, const From &f) {
+    t.opcode = f.opcode;
+    t.src_qpn = f.src_qpn;
+    t.dst_qpn = f.dst_qpn;
+    t.srqn = f.srqn;
+    t.rkey = f.rkey;
+    t.imm = f.imm;
+    t.length = f.length;
+    t.qkey = f.qkey;
+    t.src_lid = f.src_lid;
+    t.dlid = f.dlid;
+    t.has_imm = f.has_imm;
+    t.solicited = f.solicited;
+    t.has_grh = f.has_grh;
+    t.has_inv = f.has_inv;
+    t.remote_addr = f.remote_addr;
+    t.compare_add = f.compare_add;
+    t.swap = f.swap;
+    t.stream = f.stream;
+    t.seq = f.seq;
+    static_assert(sizeof(t.grh) == sizeof(f.grh));
+    std::memcpy(t.grh, f.grh, sizeof(t.grh));
+}
 
 struct WireResp {
     uint32_t status;
@@ -42,10 +69,14 @@ struct WireResp {
 
 uint64_t tag(uint32_t kind, uint32_t id) { return (uint64_t(kind) << 32) | id; }
 
+constexpr uint32_t kDelayTimerId = ~0u; // epoll id of the delay line's timer (connections count up from 1)
+constexpr uint32_t kMaxDelayMs = 3600 * 1000;
+
 } // namespace
 
 Network::Network(Device &dev, std::vector<FabricNode> nodes, uint16_t my_lid, int epoll_fd, uint32_t kind)
-    : dev_(dev), nodes_(std::move(nodes)), my_lid_(my_lid), epoll_(epoll_fd), kind_(kind) {}
+    : dev_(dev), nodes_(std::move(nodes)), my_lid_(my_lid), epoll_(epoll_fd), kind_(kind),
+      delay_(epoll_fd, tag(kind, kDelayTimerId)) {}
 
 Network::~Network() = default;
 
@@ -170,33 +201,73 @@ void Network::flush(Conn &c) {
 bool Network::send_request(uint16_t dlid, uint64_t token, const Message &m) {
     if (!node_by_lid(dlid)) return false;
     if (dropped_.count(dlid)) return true; // "sent", and lost on the way
-    Conn *c = connect_to(dlid);
-    if (!c) return true; // could not even connect: it looks like a lost packet
+    bool delayed = delay_.holding(dlid);
+    Conn *c = delayed ? nullptr : connect_to(dlid);
+    if (!c && !delayed) return true; // could not even connect: it looks like a lost packet
     WireReq w{};
-    w.opcode = m.opcode;
-    w.src_qpn = m.src_qpn;
-    w.dst_qpn = m.dst_qpn;
-    w.srqn = m.srqn;
-    w.rkey = m.rkey;
-    w.imm = m.imm;
-    w.length = m.length;
-    w.qkey = m.qkey;
-    w.src_lid = m.src_lid;
-    w.has_imm = m.has_imm;
-    w.solicited = m.solicited;
-    w.has_grh = m.has_grh;
-    w.has_inv = m.has_inv;
-    w.remote_addr = m.remote_addr;
-    w.compare_add = m.compare_add;
-    w.swap = m.swap;
-    w.stream = m.stream;
-    w.seq = m.seq;
-    std::memcpy(w.grh, m.grh, sizeof(w.grh));
-    queue(*c, kReq, token, &w, sizeof(w), m.data, m.size);
+    copy_header(w, m);
+    if (c) queue(*c, kReq, token, &w, sizeof(w), m.data, m.size);
+    else hold(dlid, false, 0, kReq, token, &w, sizeof(w), m.data, m.size);
     return true;
 }
 
+void Network::send_to_all(const Message &m) {
+    for (const FabricNode &n : nodes_)
+        if (n.lid != my_lid_) send_request(n.lid, 0, m);
+}
+
+void Network::hold(uint16_t lid, bool inbound, uint32_t conn_id, uint32_t type, uint64_t token, const void *a,
+                   size_t alen, const void *b, size_t blen) {
+    DelayLine::Frame f;
+    f.inbound = inbound;
+    f.conn_id = conn_id;
+    f.type = type;
+    f.token = token;
+    f.body.resize(alen + blen);
+    if (alen) std::memcpy(f.body.data(), a, alen);
+    if (blen) std::memcpy(f.body.data() + alen, b, blen);
+    delay_.hold(lid, std::move(f));
+}
+
+// Frames whose delay is over go on as if they had just been sent / received;
+// one whose connection closed meanwhile is lost (the requester times out).
+void Network::release_held() {
+    uint64_t now = Device::now_ns();
+    uint16_t lid;
+    DelayLine::Frame f;
+    while (delay_.pop_due(now, lid, f)) {
+        if (dropped_.count(lid)) continue;
+        Conn *c = nullptr;
+        if (f.conn_id) {
+            auto it = conns_.find(f.conn_id);
+            c = it == conns_.end() ? nullptr : it->second.get();
+        } else {
+            c = connect_to(lid);
+        }
+        if (!c) continue;
+        if (f.inbound) handle_frame(*c, f.type, f.token, f.body.data(), f.body.size(), true);
+        else queue(*c, f.type, f.token, f.body.data(), f.body.size(), nullptr, 0);
+    }
+    delay_.rearm();
+}
+
+bool Network::set_delay(const std::string &node, uint32_t ms) {
+    if (ms > kMaxDelayMs) return false;
+    for (auto &n : nodes_)
+        if (n.name == node) {
+            delay_.set(n.lid, uint64_t(ms) * 1000000ull);
+            release_held(); // with the delay gone, what waited goes now
+            return true;
+        }
+    return false;
+}
+
 void Network::on_event(uint32_t id, uint32_t events) {
+    if (id == kDelayTimerId) {
+        delay_.drain_timer();
+        release_held();
+        return;
+    }
     if (id == 0) { // listening socket
         for (;;) {
             UniqueFd s(::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
@@ -282,40 +353,29 @@ void Network::on_readable(Conn &c) {
     }
 }
 
-void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t *body, size_t len) {
+void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t *body, size_t len, bool held) {
     if (type == kReq) {
         if (len < sizeof(WireReq)) return;
         WireReq w;
         std::memcpy(&w, body, sizeof(w));
         if (dropped_.count(w.src_lid)) return;
+        if (!held && delay_.holding(w.src_lid))
+            return hold(w.src_lid, true, c.id, type, token, body, len, nullptr, 0);
         Message m{};
-        m.opcode = w.opcode;
-        m.src_qpn = w.src_qpn;
-        m.dst_qpn = w.dst_qpn;
-        m.src_lid = w.src_lid;
-        m.srqn = w.srqn;
-        m.remote_addr = w.remote_addr;
-        m.rkey = w.rkey;
-        m.imm = w.imm;
-        m.has_imm = w.has_imm;
-        m.solicited = w.solicited;
-        m.compare_add = w.compare_add;
-        m.swap = w.swap;
-        m.length = w.length;
-        m.qkey = w.qkey;
-        m.has_grh = w.has_grh;
-        m.has_inv = w.has_inv;
-        m.stream = w.stream;
-        m.seq = w.seq;
-        std::memcpy(m.grh, w.grh, sizeof(m.grh));
+        copy_header(m, w);
         m.data = body + sizeof(w); // straight from the receive buffer
         m.size = len - sizeof(w);
         Reply r = dev_.respond_remote(m);
         if (token == 0) return; // fire and forget (UD)
         WireResp wr{uint32_t(r.status), r.rnr_timer, {}};
-        queue(c, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());
+        if (delay_.holding(w.src_lid))
+            hold(w.src_lid, false, c.id, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());
+        else
+            queue(c, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());
     } else if (type == kResp && c.outgoing) {
         if (len < sizeof(WireResp) || dropped_.count(c.peer_lid)) return;
+        if (!held && delay_.holding(c.peer_lid))
+            return hold(c.peer_lid, true, c.id, type, token, body, len, nullptr, 0);
         WireResp wr;
         std::memcpy(&wr, body, sizeof(wr));
         Reply r;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../common/unique_fd.hpp"
+#include "delay_line.hpp"
 #include "device.hpp"
 #include "fabric.hpp"
 
@@ -24,9 +25,14 @@ public:
     int listen(); // 0 or errno
     // Queues a request for `dlid`; false when no such node (or it is faulted).
     bool send_request(uint16_t dlid, uint64_t token, const Message &m);
+    // A datagram to every other node (multicast: each fans it out to its members).
+    void send_to_all(const Message &m);
     void on_event(uint32_t conn_id, uint32_t events);
     // Fault injection: drop everything to/from that node until restored.
     bool set_dropped(const std::string &node, bool dropped);
+    // Fault injection: everything to/from that node waits `ms` (0 = off)
+    // before it is sent / handled, so a round trip takes 2 * ms longer.
+    bool set_delay(const std::string &node, uint32_t ms);
 
 private:
     struct Conn {
@@ -44,7 +50,12 @@ private:
     void queue(Conn &c, uint32_t type, uint64_t token, const void *a, size_t alen, const void *b, size_t blen);
     void flush(Conn &c);
     void on_readable(Conn &c);
-    void handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t *body, size_t len);
+    // `held`: the frame already waited in the delay line.
+    void handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t *body, size_t len, bool held = false);
+    // Keeps a copy of a frame to/from `lid` in the delay line.
+    void hold(uint16_t lid, bool inbound, uint32_t conn_id, uint32_t type, uint64_t token, const void *a,
+              size_t alen, const void *b, size_t blen);
+    void release_held();
     void close_conn(uint32_t id);
     void watch(Conn &c, bool want_write);
     const FabricNode *node_by_lid(uint16_t lid) const;
@@ -59,6 +70,7 @@ private:
     std::map<uint32_t, std::unique_ptr<Conn>> conns_;
     std::map<uint16_t, uint32_t> out_by_lid_;
     std::set<uint16_t> dropped_;
+    DelayLine delay_;
 };
 
 } // namespace simhca

@@ -34,6 +34,18 @@ constexpr int kSenderRts = IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY 
                            IBV_QP_MAX_QP_RD_ATOMIC;
 constexpr int kConnRtsOpt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE;
 
+// RTS->RTS and SQD->RTS: nothing required, the same optional attributes.
+Rule to_rts_again(Kind k) {
+    switch (k) {
+    case UD: return {true, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
+    case RC:
+    case TGT: return {true, 0, kConnRtsOpt | IBV_QP_MIN_RNR_TIMER};
+    case INI:
+    case UC: return {true, 0, kConnRtsOpt};
+    default: return {false, 0, 0};
+    }
+}
+
 Rule rule_for(ibv_qp_state cur, ibv_qp_state next, Kind k) {
     // Leaving to RESET or ERR is allowed from every state but RESET->ERR.
     if (next == IBV_QPS_RESET) return {true, 0, 0};
@@ -72,29 +84,11 @@ Rule rule_for(ibv_qp_state cur, ibv_qp_state next, Kind k) {
         }
         break;
     case IBV_QPS_RTS:
-        if (next == IBV_QPS_RTS) {
-            switch (k) {
-            case UD: return {true, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
-            case RC:
-            case TGT: return {true, 0, kConnRtsOpt | IBV_QP_MIN_RNR_TIMER};
-            case INI:
-            case UC: return {true, 0, kConnRtsOpt};
-            default: break;
-            }
-        }
+        if (next == IBV_QPS_RTS) return to_rts_again(k);
         if (next == IBV_QPS_SQD) return {k != OTHER, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY};
         break;
     case IBV_QPS_SQD:
-        if (next == IBV_QPS_RTS) {
-            switch (k) {
-            case UD: return {true, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
-            case RC:
-            case TGT: return {true, 0, kConnRtsOpt | IBV_QP_MIN_RNR_TIMER};
-            case INI:
-            case UC: return {true, 0, kConnRtsOpt};
-            default: break;
-            }
-        }
+        if (next == IBV_QPS_RTS) return to_rts_again(k);
         if (next == IBV_QPS_SQD) {
             switch (k) {
             case UD: return {true, 0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY};

@@ -49,6 +49,7 @@ bool Device::take_recv(Qp &t, Srq *srq, RecvWqe &w) {
 }
 
 Reply Device::respond(const Message &m) {
+    if (m.dst_qpn == limits::kMulticastQpn && m.dlid >= limits::kMcastLidBase) return respond_mcast(m);
     Reply rep;
     Qp *t = qp_by_num(m.dst_qpn);
     if (!t || (t->state != IBV_QPS_RTR && t->state != IBV_QPS_RTS && t->state != IBV_QPS_SQD)) {

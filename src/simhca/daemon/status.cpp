@@ -171,12 +171,18 @@ int Device::do_fault(const proto::FaultReq &q) {
         }
         return 0;
     }
-    if (what == "drop" || what == "restore") {
-        // Everything to and from that node is lost (until restored): the
+    if (what == "drop" || what == "restore" || what == "delay" || what == "undelay") {
+        // drop: everything to and from that node is lost (until restored): the
         // reliable transports then run into their ACK timeouts and retries.
+        // delay: it arrives `ms` late each way; restore clears both.
         std::string node(q.arg, strnlen(q.arg, sizeof(q.arg)));
-        if (!net_ || !net_->set_dropped(node, what == "drop")) return ENOENT;
-        return 0;
+        if (what == "delay" && (q.ms == 0 || q.ms > 3600 * 1000)) return EINVAL;
+        if (!net_) return ENOENT;
+        bool known = what == "delay"     ? net_->set_delay(node, q.ms)
+                     : what == "undelay" ? net_->set_delay(node, 0)
+                                         : net_->set_dropped(node, what == "drop");
+        if (known && what == "restore") net_->set_delay(node, 0);
+        return known ? 0 : ENOENT;
     }
     if (what == "stop") {
         for (auto &[id, c] : clients_)

@@ -1,4 +1,5 @@
 // Device discovery, context open/close and the device/port queries.
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -60,7 +61,7 @@ void fill_device_attr(ibv_device_attr &a, const Context &c) {
     a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_CHANGE_PHY_PORT |
                          IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
                          IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_XRC | IBV_DEVICE_MEM_WINDOW |
-                         IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                         IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_SRQ_RESIZE;
     a.max_sge = limits::kMaxSge;
     a.max_sge_rd = limits::kMaxSge;
     a.max_cq = limits::kMaxCq;
@@ -72,7 +73,9 @@ void fill_device_attr(ibv_device_attr &a, const Context &c) {
     a.max_res_rd_atom = limits::kMaxQp * limits::kMaxQpRdAtom;
     a.max_qp_init_rd_atom = limits::kMaxQpRdAtom;
     a.atomic_cap = IBV_ATOMIC_HCA;
-    a.max_mcast_grp = 0;
+    a.max_mcast_grp = int(limits::kMaxMcastGrp);
+    a.max_mcast_qp_attach = int(limits::kMaxMcastQpAttach);
+    a.max_total_mcast_qp_attach = int(limits::kMaxMcastGrp * limits::kMaxMcastQpAttach);
     a.max_ah = limits::kMaxAh;
     a.max_mw = limits::kMaxMr;
     a.max_srq = limits::kMaxSrq;
@@ -88,18 +91,21 @@ void fill_device_attr(ibv_device_attr &a, const Context &c) {
 // For abi/'s ibv_get_sysfs_path(): the sysfs root whose class/infiniband
 // holds our device directory (the daemon's --sysfs DIR, when it is laid out
 // as <root>/class/infiniband/<name>), or nullptr. Internal to the library.
+// Asks the daemon until one answers; once found, the root never changes (the
+// caller keeps the pointer).
 extern "C" const char *simhca_sysfs_root() noexcept {
     static std::string root;
-    static std::once_flag once;
-    std::call_once(once, [] {
-        std::lock_guard<std::mutex> g(g_device_mu);
-        if (!g_device.present && !probe(g_device)) return;
-        std::string p = g_device.dev.ibdev_path;
-        std::string tail = std::string("/class/infiniband/") + limits::kDeviceName;
-        if (p.size() > tail.size() && p.compare(p.size() - tail.size(), tail.size(), tail) == 0)
-            root = p.substr(0, p.size() - tail.size());
-    });
-    return root.empty() ? nullptr : root.c_str();
+    static std::atomic<const char *> found{nullptr};
+    if (const char *r = found.load(std::memory_order_acquire)) return r;
+    std::lock_guard<std::mutex> g(g_device_mu);
+    if (const char *r = found.load(std::memory_order_acquire)) return r;
+    if (!g_device.present && !probe(g_device)) return nullptr;
+    std::string p = g_device.dev.ibdev_path;
+    std::string tail = std::string("/class/infiniband/") + limits::kDeviceName;
+    if (p.size() <= tail.size() || p.compare(p.size() - tail.size(), tail.size(), tail) != 0) return nullptr;
+    root = p.substr(0, p.size() - tail.size());
+    found.store(root.c_str(), std::memory_order_release);
+    return root.c_str();
 }
 
 SIMHCA_API ibv_device **ibv_get_device_list(int *num_devices) noexcept {

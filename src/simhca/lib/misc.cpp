@@ -26,8 +26,24 @@ SIMHCA_API int ibv_destroy_ah(ibv_ah *ah) noexcept {
     return 0;
 }
 
-SIMHCA_API int ibv_attach_mcast(ibv_qp *, const union ibv_gid *, uint16_t) noexcept { return EOPNOTSUPP; }
-SIMHCA_API int ibv_detach_mcast(ibv_qp *, const union ibv_gid *, uint16_t) noexcept { return EOPNOTSUPP; }
+// Multicast membership lives in the daemon (which fans UD datagrams sent to a
+// multicast LID out to every attached QP on every node).
+static int mcast_call(proto::Op op, ibv_qp *qp, const union ibv_gid *gid, uint16_t lid) noexcept {
+    if (!qp || !gid) return EINVAL;
+    proto::Request req{};
+    proto::Response resp{};
+    req.mcast.qp = qp->handle;
+    req.mcast.lid = lid;
+    std::memcpy(req.mcast.gid, gid->raw, sizeof(req.mcast.gid));
+    return ctx_of(qp->context)->conn.call(op, req, resp);
+}
+
+SIMHCA_API int ibv_attach_mcast(ibv_qp *qp, const union ibv_gid *gid, uint16_t lid) noexcept {
+    return mcast_call(proto::Op::AttachMcast, qp, gid, lid);
+}
+SIMHCA_API int ibv_detach_mcast(ibv_qp *qp, const union ibv_gid *gid, uint16_t lid) noexcept {
+    return mcast_call(proto::Op::DetachMcast, qp, gid, lid);
+}
 
 SIMHCA_API ibv_context *ibv_import_device(int) noexcept { return fail<ibv_context>(EOPNOTSUPP); }
 SIMHCA_API ibv_pd *ibv_import_pd(ibv_context *, uint32_t) noexcept { return fail<ibv_pd>(EOPNOTSUPP); }

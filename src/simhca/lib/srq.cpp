@@ -115,12 +115,26 @@ SIMHCA_API ibv_srq *ibv_create_srq(ibv_pd *pd, ibv_srq_init_attr *attr) noexcept
     return s ? &s->srq : nullptr;
 }
 
+// IBV_SRQ_MAX_WR may move the ring to a new shared region (the daemon copies
+// the posted WQEs): no posting meanwhile, then map the new one.
 SIMHCA_API int ibv_modify_srq(ibv_srq *srq, ibv_srq_attr *attr, int mask) noexcept {
     if (!srq || !attr) return EINVAL;
+    auto *s = reinterpret_cast<Srq *>(srq);
+    std::lock_guard<std::mutex> g(s->mu);
     proto::Request req{};
     proto::Response resp{};
     req.modify_srq = {srq->handle, mask, *attr};
-    return ctx_of(srq->context)->conn.call(proto::Op::ModifySrq, req, resp);
+    int fd = -1;
+    if (int e = ctx_of(srq->context)->conn.call(proto::Op::ModifySrq, req, resp, -1, &fd, 1)) return e;
+    if (fd < 0) return 0; // same ring
+    Mapping m;
+    if (m.map(fd, shm::srq_region_size(resp.create_srq.entries))) return ENOMEM;
+    s->map.unmap();
+    s->map = m;
+    s->entries = resp.create_srq.entries;
+    s->ctl = static_cast<shm::SrqCtl *>(m.base);
+    s->ring = reinterpret_cast<shm::RecvWqe *>(static_cast<char *>(m.base) + shm::kSrqEntriesOffset);
+    return 0;
 }
 
 SIMHCA_API int ibv_query_srq(ibv_srq *srq, ibv_srq_attr *attr) noexcept {
