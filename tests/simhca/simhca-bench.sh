@@ -14,7 +14,7 @@
 # Not a test: prints figures, never fails on them. Starts its daemons with private SIMHCA_INSTANCE names
 # and stops them (and everything else it started) by pid.
 #
-# Usage: simhca-bench.sh [--reps N] [--quick] [--no-ompi] [--keep]
+# Usage: simhca-bench.sh [--reps N] [--quick] [--no-ompi] [--keep] [--only tcp,pvm,lat2,sbw2,wbw2,lat1,sbw1,wbw1,ompi]
 # Environment (the Makefile's `bench` target sets them): SIMHCAD, SIMHCA_CTL, SIMHCA_LIBDIR, RAWBENCH,
 #   MPICC, MPIRUN, srcdir.
 set -u
@@ -25,13 +25,14 @@ set -u
 : "${MPICC:=mpicc}"
 : "${MPIRUN:=mpirun}"
 srcdir=${srcdir:-$(dirname "$0")}
-reps=3 quick=0 ompi=1 keep=0
+reps=3 quick=0 ompi=1 keep=0 only=
 while [ $# -gt 0 ]; do
     case $1 in
     --reps) reps=$2; shift ;;
     --quick) quick=1 ;;
     --no-ompi) ompi=0 ;;
     --keep) keep=1 ;;
+    --only) only=",$2,"; shift ;;
     -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "simhca-bench: unknown option $1" >&2; exit 2 ;;
     esac
@@ -121,28 +122,46 @@ ompi_run() {
         --mca hwloc_base_binding_policy none "$work/pp" > "$1" 2>&1
 }
 
+want() { [ -z "$only" ] || [[ $only == *",$1,"* ]]; }
+[ $ompi = 1 ] && ! want ompi && ompi=0
 declare -A vals
 add() { vals[$1]="${vals[$1]:-} $2"; }
 failed=""
 for r in $(seq "$reps"); do
     echo "--- round $r of $reps" >&2
-    "$RAWBENCH" tcp --iters $tcp_iters --stream-bytes $stream > "$work/tcp.$r" 2>&1 || failed="$failed tcp"
-    add tcp_rtt "$(kv "$work/tcp.$r" tcp_rtt_median_us)"
-    add tcp_bw "$(kv "$work/tcp.$r" tcp_stream_gbs)"
-    "$RAWBENCH" pvm --bytes $pvm_bytes > "$work/pvm.$r" 2>&1 || failed="$failed pvm"
-    add pvm_bw "$(kv "$work/pvm.$r" pvm_gbs)"
-    perf "$inst_a" "$inst_b" "$work/lat2.$r" ib_send_lat -c RC -s 8 -n $lat_iters || failed="$failed lat2"
-    add lat2 "$(lat_of "$work/lat2.$r")"
-    perf "$inst_a" "$inst_b" "$work/sbw2.$r" ib_send_bw -c RC -s 1048576 -n $bw_iters || failed="$failed sbw2"
-    add sbw2 "$(bw_of "$work/sbw2.$r")"
-    perf "$inst_a" "$inst_b" "$work/wbw2.$r" ib_write_bw -c RC -s 1048576 -n $bw_iters || failed="$failed wbw2"
-    add wbw2 "$(bw_of "$work/wbw2.$r")"
-    perf "$inst_a" "$inst_a" "$work/lat1.$r" ib_send_lat -c RC -s 8 -n $lat_iters || failed="$failed lat1"
-    add lat1 "$(lat_of "$work/lat1.$r")"
-    perf "$inst_a" "$inst_a" "$work/sbw1.$r" ib_send_bw -c RC -s 1048576 -n $((bw_iters * 2)) || failed="$failed sbw1"
-    add sbw1 "$(bw_of "$work/sbw1.$r")"
-    perf "$inst_a" "$inst_a" "$work/wbw1.$r" ib_write_bw -c RC -s 1048576 -n $((bw_iters * 2)) || failed="$failed wbw1"
-    add wbw1 "$(bw_of "$work/wbw1.$r")"
+    if want tcp; then
+        "$RAWBENCH" tcp --iters $tcp_iters --stream-bytes $stream > "$work/tcp.$r" 2>&1 || failed="$failed tcp"
+        add tcp_rtt "$(kv "$work/tcp.$r" tcp_rtt_median_us)"
+        add tcp_bw "$(kv "$work/tcp.$r" tcp_stream_gbs)"
+    fi
+    if want pvm; then
+        "$RAWBENCH" pvm --bytes $pvm_bytes > "$work/pvm.$r" 2>&1 || failed="$failed pvm"
+        add pvm_bw "$(kv "$work/pvm.$r" pvm_gbs)"
+    fi
+    if want lat2; then
+        perf "$inst_a" "$inst_b" "$work/lat2.$r" ib_send_lat -c RC -s 8 -n $lat_iters || failed="$failed lat2"
+        add lat2 "$(lat_of "$work/lat2.$r")"
+    fi
+    if want sbw2; then
+        perf "$inst_a" "$inst_b" "$work/sbw2.$r" ib_send_bw -c RC -s 1048576 -n $bw_iters || failed="$failed sbw2"
+        add sbw2 "$(bw_of "$work/sbw2.$r")"
+    fi
+    if want wbw2; then
+        perf "$inst_a" "$inst_b" "$work/wbw2.$r" ib_write_bw -c RC -s 1048576 -n $bw_iters || failed="$failed wbw2"
+        add wbw2 "$(bw_of "$work/wbw2.$r")"
+    fi
+    if want lat1; then
+        perf "$inst_a" "$inst_a" "$work/lat1.$r" ib_send_lat -c RC -s 8 -n $lat_iters || failed="$failed lat1"
+        add lat1 "$(lat_of "$work/lat1.$r")"
+    fi
+    if want sbw1; then
+        perf "$inst_a" "$inst_a" "$work/sbw1.$r" ib_send_bw -c RC -s 1048576 -n $((bw_iters * 2)) || failed="$failed sbw1"
+        add sbw1 "$(bw_of "$work/sbw1.$r")"
+    fi
+    if want wbw1; then
+        perf "$inst_a" "$inst_a" "$work/wbw1.$r" ib_write_bw -c RC -s 1048576 -n $((bw_iters * 2)) || failed="$failed wbw1"
+        add wbw1 "$(bw_of "$work/wbw1.$r")"
+    fi
     if [ $ompi = 1 ]; then
         ompi_run "$work/ompi.$r" || failed="$failed ompi"
         add ompi_lat "$(awk '$1 == 8 && $2 == "bytes:" { print $3 }' "$work/ompi.$r")"
@@ -165,21 +184,21 @@ r_sbw1=$(ratio "$m_sbw1" "$m_pvm_bw") r_wbw1=$(ratio "$m_wbw1" "$m_pvm_bw")
 
 echo
 echo "simhca speed, $reps round(s), medians; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "  raw TCP 8 B RTT (127.0.0.1)          $m_tcp_rtt us      [$(echo ${vals[tcp_rtt]})]"
-echo "  raw TCP stream 1 MiB writes          $m_tcp_bw GB/s   [$(echo ${vals[tcp_bw]})]"
-echo "  process_vm_writev loop 1 MiB         $m_pvm_bw GB/s   [$(echo ${vals[pvm_bw]})]"
+echo "  raw TCP 8 B RTT (127.0.0.1)          $m_tcp_rtt us      [$(echo ${vals[tcp_rtt]:-})]"
+echo "  raw TCP stream 1 MiB writes          $m_tcp_bw GB/s   [$(echo ${vals[tcp_bw]:-})]"
+echo "  process_vm_writev loop 1 MiB         $m_pvm_bw GB/s   [$(echo ${vals[pvm_bw]:-})]"
 printf '\n  %-44s %-10s %-24s %-8s %s\n' "simhca (perftest -c RC)" "median" "rounds" "ratio" "target"
 row() { printf '  %-44s %-10s %-24s %-8s %s\n' "$1" "$2" "[$(echo $3)]" "$4" "$5"; }
-row "ib_send_lat 8 B, two nodes (us, half RTT)" "$m_lat2" "${vals[lat2]}" "$r_lat" "<= 2 x TCP RTT: $(verdict "$r_lat" '<=' 2)"
+row "ib_send_lat 8 B, two nodes (us, half RTT)" "$m_lat2" "${vals[lat2]:-}" "$r_lat" "<= 2 x TCP RTT: $(verdict "$r_lat" '<=' 2)"
 row "  = round trip (us)" "$rtt2" "" "$r_rtt" "(RTT vs RTT; 2x: $(verdict "$r_rtt" '<=' 2))"
-row "ib_send_bw 1 MiB, two nodes (GB/s)" "$m_sbw2" "${vals[sbw2]}" "$r_sbw2" ">= 0.5 x TCP stream: $(verdict "$r_sbw2" '>=' 0.5)"
-row "ib_write_bw 1 MiB, two nodes (GB/s)" "$m_wbw2" "${vals[wbw2]}" "$r_wbw2" ">= 0.5 x TCP stream: $(verdict "$r_wbw2" '>=' 0.5)"
-row "ib_send_lat 8 B, one node (us, half RTT)" "$m_lat1" "${vals[lat1]}" "" ""
-row "ib_send_bw 1 MiB, one node (GB/s)" "$m_sbw1" "${vals[sbw1]}" "$r_sbw1" ">= 0.5 x pvm loop: $(verdict "$r_sbw1" '>=' 0.5)"
-row "ib_write_bw 1 MiB, one node (GB/s)" "$m_wbw1" "${vals[wbw1]}" "$r_wbw1" ">= 0.5 x pvm loop: $(verdict "$r_wbw1" '>=' 0.5)"
+row "ib_send_bw 1 MiB, two nodes (GB/s)" "$m_sbw2" "${vals[sbw2]:-}" "$r_sbw2" ">= 0.5 x TCP stream: $(verdict "$r_sbw2" '>=' 0.5)"
+row "ib_write_bw 1 MiB, two nodes (GB/s)" "$m_wbw2" "${vals[wbw2]:-}" "$r_wbw2" ">= 0.5 x TCP stream: $(verdict "$r_wbw2" '>=' 0.5)"
+row "ib_send_lat 8 B, one node (us, half RTT)" "$m_lat1" "${vals[lat1]:-}" "" ""
+row "ib_send_bw 1 MiB, one node (GB/s)" "$m_sbw1" "${vals[sbw1]:-}" "$r_sbw1" ">= 0.5 x pvm loop: $(verdict "$r_sbw1" '>=' 0.5)"
+row "ib_write_bw 1 MiB, one node (GB/s)" "$m_wbw1" "${vals[wbw1]:-}" "$r_wbw1" ">= 0.5 x pvm loop: $(verdict "$r_wbw1" '>=' 0.5)"
 if [ $ompi = 1 ]; then
-    row "Open MPI openib 8 B, one node (us, half RTT)" "$m_ompi_lat" "${vals[ompi_lat]}" "" ""
-    row "Open MPI openib 1 MiB, one node (GB/s)" "$m_ompi_bw" "${vals[ompi_bw]}" "" ""
+    row "Open MPI openib 8 B, one node (us, half RTT)" "$m_ompi_lat" "${vals[ompi_lat]:-}" "" ""
+    row "Open MPI openib 1 MiB, one node (GB/s)" "$m_ompi_bw" "${vals[ompi_bw]:-}" "" ""
 fi
 [ -n "$failed" ] && echo "  runs that FAILED:$failed (outputs: --keep)"
 exit 0
