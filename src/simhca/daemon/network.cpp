@@ -256,7 +256,8 @@ void Network::on_readable(Conn &c) {
             c.in = std::move(n);
             c.in_cap = cap;
         }
-        ssize_t n = ::recv(c.fd.get(), c.in.get() + c.in_len, c.in_cap - c.in_len, 0);
+        size_t room = c.in_cap - c.in_len;
+        ssize_t n = ::recv(c.fd.get(), c.in.get() + c.in_len, room, 0);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
             close_conn(id);
             return;
@@ -279,6 +280,9 @@ void Network::on_readable(Conn &c) {
             c.in_off += sizeof(h) + h.len;
         }
         if (c.in_off == c.in_len) c.in_off = c.in_len = 0;
+        // A short read drained the socket: no second recv just to see EAGAIN (one syscall less per
+        // message); epoll is level-triggered here and reports whatever arrives after this read.
+        if (size_t(n) < room) return;
     }
 }
 
