@@ -14,7 +14,7 @@
 # Not a test: prints figures, never fails on them. Starts its daemons with private SIMHCA_INSTANCE names
 # and stops them (and everything else it started) by pid.
 #
-# Usage: simhca-bench.sh [--reps N] [--quick] [--no-ompi] [--keep] [--only tcp,pvm,lat2,sbw2,wbw2,lat1,sbw1,wbw1,ompi]
+# Usage: simhca-bench.sh [--reps N] [--quick] [--no-ompi] [--keep] [--only tcp,pvm,lat2,sbw2,wbw2,mr2,lat1,sbw1,wbw1,mr1,ompi]
 # Environment (the Makefile's `bench` target sets them): SIMHCAD, SIMHCA_CTL, SIMHCA_LIBDIR, RAWBENCH,
 #   MPICC, MPIRUN, srcdir.
 set -u
@@ -45,8 +45,8 @@ for f in "$SIMHCAD" "$SIMHCA_CTL" "$RAWBENCH"; do [ -x "$f" ] || { echo "simhca-
 SIMHCAD=$(readlink -f "$SIMHCAD") SIMHCA_CTL=$(readlink -f "$SIMHCA_CTL") RAWBENCH=$(readlink -f "$RAWBENCH")
 SIMHCA_LIBDIR=$(readlink -f "$SIMHCA_LIBDIR")
 
-lat_iters=20000 bw_iters=2000 tcp_iters=20000 stream=$((4 << 30)) pvm_bytes=$((16 << 30))
-[ $quick = 1 ] && lat_iters=3000 bw_iters=400 tcp_iters=3000 stream=$((1 << 30)) pvm_bytes=$((4 << 30))
+lat_iters=20000 bw_iters=2000 rate_iters=100000 tcp_iters=20000 stream=$((4 << 30)) pvm_bytes=$((16 << 30))
+[ $quick = 1 ] && lat_iters=3000 bw_iters=400 rate_iters=20000 tcp_iters=3000 stream=$((1 << 30)) pvm_bytes=$((4 << 30))
 
 work=$(mktemp -d /tmp/simhca-bench-XXXXXX)
 pids=""
@@ -103,6 +103,7 @@ perf() {
 # perftest result lines: latency -> t_typical (column 5) in us; bandwidth -> BW average (column 4, MiB/s) in GB/s.
 lat_of() { awk '$1 ~ /^[0-9]+$/ && NF >= 7 { v = $5 } END { if (v != "") print v; else print "nan" }' "$1"; }
 bw_of() { awk '$1 ~ /^[0-9]+$/ && NF >= 5 { v = $4 * 1048576 / 1e9 } END { if (v != "") printf "%.3f\n", v; else print "nan" }' "$1"; }
+rate_of() { awk '$1 ~ /^[0-9]+$/ && NF >= 5 { v = $5 } END { if (v != "") print v; else print "nan" }' "$1"; }
 kv() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
 
 # Open MPI one-node ping-pong (btl openib on daemon a), as ompi-openib.sh runs it.
@@ -150,6 +151,10 @@ for r in $(seq "$reps"); do
         perf "$inst_a" "$inst_b" "$work/wbw2.$r" ib_write_bw -c RC -s 1048576 -n $bw_iters || failed="$failed wbw2"
         add wbw2 "$(bw_of "$work/wbw2.$r")"
     fi
+    if want mr2; then
+        perf "$inst_a" "$inst_b" "$work/mr2.$r" ib_send_bw -c RC -s 8 -n $rate_iters || failed="$failed mr2"
+        add mr2 "$(rate_of "$work/mr2.$r")"
+    fi
     if want lat1; then
         perf "$inst_a" "$inst_a" "$work/lat1.$r" ib_send_lat -c RC -s 8 -n $lat_iters || failed="$failed lat1"
         add lat1 "$(lat_of "$work/lat1.$r")"
@@ -161,6 +166,10 @@ for r in $(seq "$reps"); do
     if want wbw1; then
         perf "$inst_a" "$inst_a" "$work/wbw1.$r" ib_write_bw -c RC -s 1048576 -n $((bw_iters * 2)) || failed="$failed wbw1"
         add wbw1 "$(bw_of "$work/wbw1.$r")"
+    fi
+    if want mr1; then
+        perf "$inst_a" "$inst_a" "$work/mr1.$r" ib_send_bw -c RC -s 8 -n $rate_iters || failed="$failed mr1"
+        add mr1 "$(rate_of "$work/mr1.$r")"
     fi
     if [ $ompi = 1 ]; then
         ompi_run "$work/ompi.$r" || failed="$failed ompi"
@@ -176,7 +185,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%
 verdict() { # VALUE OP LIMIT
     awk -v v="$1" -v op="$2" -v l="$3" 'BEGIN { if (v == "nan") print "?"; else if ((op == "<=" && v <= l) || (op == ">=" && v >= l)) print "MET"; else print "not met" }'
 }
-for k in tcp_rtt tcp_bw pvm_bw lat2 sbw2 wbw2 lat1 sbw1 wbw1 ompi_lat ompi_bw; do eval "m_$k=\$(med \"\${vals[$k]:-}\")"; done
+for k in tcp_rtt tcp_bw pvm_bw lat2 sbw2 wbw2 mr2 lat1 sbw1 wbw1 mr1 ompi_lat ompi_bw; do eval "m_$k=\$(med \"\${vals[$k]:-}\")"; done
 rtt2=$(awk -v l="$m_lat2" 'BEGIN { if (l == "nan") print "nan"; else printf "%.2f", 2 * l }')
 r_lat=$(ratio "$m_lat2" "$m_tcp_rtt") r_rtt=$(ratio "$rtt2" "$m_tcp_rtt")
 r_sbw2=$(ratio "$m_sbw2" "$m_tcp_bw") r_wbw2=$(ratio "$m_wbw2" "$m_tcp_bw")
@@ -193,9 +202,11 @@ row "ib_send_lat 8 B, two nodes (us, half RTT)" "$m_lat2" "${vals[lat2]:-}" "$r_
 row "  = round trip (us)" "$rtt2" "" "$r_rtt" "(RTT vs RTT; 2x: $(verdict "$r_rtt" '<=' 2))"
 row "ib_send_bw 1 MiB, two nodes (GB/s)" "$m_sbw2" "${vals[sbw2]:-}" "$r_sbw2" ">= 0.5 x TCP stream: $(verdict "$r_sbw2" '>=' 0.5)"
 row "ib_write_bw 1 MiB, two nodes (GB/s)" "$m_wbw2" "${vals[wbw2]:-}" "$r_wbw2" ">= 0.5 x TCP stream: $(verdict "$r_wbw2" '>=' 0.5)"
+row "ib_send_bw 8 B, two nodes (Mpps)" "$m_mr2" "${vals[mr2]:-}" "" ""
 row "ib_send_lat 8 B, one node (us, half RTT)" "$m_lat1" "${vals[lat1]:-}" "" ""
 row "ib_send_bw 1 MiB, one node (GB/s)" "$m_sbw1" "${vals[sbw1]:-}" "$r_sbw1" ">= 0.5 x pvm loop: $(verdict "$r_sbw1" '>=' 0.5)"
 row "ib_write_bw 1 MiB, one node (GB/s)" "$m_wbw1" "${vals[wbw1]:-}" "$r_wbw1" ">= 0.5 x pvm loop: $(verdict "$r_wbw1" '>=' 0.5)"
+row "ib_send_bw 8 B, one node (Mpps)" "$m_mr1" "${vals[mr1]:-}" "" ""
 if [ $ompi = 1 ]; then
     row "Open MPI openib 8 B, one node (us, half RTT)" "$m_ompi_lat" "${vals[ompi_lat]:-}" "" ""
     row "Open MPI openib 1 MiB, one node (GB/s)" "$m_ompi_bw" "${vals[ompi_bw]:-}" "" ""
