@@ -25,7 +25,7 @@ set -u
 : "${MPICC:=mpicc}"
 : "${MPIRUN:=mpirun}"
 srcdir=${srcdir:-$(dirname "$0")}
-reps=3 quick=0 ompi=1 keep=0 only=
+reps=5 quick=0 ompi=1 keep=0 only=
 while [ $# -gt 0 ]; do
     case $1 in
     --reps) reps=$2; shift ;;
@@ -83,11 +83,24 @@ for n in a b; do
 done
 export LD_LIBRARY_PATH="$SIMHCA_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
+# CPU time (ns, /proc/PID/schedstat) and sleeps (voluntary context switches) of both daemons: the
+# daemons' cost per message does not depend on how busy the machine is, unlike the rates.
+daemon_cost() {
+    local ns=0 sw=0 p
+    for p in $daemons; do
+        ns=$((ns + $(cut -d' ' -f1 /proc/$p/schedstat)))
+        sw=$((sw + $(awk '/^voluntary_ctxt_switches/ { print $2 }' /proc/$p/status)))
+    done
+    echo "$ns $sw"
+}
 # perf SERVER_INST CLIENT_INST OUT TOOL ARGS...: server and client of one perftest run; the client's output
-# goes to OUT. Returns non-zero when either side failed.
+# goes to OUT, the daemons' CPU microseconds and sleeps per iteration (-n) to OUT.cost. Returns non-zero
+# when either side failed.
 perf() {
     local si=$1 ci=$2 out=$3
     shift 3
+    local iters=0 a prev=""
+    for a in "$@"; do [ "$prev" = -n ] && iters=$a; prev=$a; done
     local port
     port=$(free_port)
     SIMHCA_INSTANCE=$si timeout -k 5 120 "$@" -d simhca0 -F -p "$port" > "$out.server" 2>&1 < /dev/null &
@@ -95,9 +108,14 @@ perf() {
     pids="$pids $spid"
     local i=0
     while ! listening "$port" && [ $i -lt 100 ] && kill -0 $spid 2>/dev/null; do i=$((i + 1)); sleep 0.05; done
+    local c0 c1
+    c0=$(daemon_cost)
     SIMHCA_INSTANCE=$ci timeout -k 5 120 "$@" -d simhca0 -F -p "$port" 127.0.0.1 > "$out" 2>&1 < /dev/null
     local rc=$?
     wait $spid || rc=1
+    c1=$(daemon_cost)
+    # (includes connection setup, a few ms: negligible next to thousands of iterations)
+    echo "$c0 $c1" | awk -v n="$iters" '{ if (n > 0) printf "%.2f %.2f\n", ($3 - $1) / 1000 / n, ($4 - $2) / n }' > "$out.cost"
     return $rc
 }
 # perftest result lines: latency -> t_typical (column 5) in us; bandwidth -> BW average (column 4, MiB/s) in GB/s.
@@ -142,34 +160,50 @@ for r in $(seq "$reps"); do
     if want lat2; then
         perf "$inst_a" "$inst_b" "$work/lat2.$r" ib_send_lat -c RC -s 8 -n $lat_iters || failed="$failed lat2"
         add lat2 "$(lat_of "$work/lat2.$r")"
+        add lat2_cpu "$(cut -d" " -f1 "$work/lat2.$r.cost" 2>/dev/null)"
+        add lat2_sw "$(cut -d" " -f2 "$work/lat2.$r.cost" 2>/dev/null)"
     fi
     if want sbw2; then
         perf "$inst_a" "$inst_b" "$work/sbw2.$r" ib_send_bw -c RC -s 1048576 -n $bw_iters || failed="$failed sbw2"
         add sbw2 "$(bw_of "$work/sbw2.$r")"
+        add sbw2_cpu "$(cut -d" " -f1 "$work/sbw2.$r.cost" 2>/dev/null)"
+        add sbw2_sw "$(cut -d" " -f2 "$work/sbw2.$r.cost" 2>/dev/null)"
     fi
     if want wbw2; then
         perf "$inst_a" "$inst_b" "$work/wbw2.$r" ib_write_bw -c RC -s 1048576 -n $bw_iters || failed="$failed wbw2"
         add wbw2 "$(bw_of "$work/wbw2.$r")"
+        add wbw2_cpu "$(cut -d" " -f1 "$work/wbw2.$r.cost" 2>/dev/null)"
+        add wbw2_sw "$(cut -d" " -f2 "$work/wbw2.$r.cost" 2>/dev/null)"
     fi
     if want mr2; then
         perf "$inst_a" "$inst_b" "$work/mr2.$r" ib_send_bw -c RC -s 8 -n $rate_iters || failed="$failed mr2"
         add mr2 "$(rate_of "$work/mr2.$r")"
+        add mr2_cpu "$(cut -d" " -f1 "$work/mr2.$r.cost" 2>/dev/null)"
+        add mr2_sw "$(cut -d" " -f2 "$work/mr2.$r.cost" 2>/dev/null)"
     fi
     if want lat1; then
         perf "$inst_a" "$inst_a" "$work/lat1.$r" ib_send_lat -c RC -s 8 -n $lat_iters || failed="$failed lat1"
         add lat1 "$(lat_of "$work/lat1.$r")"
+        add lat1_cpu "$(cut -d" " -f1 "$work/lat1.$r.cost" 2>/dev/null)"
+        add lat1_sw "$(cut -d" " -f2 "$work/lat1.$r.cost" 2>/dev/null)"
     fi
     if want sbw1; then
         perf "$inst_a" "$inst_a" "$work/sbw1.$r" ib_send_bw -c RC -s 1048576 -n $((bw_iters * 2)) || failed="$failed sbw1"
         add sbw1 "$(bw_of "$work/sbw1.$r")"
+        add sbw1_cpu "$(cut -d" " -f1 "$work/sbw1.$r.cost" 2>/dev/null)"
+        add sbw1_sw "$(cut -d" " -f2 "$work/sbw1.$r.cost" 2>/dev/null)"
     fi
     if want wbw1; then
         perf "$inst_a" "$inst_a" "$work/wbw1.$r" ib_write_bw -c RC -s 1048576 -n $((bw_iters * 2)) || failed="$failed wbw1"
         add wbw1 "$(bw_of "$work/wbw1.$r")"
+        add wbw1_cpu "$(cut -d" " -f1 "$work/wbw1.$r.cost" 2>/dev/null)"
+        add wbw1_sw "$(cut -d" " -f2 "$work/wbw1.$r.cost" 2>/dev/null)"
     fi
     if want mr1; then
         perf "$inst_a" "$inst_a" "$work/mr1.$r" ib_send_bw -c RC -s 8 -n $rate_iters || failed="$failed mr1"
         add mr1 "$(rate_of "$work/mr1.$r")"
+        add mr1_cpu "$(cut -d" " -f1 "$work/mr1.$r.cost" 2>/dev/null)"
+        add mr1_sw "$(cut -d" " -f2 "$work/mr1.$r.cost" 2>/dev/null)"
     fi
     if [ $ompi = 1 ]; then
         ompi_run "$work/ompi.$r" || failed="$failed ompi"
@@ -185,7 +219,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%
 verdict() { # VALUE OP LIMIT
     awk -v v="$1" -v op="$2" -v l="$3" 'BEGIN { if (v == "nan") print "?"; else if ((op == "<=" && v <= l) || (op == ">=" && v >= l)) print "MET"; else print "not met" }'
 }
-for k in tcp_rtt tcp_bw pvm_bw lat2 sbw2 wbw2 mr2 lat1 sbw1 wbw1 mr1 ompi_lat ompi_bw; do eval "m_$k=\$(med \"\${vals[$k]:-}\")"; done
+for k in tcp_rtt tcp_bw pvm_bw lat2 sbw2 wbw2 mr2 lat1 sbw1 wbw1 mr1 ompi_lat ompi_bw \
+    lat2_cpu lat2_sw sbw2_cpu sbw2_sw wbw2_cpu wbw2_sw mr2_cpu mr2_sw lat1_cpu lat1_sw sbw1_cpu sbw1_sw \
+    wbw1_cpu wbw1_sw mr1_cpu mr1_sw; do eval "m_$k=\$(med \"\${vals[$k]:-}\")"; done
 rtt2=$(awk -v l="$m_lat2" 'BEGIN { if (l == "nan") print "nan"; else printf "%.2f", 2 * l }')
 r_lat=$(ratio "$m_lat2" "$m_tcp_rtt") r_rtt=$(ratio "$rtt2" "$m_tcp_rtt")
 r_sbw2=$(ratio "$m_sbw2" "$m_tcp_bw") r_wbw2=$(ratio "$m_wbw2" "$m_tcp_bw")
@@ -196,17 +232,23 @@ echo "simhca speed, $reps round(s), medians; $(nproc) CPUs, load $(cut -d' ' -f1
 echo "  raw TCP 8 B RTT (127.0.0.1)          $m_tcp_rtt us      [$(echo ${vals[tcp_rtt]:-})]"
 echo "  raw TCP stream 1 MiB writes          $m_tcp_bw GB/s   [$(echo ${vals[tcp_bw]:-})]"
 echo "  process_vm_writev loop 1 MiB         $m_pvm_bw GB/s   [$(echo ${vals[pvm_bw]:-})]"
-printf '\n  %-44s %-10s %-24s %-8s %s\n' "simhca (perftest -c RC)" "median" "rounds" "ratio" "target"
-row() { printf '  %-44s %-10s %-24s %-8s %s\n' "$1" "$2" "[$(echo $3)]" "$4" "$5"; }
-row "ib_send_lat 8 B, two nodes (us, half RTT)" "$m_lat2" "${vals[lat2]:-}" "$r_lat" "<= 2 x TCP RTT: $(verdict "$r_lat" '<=' 2)"
+printf '\n  %-44s %-9s %-26s %-14s %-6s %s\n' "simhca (perftest -c RC)" "median" "rounds" "daemons/iter" "ratio" \
+    "target"
+# row LABEL MEDIAN ROUNDS RATIO TARGET [KEY]: KEY's daemon CPU microseconds and sleeps per iteration (medians)
+row() {
+    local cost=""
+    [ -n "${6:-}" ] && cost="$(eval echo "\$m_${6}_cpu")us $(eval echo "\$m_${6}_sw")sl"
+    printf '  %-44s %-9s %-26s %-14s %-6s %s\n' "$1" "$2" "[$(echo $3)]" "$cost" "$4" "$5"
+}
+row "ib_send_lat 8 B, two nodes (us, half RTT)" "$m_lat2" "${vals[lat2]:-}" "$r_lat" "<= 2 x TCP RTT: $(verdict "$r_lat" '<=' 2)" lat2
 row "  = round trip (us)" "$rtt2" "" "$r_rtt" "(RTT vs RTT; 2x: $(verdict "$r_rtt" '<=' 2))"
-row "ib_send_bw 1 MiB, two nodes (GB/s)" "$m_sbw2" "${vals[sbw2]:-}" "$r_sbw2" ">= 0.5 x TCP stream: $(verdict "$r_sbw2" '>=' 0.5)"
-row "ib_write_bw 1 MiB, two nodes (GB/s)" "$m_wbw2" "${vals[wbw2]:-}" "$r_wbw2" ">= 0.5 x TCP stream: $(verdict "$r_wbw2" '>=' 0.5)"
-row "ib_send_bw 8 B, two nodes (Mpps)" "$m_mr2" "${vals[mr2]:-}" "" ""
-row "ib_send_lat 8 B, one node (us, half RTT)" "$m_lat1" "${vals[lat1]:-}" "" ""
-row "ib_send_bw 1 MiB, one node (GB/s)" "$m_sbw1" "${vals[sbw1]:-}" "$r_sbw1" ">= 0.5 x pvm loop: $(verdict "$r_sbw1" '>=' 0.5)"
-row "ib_write_bw 1 MiB, one node (GB/s)" "$m_wbw1" "${vals[wbw1]:-}" "$r_wbw1" ">= 0.5 x pvm loop: $(verdict "$r_wbw1" '>=' 0.5)"
-row "ib_send_bw 8 B, one node (Mpps)" "$m_mr1" "${vals[mr1]:-}" "" ""
+row "ib_send_bw 1 MiB, two nodes (GB/s)" "$m_sbw2" "${vals[sbw2]:-}" "$r_sbw2" ">= 0.5 x TCP stream: $(verdict "$r_sbw2" '>=' 0.5)" sbw2
+row "ib_write_bw 1 MiB, two nodes (GB/s)" "$m_wbw2" "${vals[wbw2]:-}" "$r_wbw2" ">= 0.5 x TCP stream: $(verdict "$r_wbw2" '>=' 0.5)" wbw2
+row "ib_send_bw 8 B, two nodes (Mpps)" "$m_mr2" "${vals[mr2]:-}" "" "" mr2
+row "ib_send_lat 8 B, one node (us, half RTT)" "$m_lat1" "${vals[lat1]:-}" "" "" lat1
+row "ib_send_bw 1 MiB, one node (GB/s)" "$m_sbw1" "${vals[sbw1]:-}" "$r_sbw1" ">= 0.5 x pvm loop: $(verdict "$r_sbw1" '>=' 0.5)" sbw1
+row "ib_write_bw 1 MiB, one node (GB/s)" "$m_wbw1" "${vals[wbw1]:-}" "$r_wbw1" ">= 0.5 x pvm loop: $(verdict "$r_wbw1" '>=' 0.5)" wbw1
+row "ib_send_bw 8 B, one node (Mpps)" "$m_mr1" "${vals[mr1]:-}" "" "" mr1
 if [ $ompi = 1 ]; then
     row "Open MPI openib 8 B, one node (us, half RTT)" "$m_ompi_lat" "${vals[ompi_lat]:-}" "" ""
     row "Open MPI openib 1 MiB, one node (GB/s)" "$m_ompi_bw" "${vals[ompi_bw]:-}" "" ""
