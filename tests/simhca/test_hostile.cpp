@@ -2,6 +2,8 @@
 // shared rings. The daemon must answer with errors, never crash, and keep
 // serving well-behaved clients.
 #include <cstring>
+#include <fcntl.h>
+#include <string>
 #include <random>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -208,3 +210,137 @@ TEST_F(Hostile, GarbageInSharedRings) {
 }
 
 } // namespace
+
+// The third Hello fd is the daemon's "awake" word (clients skip the doorbell while it reads 1). A client
+// that could write it would make every other client's posts wait: it must be read-only for clients, through
+// that fd and through any reopening of it.
+TEST_F(Hostile, AwakeWordIsReadOnly) {
+    int s = raw_connect();
+    ASSERT_GE(s, 0);
+    proto::Request req{};
+    proto::Response resp{};
+    req.op = uint32_t(proto::Op::Hello);
+    req.hello = {proto::kMagic, proto::kVersion};
+    ASSERT_EQ(send(s, &req, sizeof(req), MSG_NOSIGNAL), ssize_t(sizeof(req)));
+    char ctl[CMSG_SPACE(sizeof(int) * 4)];
+    iovec iov{&resp, sizeof(resp)};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof(ctl);
+    ASSERT_GT(recvmsg(s, &m, MSG_CMSG_CLOEXEC), 0);
+    ASSERT_EQ(resp.err, 0);
+    std::vector<int> fds;
+    for (cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        int nfd = int((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int i = 0; i < nfd; ++i) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            fds.push_back(fd);
+        }
+    }
+    ASSERT_EQ(fds.size(), 3u) << "Hello passes the async pipe, the doorbell and the awake word";
+    int fd = fds[2];
+    EXPECT_EQ(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), MAP_FAILED);
+    uint32_t one = 1;
+    EXPECT_LT(pwrite(fd, &one, sizeof(one), 0), 0);
+    int again = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDWR | O_CLOEXEC);
+    if (again >= 0) {
+        EXPECT_EQ(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, again, 0), MAP_FAILED);
+        EXPECT_LT(pwrite(again, &one, sizeof(one), 0), 0);
+        close(again);
+    }
+    EXPECT_LT(ftruncate(fd, 0), 0);
+    void *p = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    uint32_t v = *static_cast<volatile uint32_t *>(p);
+    EXPECT_LE(v, 1u);
+    munmap(p, 4096);
+    for (int f : fds) close(f);
+    close(s);
+    expect_daemon_serves();
+}
+
+// Posts that skip the doorbell (the daemon looked awake) are still executed: many small sends in a row,
+// each checked at the receiver, without any other traffic to wake the daemon up.
+TEST_F(Hostile, PostsWithoutDoorbellAreExecuted) {
+    ibv_context *c = open_device();
+    ASSERT_NE(c, nullptr);
+    ibv_pd *pd = ibv_alloc_pd(c);
+    ibv_cq *cq = ibv_create_cq(c, 64, nullptr, nullptr, 0);
+    ASSERT_TRUE(pd && cq);
+    std::vector<uint8_t> src(64), dst(64 * 32);
+    ibv_mr *ms = ibv_reg_mr(pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+    ibv_mr *md = ibv_reg_mr(pd, dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_TRUE(ms && md);
+    ibv_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = ia.cap.max_recv_wr = 32;
+    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    ibv_qp *qp = ibv_create_qp(pd, &ia);
+    ASSERT_NE(qp, nullptr);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.dest_qp_num = qp->qp_num;
+    a.ah_attr.dlid = 1;
+    a.ah_attr.port_num = 1;
+    a.path_mtu = IBV_MTU_1024;
+    ASSERT_EQ(ibv_modify_qp(qp, &a,
+                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+              0);
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    ASSERT_EQ(ibv_modify_qp(qp, &a,
+                            IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                IBV_QP_MAX_QP_RD_ATOMIC),
+              0);
+    for (int round = 0; round < 200; ++round) {
+        for (int i = 0; i < 32; ++i) {
+            ibv_sge g{reinterpret_cast<uintptr_t>(dst.data() + 64 * i), 64, md->lkey};
+            ibv_recv_wr r{};
+            r.wr_id = uint64_t(i);
+            r.sg_list = &g;
+            r.num_sge = 1;
+            ibv_recv_wr *bad;
+            ASSERT_EQ(ibv_post_recv(qp, &r, &bad), 0);
+        }
+        // One WR per post: each post publishes its index and decides alone whether to ring.
+        for (int i = 0; i < 32; ++i) {
+            std::memset(src.data(), round * 32 + i, src.size());
+            ibv_sge g{reinterpret_cast<uintptr_t>(src.data()), 64, ms->lkey};
+            ibv_send_wr w{};
+            w.wr_id = uint64_t(i);
+            w.sg_list = &g;
+            w.num_sge = 1;
+            w.opcode = IBV_WR_SEND;
+            w.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+            ibv_send_wr *bad;
+            ASSERT_EQ(ibv_post_send(qp, &w, &bad), 0);
+        }
+        int done = 0;
+        while (done < 64) {
+            ibv_wc wc[16];
+            int n = ibv_poll_cq(cq, 16, wc);
+            ASSERT_GE(n, 0);
+            for (int k = 0; k < n; ++k) ASSERT_EQ(wc[k].status, IBV_WC_SUCCESS);
+            done += n;
+        }
+        for (int i = 0; i < 32; ++i)
+            ASSERT_EQ(dst[64 * i + 63], uint8_t(round * 32 + i)) << "round " << round << " message " << i;
+    }
+    ibv_destroy_qp(qp);
+    ibv_dereg_mr(ms);
+    ibv_dereg_mr(md);
+    ibv_destroy_cq(cq);
+    ibv_dealloc_pd(pd);
+    ibv_close_device(c);
+}

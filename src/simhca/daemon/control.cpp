@@ -231,6 +231,7 @@ int Device::do_hello(Client &c, Response &r, std::vector<int> &fds) {
     std::snprintf(r.hello.node_name, sizeof(r.hello.node_name), "%s", cfg.node.c_str());
     std::snprintf(r.hello.sysfs_dir, sizeof(r.hello.sysfs_dir), "%s", cfg.sysfs_dir.c_str());
     fds = {c.async_rd.get(), c.doorbell.get()};
+    if (awake_fd_) fds.push_back(awake_fd_.get());
     return 0;
 }
 

@@ -2,6 +2,7 @@
 // Single-threaded: the server's epoll loop calls into it, so no locking.
 #pragma once
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -77,6 +78,15 @@ public:
 
     // Data path.
     void on_doorbell(Client &c);
+    // The "daemon awake" word clients read before ringing (lib ring_doorbell_sq): while it is 1, a post
+    // only writes the ring and the daemon finds it in going_to_sleep(), which clears the word and then
+    // rescans every send queue (true: it found work, do not sleep). Saves the client's eventfd write and
+    // the daemon's wakeup whenever a post comes while the daemon is busy (ping-pong replies).
+    int setup_awake_page(); // 0 or errno (then clients always ring)
+    void awake() {
+        if (awake_) awake_->store(1, std::memory_order_relaxed);
+    }
+    bool going_to_sleep();
     void on_timers(uint64_t now_ns);
     uint64_t next_timer_ns() const; // 0 = none
     bool idle() const;
@@ -214,6 +224,9 @@ private:
     std::unique_ptr<uint8_t[]> read_buf_; // RDMA READ results (no zero-filling)
     size_t read_cap_ = 0;
     std::vector<iovec> src_iov_;  // sender ranges of a lazily copied payload
+    std::vector<uint32_t> doorbell_qpns_; // on_doorbell's snapshot of the client's QPs
+    UniqueFd awake_fd_;                   // sealed memfd: clients can only map it read-only
+    std::atomic<uint32_t> *awake_ = nullptr;
     Network *net_ = nullptr;
     uint64_t next_stream_ = 0;
     uint64_t next_token_ = 0;

@@ -6,7 +6,9 @@
 // flush everything outstanding.
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -61,9 +63,10 @@ bool is_local_op(uint32_t op) { return op == IBV_WR_BIND_MW || op == IBV_WR_LOCA
 } // namespace
 
 void Device::on_doorbell(Client &c) {
-    uint64_t v;
-    if (c.doorbell) (void)!::read(c.doorbell.get(), &v, sizeof(v));
-    std::vector<uint32_t> mine = c.qpns; // a copy: the loop must not see the list change under it
+    // (The doorbell eventfd is edge-triggered in epoll: its counter is never read back.)
+    // A copy: the loop must not see the list change under it (kept to avoid an allocation per doorbell).
+    std::vector<uint32_t> &mine = doorbell_qpns_;
+    mine.assign(c.qpns.begin(), c.qpns.end());
     for (uint32_t qpn : mine) {
         Qp *qp = qp_by_num(qpn);
         if (!qp) continue;
@@ -72,12 +75,56 @@ void Device::on_doorbell(Client &c) {
     }
 }
 
+int Device::setup_awake_page() {
+    UniqueFd fd(::memfd_create("simhca-awake", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!fd || ::ftruncate(fd.get(), 4096) < 0) return errno;
+    void *p = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (p == MAP_FAILED) return errno;
+    // Only we write it: a client that could would make every other client skip its doorbells.
+    if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+        int e = errno;
+        ::munmap(p, 4096);
+        return e;
+    }
+    awake_ = new (p) std::atomic<uint32_t>(1);
+    awake_fd_ = std::move(fd);
+    return 0;
+}
+
+bool Device::going_to_sleep() {
+    if (!awake_) return false;
+    awake_->store(0, std::memory_order_relaxed);
+    // Store awake = 0, then load the producer indices; a client stores its index, then loads awake
+    // (lib ring_doorbell_sq). With full fences on both sides one of us sees the other's store.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    std::vector<uint32_t> &work = doorbell_qpns_;
+    work.clear();
+    for (auto &[qpn, qp] : qps_) {
+        if (!qp->ctl || !qp->sq_entries || qp->type == IBV_QPT_XRC_RECV) continue;
+        uint32_t head = qp->ctl->sq.head.load(std::memory_order_acquire);
+        if (head != qp->sq_seen) {
+            qp->sq_seen = head;
+            work.push_back(qpn);
+        }
+    }
+    if (work.empty()) return false;
+    awake_->store(1, std::memory_order_relaxed);
+    for (uint32_t qpn : work) {
+        Qp *qp = qp_by_num(qpn);
+        if (!qp) continue;
+        if (qp->state == IBV_QPS_ERR) flush_qp(*qp);
+        else pull_sq(*qp);
+    }
+    return true;
+}
+
 void Device::pull_sq(Qp &qp) {
     if (!qp.ctl || qp.type == IBV_QPT_XRC_RECV) return;
     if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_ERR) return; // WQEs wait in the ring
     RingCtl &r = qp.ctl->sq;
     uint32_t head = r.head.load(std::memory_order_acquire);
     uint32_t tail = r.tail.load(std::memory_order_relaxed);
+    qp.sq_seen = head;
     if (head - tail > qp.sq_entries) {
         // The client corrupted its producer index: treat as a fatal QP error.
         r.tail.store(head, std::memory_order_release);

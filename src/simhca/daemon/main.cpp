@@ -91,6 +91,12 @@ int main(int argc, char **argv) {
         (void)::setpriority(PRIO_PROCESS, 0, -10);
 
     Device dev(cfg);
+    // SIMHCA_DOORBELL_ALWAYS=1: clients ring on every post (no shared "awake" word), for comparisons.
+    const char *always = std::getenv("SIMHCA_DOORBELL_ALWAYS");
+    if (!(always && std::strcmp(always, "0") != 0))
+        if (int e = dev.setup_awake_page())
+            std::fprintf(stderr, "simhcad: warning: no shared awake word (%s): clients ring every post\n",
+                         std::strerror(e));
     Server srv(dev);
     if (int e = srv.listen(nodes)) {
         std::fprintf(stderr, "simhcad: cannot listen on %s: %s%s\n", daemon_address_text().c_str(), std::strerror(e),

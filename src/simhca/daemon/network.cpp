@@ -148,12 +148,43 @@ Network::Conn *Network::connect_to(uint16_t lid) {
 // payload); whatever the socket does not take now is kept for EPOLLOUT.
 void Network::queue(Conn &c, uint32_t type, uint64_t token, const void *a, size_t alen, const void *b, size_t blen) {
     FrameHdr h{kFrameMagic, type, alen + blen, token};
-    iovec iov[3] = {{&h, sizeof(h)}, {const_cast<void *>(a), alen}, {const_cast<void *>(b), blen}};
-    size_t total = sizeof(h) + alen + blen, done = 0;
+    constexpr size_t kCorkMax = 4096; // bigger frames are not copied: they go now, after what is corked
+    if (c.corked && sizeof(h) + alen + blen <= kCorkMax) {
+        const auto *hp = reinterpret_cast<const uint8_t *>(&h);
+        c.cork.insert(c.cork.end(), hp, hp + sizeof(h));
+        if (alen) c.cork.insert(c.cork.end(), static_cast<const uint8_t *>(a), static_cast<const uint8_t *>(a) + alen);
+        if (blen) c.cork.insert(c.cork.end(), static_cast<const uint8_t *>(b), static_cast<const uint8_t *>(b) + blen);
+        return;
+    }
+    iovec iov[4] = {{c.cork.data(), c.cork.size()},
+                    {&h, sizeof(h)},
+                    {const_cast<void *>(a), alen},
+                    {const_cast<void *>(b), blen}};
+    bool with_cork = !c.cork.empty();
+    uint32_t id = c.id;
+    send_iov(c, with_cork ? iov : iov + 1, (with_cork ? 3 : 2) + (blen ? 1 : 0));
+    if (with_cork)
+        if (auto it = conns_.find(id); it != conns_.end()) it->second->cork.clear();
+}
+
+void Network::uncork(uint32_t id) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    Conn &c = *it->second;
+    c.corked = false;
+    if (c.cork.empty()) return;
+    iovec iov{c.cork.data(), c.cork.size()};
+    send_iov(c, &iov, 1);
+    if (auto jt = conns_.find(id); jt != conns_.end()) jt->second->cork.clear();
+}
+
+void Network::send_iov(Conn &c, iovec *iov, int cnt) {
+    size_t total = 0, done = 0;
+    for (int i = 0; i < cnt; ++i) total += iov[i].iov_len;
     if (c.connected && c.out.empty()) {
         msghdr msg{};
         msg.msg_iov = iov;
-        msg.msg_iovlen = blen ? 3 : 2;
+        msg.msg_iovlen = size_t(cnt);
         ssize_t n;
         do {
             n = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL);
@@ -165,7 +196,8 @@ void Network::queue(Conn &c, uint32_t type, uint64_t token, const void *a, size_
         done = n > 0 ? size_t(n) : 0;
         if (done == total) return;
     }
-    for (auto &v : iov) { // keep the rest
+    for (int i = 0; i < cnt; ++i) { // keep the rest
+        const iovec &v = iov[i];
         size_t skip = std::min(done, v.iov_len);
         done -= skip;
         const auto *u = static_cast<const uint8_t *>(v.iov_base);
@@ -327,7 +359,8 @@ void Network::on_readable(Conn &c) {
             c.in = std::move(n);
             c.in_cap = cap;
         }
-        ssize_t n = ::recv(c.fd.get(), c.in.get() + c.in_len, c.in_cap - c.in_len, 0);
+        size_t room = c.in_cap - c.in_len;
+        ssize_t n = ::recv(c.fd.get(), c.in.get() + c.in_len, room, 0);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
             close_conn(id);
             return;
@@ -337,6 +370,7 @@ void Network::on_readable(Conn &c) {
             return;
         }
         c.in_len += size_t(n);
+        c.corked = true;
         while (c.in_len - c.in_off >= sizeof(FrameHdr)) {
             FrameHdr h;
             std::memcpy(&h, c.in.get() + c.in_off, sizeof(h));
@@ -349,7 +383,12 @@ void Network::on_readable(Conn &c) {
             if (!conns_.count(id)) return;
             c.in_off += sizeof(h) + h.len;
         }
+        uncork(id); // what the batch produced for this connection leaves in one send
+        if (!conns_.count(id)) return;
         if (c.in_off == c.in_len) c.in_off = c.in_len = 0;
+        // A short read drained the socket: no second recv just to see EAGAIN (one syscall less per
+        // message); epoll is level-triggered here and reports whatever arrives after this read.
+        if (size_t(n) < room) return;
     }
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <sys/uio.h>
 #include <vector>
 
 #include "../common/unique_fd.hpp"
@@ -41,6 +42,10 @@ private:
         bool outgoing = false, connected = false;
         uint16_t peer_lid = 0;
         std::vector<uint8_t> out; // unsent bytes (only what the socket refused)
+        // While the frames of one read are handled, small frames for this connection (replies; requests
+        // that those replies let go) are collected here and leave in one send after the batch.
+        bool corked = false;
+        std::vector<uint8_t> cork;
         size_t out_off = 0;
         // Receive buffer without zero-filling: [in_off, in_len) is unparsed.
         std::unique_ptr<uint8_t[]> in;
@@ -49,6 +54,8 @@ private:
     Conn *connect_to(uint16_t lid);
     void queue(Conn &c, uint32_t type, uint64_t token, const void *a, size_t alen, const void *b, size_t blen);
     void flush(Conn &c);
+    void uncork(uint32_t id);
+    void send_iov(Conn &c, iovec *iov, int n);
     void on_readable(Conn &c);
     // `held`: the frame already waited in the delay line.
     void handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t *body, size_t len, bool held = false);

@@ -144,6 +144,7 @@ struct Qp {
     ibv_qp_attr attr{}; // current attributes (what query_qp returns)
     ShmRegion shm;
     uint32_t sq_entries = 0, rq_entries = 0;
+    uint32_t sq_seen = 0; // producer index at the last rescan (Device::going_to_sleep)
     shm::QpCtl *ctl = nullptr;
     shm::SendWqe *sq = nullptr;
     shm::RecvWqe *rq = nullptr;

@@ -99,4 +99,14 @@ void ring_doorbell(Context &c) noexcept {
     (void)!::write(c.doorbell, &one, sizeof(one));
 }
 
+void ring_doorbell_sq(Context &c) noexcept {
+    if (c.daemon_awake) {
+        // Store the producer index (done by the caller), then load the word; the daemon stores 0 into
+        // it, then loads every producer index (Device::going_to_sleep). One of the two sees the other.
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (c.daemon_awake->load(std::memory_order_relaxed)) return; // it will find the WQEs before sleeping
+    }
+    ring_doorbell(c);
+}
+
 } // namespace simhca::lib

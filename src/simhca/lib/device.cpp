@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../common/limits.hpp"
@@ -145,14 +146,19 @@ SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
     proto::Request req{};
     proto::Response resp{};
     req.hello = {proto::kMagic, proto::kVersion};
-    int fds[2] = {-1, -1};
-    if (int e = c->conn.call(proto::Op::Hello, req, resp, -1, fds, 2); e || fds[0] < 0 || fds[1] < 0) {
+    int fds[3] = {-1, -1, -1};
+    if (int e = c->conn.call(proto::Op::Hello, req, resp, -1, fds, 3); e || fds[0] < 0 || fds[1] < 0) {
         for (int fd : fds)
             if (fd >= 0) ::close(fd);
         delete c;
         return fail<ibv_context>(e ? e : EPROTO);
     }
     c->doorbell = fds[1];
+    if (fds[2] >= 0) { // the daemon's read-only "awake" word (see ring_doorbell_sq)
+        void *p = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fds[2], 0);
+        if (p != MAP_FAILED) c->daemon_awake = static_cast<const std::atomic<uint32_t> *>(p);
+        ::close(fds[2]);
+    }
     c->conn.set_identity(resp.hello.client_id, resp.hello.secret);
     c->lid = resp.hello.lid;
     c->node_guid = resp.hello.node_guid;
@@ -199,6 +205,7 @@ SIMHCA_API int ibv_close_device(ibv_context *context) noexcept {
     // context, as closing the uverbs file does in the kernel.
     ::close(context->async_fd);
     ::close(c->doorbell);
+    if (c->daemon_awake) ::munmap(const_cast<std::atomic<uint32_t> *>(c->daemon_awake), 4096);
     pthread_mutex_destroy(&context->mutex);
     delete c;
     return 0;

@@ -4,6 +4,7 @@
 #pragma once
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -52,6 +53,7 @@ struct Context {
     verbs_context vctx; // vctx.context is what the application sees
     Conn conn;
     int doorbell = -1;
+    const std::atomic<uint32_t> *daemon_awake = nullptr; // mapped read-only; nullptr: always ring
     uint16_t lid = 0;
     uint64_t node_guid = 0; // network order
     // Live CQs, SRQs and QP handles by daemon handle: event records name the
@@ -165,6 +167,8 @@ template <class T> T *fail(int err) {
 }
 
 void ring_doorbell(Context &c) noexcept;
+// After publishing a send queue's producer index: rings only when the daemon may be asleep.
+void ring_doorbell_sq(Context &c) noexcept;
 void init_qp_ex_ops(Qp &qp) noexcept; // qp_ex.cpp
 void init_cq_ex_ops(Cq &cq) noexcept; // cq_ex.cpp
 void wc_from_cqe(ibv_wc &wc, const shm::Cqe &e) noexcept;

@@ -166,7 +166,7 @@ int post_send(ibv_qp *ibqp, ibv_send_wr *wr, ibv_send_wr **bad) noexcept {
     }
     if (head != head0) {
         ctl.head.store(head, std::memory_order_release);
-        ring_doorbell(*ctx_of(ibqp->context));
+        ring_doorbell_sq(*ctx_of(ibqp->context));
     }
     if (err) *bad = wr;
     return err;

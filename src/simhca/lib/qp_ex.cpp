@@ -125,7 +125,7 @@ int complete(ibv_qp_ex *q) {
     if (!err && qp->ctl) {
         uint32_t old = qp->ctl->sq.head.load(std::memory_order_relaxed);
         qp->ctl->sq.head.store(qp->wr_head, std::memory_order_release);
-        if (qp->wr_head != old) ring_doorbell(*ctx_of(q->qp_base.context));
+        if (qp->wr_head != old) ring_doorbell_sq(*ctx_of(q->qp_base.context));
     }
     qp->wr_cur = nullptr;
     qp->sq_mu.unlock();
