@@ -78,6 +78,7 @@ void on_request(mca_btl_xrc_module_t *m, const xrc::EagerControl &request) {
     r.remote_srqn = endpoint->route.srqs.front().srq_num;
     r.credit_addr = request.addr;
     r.credit_rkey = request.rkey;
+    r.writer = endpoint;
     r.busy = false;
     xrc::EagerControl grant = control_of(xrc::EagerControlType::Grant);
     grant.addr = reinterpret_cast<uintptr_t>(base);
@@ -85,6 +86,7 @@ void on_request(mca_btl_xrc_module_t *m, const xrc::EagerControl &request) {
     grant.slots = e.slots;
     grant.slot_size = e.slot_size;
     if (!send_control(m, endpoint, grant)) return;
+    endpoint->eager_ring = &r;
     ++e.rings_used;  // polled from now on
     BTL_XRC_VERBOSE(10, "btl:xrc: eager RDMA ring %u (%u x %u bytes) granted to rank %u", index, e.slots,
                     e.slot_size, request.rank);
@@ -185,6 +187,11 @@ void mca_btl_xrc_eager_endpoint_init(mca_btl_xrc_module_t *m, mca_btl_base_endpo
     endpoint->eager_sends = 0;
 }
 
+void mca_btl_xrc_eager_endpoint_fini(mca_btl_base_endpoint_t *endpoint) noexcept {
+    if (endpoint->eager_ring != nullptr) endpoint->eager_ring->writer = nullptr;
+    endpoint->eager_ring = nullptr;
+}
+
 void mca_btl_xrc_eager_request(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexcept {
     mca_btl_xrc_eager_t &e = *m->eager;
     if (e.free_count == 0) {  // every credit word is in use: this peer stays on the SRQ path
@@ -232,6 +239,7 @@ int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *m) noexcept {
         xrc::EagerRing::Message message;
         while (r.ring.peek(message)) {
             const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[message.tag];
+            if (message.well_formed && r.writer != nullptr) r.writer->eager.note_ack(message.ack);
             if (message.well_formed && reg->cbfunc != nullptr) {
                 mca_btl_base_segment_t segment{};
                 segment.seg_addr.pval = const_cast<unsigned char *>(message.data);

@@ -18,6 +18,7 @@ struct mca_btl_xrc_eager_ring_t {
     uint64_t credit_addr;   // the writer's credit word
     uint32_t credit_rkey;
     uint64_t *report_word;  // registered source of our reports
+    mca_btl_base_endpoint_t *writer;  // the peer writing into it (null once del_procs released it)
     bool busy;              // one of its messages is in a callback: no reentry from a nested progress
 };
 
@@ -37,6 +38,8 @@ int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *module) noexcept;
 void mca_btl_xrc_eager_fini(mca_btl_xrc_module_t *module) noexcept;
 // A new endpoint starts counting, or is off when eager RDMA is.
 void mca_btl_xrc_eager_endpoint_init(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint) noexcept;
+// The endpoint goes away (del_procs): its ring, if it had one, stays polled but no longer names it.
+void mca_btl_xrc_eager_endpoint_fini(mca_btl_base_endpoint_t *endpoint) noexcept;
 // Asks the peer for a ring (the threshold was reached).
 void mca_btl_xrc_eager_request(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint) noexcept;
 // A control message arrived through the SRQ path.
@@ -56,7 +59,11 @@ inline void mca_btl_xrc_eager_count(mca_btl_xrc_module_t *module, mca_btl_base_e
 inline void mca_btl_xrc_eager_prepare(xrc::SendOp &op, mca_btl_base_endpoint_t *endpoint, unsigned char *data,
                                       uint32_t length, uint32_t lkey, mca_btl_base_tag_t tag) noexcept {
     auto *footer = reinterpret_cast<xrc::EagerFooter *>(data + xrc::eager_padded(length));
-    const uint64_t remote = endpoint->eager.claim(length, tag, footer);
+    // Piggyback how much of the peer's ring traffic we consumed: that report needs no RDMA WRITE of its own.
+    mca_btl_xrc_eager_ring_t *ring = endpoint->eager_ring;
+    const uint64_t ack = ring != nullptr ? ring->ring.consumed() : 0;
+    const uint64_t remote = endpoint->eager.claim(length, tag, ack, footer);
+    if (ring != nullptr) ring->ring.reported(ack);
     op.sge.addr = reinterpret_cast<uintptr_t>(data);
     op.sge.length = xrc::eager_wire_size(length);
     op.sge.lkey = lkey;

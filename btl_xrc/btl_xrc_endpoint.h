@@ -21,6 +21,9 @@ struct mca_btl_base_endpoint_t {
     mca_btl_xrc_eager_state_t eager_state = mca_btl_xrc_eager_state_t::counting;
     uint32_t eager_sends = 0;    // sends so far while counting
     uint32_t eager_word = 0;     // index of our credit word while requested/active
+    // The ring we granted this peer (it writes into it), or null: our messages to the peer carry its consumed
+    // count.
+    struct mca_btl_xrc_eager_ring_t *eager_ring = nullptr;
 };
 
 // The send queue toward the endpoint. On-node peers get theirs (through the HCA's loopback) on first use, so a

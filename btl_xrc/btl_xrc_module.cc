@@ -82,7 +82,10 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
 int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **, mca_btl_base_endpoint_t **endpoints) noexcept {
     auto *m = as_xrc(btl);
     for (size_t i = 0; i < nprocs; ++i) {
-        if (endpoints[i] != nullptr && m->endpoints->erase(endpoints[i]) == 1) delete endpoints[i];
+        if (endpoints[i] != nullptr && m->endpoints->erase(endpoints[i]) == 1) {
+            mca_btl_xrc_eager_endpoint_fini(endpoints[i]);
+            delete endpoints[i];
+        }
     }
     return OPAL_SUCCESS;
 }

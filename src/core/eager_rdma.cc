@@ -21,13 +21,16 @@ void EagerChannel::activate(std::uint64_t remote_base, std::uint32_t rkey, std::
     slot_size_ = slot_size;
     max_payload_ = eager_max_payload(slot_size);
     sent_ = 0;
+    acked_ = 0;
     consumed_word_ = consumed_word;
 }
 
-std::uint64_t EagerChannel::claim(std::uint32_t length, std::uint8_t tag, EagerFooter *footer) noexcept {
+std::uint64_t EagerChannel::claim(std::uint32_t length, std::uint8_t tag, std::uint64_t ack,
+                                  EagerFooter *footer) noexcept {
     const std::uint64_t seq = ++sent_;
     footer->length = length;
     footer->marker_tag = kEagerMarker | tag;
+    footer->ack = ack;
     footer->seq = seq;
     const std::uint64_t slot_end = remote_base_ + ((seq - 1) % slots_) * slot_size_ + slot_size_;
     return slot_end - eager_wire_size(length);

@@ -6,15 +6,18 @@
 // that does not fit or finds no free slot.
 //
 // Wire format of a slot (slot_size bytes, a multiple of 8): the message is written flush against the end of the
-// slot, followed by a 16-byte footer whose last 8 bytes (the sequence number) are the last bytes of the write.
+// slot, followed by a 24-byte footer whose last 8 bytes (the sequence number) are the last bytes of the write.
 // HCAs place a write in increasing address order, so a receiver that sees the expected sequence number sees the
 // whole message:
-//   [ ... unused ... | payload (length bytes) | pad to 8 | length:u32 | marker_tag:u32 | seq:u64 ]
+//   [ ... unused ... | payload (length bytes) | pad to 8 | length:u32 | marker_tag:u32 | ack:u64 | seq:u64 ]
 // seq counts the messages of the ring from 1; slot (seq - 1) % slots. A slot still holds the sequence number of
 // its previous use (seq - slots), so nothing needs clearing.
 //
-// Flow control: the sender may have `slots` messages unconsumed. The receiver writes how many it has consumed
-// into a 64-bit word of the sender's memory (an RDMA WRITE) when half the ring was consumed since its last report.
+// Flow control: the sender may have `slots` messages unconsumed. Every message also carries, in `ack`, how many
+// messages its writer has consumed from the ring the reader writes into (if any), so traffic both ways needs no
+// extra work; when half a ring was consumed without such a message going back, the receiver writes its count into
+// a 64-bit word of the sender's memory (an RDMA WRITE). That write is kept rare on purpose: it occupies the send
+// queue, and a reply posted right behind it waits for it.
 //
 // Set-up (control messages over the SRQ path): after `threshold` sends to a peer, the sender asks for a ring
 // (Request: the address and rkey of its credit word); the receiver grants one (Grant: ring address, rkey, slots,
@@ -26,7 +29,7 @@
 
 namespace xrc {
 
-inline constexpr std::uint32_t kEagerFooterSize = 16;
+inline constexpr std::uint32_t kEagerFooterSize = 24;
 inline constexpr std::uint32_t kEagerMinSlotSize = 64;
 inline constexpr std::uint32_t kEagerMaxSlotSize = 65536;
 inline constexpr std::uint32_t kEagerMaxSlots = 1024;
@@ -34,6 +37,7 @@ inline constexpr std::uint32_t kEagerMaxSlots = 1024;
 struct EagerFooter {
     std::uint32_t length;
     std::uint32_t marker_tag;  // kEagerMarker | BTL tag
+    std::uint64_t ack;         // messages the writer consumed from the reader's writes (piggybacked credit)
     std::uint64_t seq;
 };
 static_assert(sizeof(EagerFooter) == kEagerFooterSize);
@@ -57,6 +61,7 @@ public:
         std::uint32_t length;
         std::uint8_t tag;
         bool well_formed;  // false: hand nothing to anyone, just release the slot
+        std::uint64_t ack;
     };
 
     EagerRing() = default;
@@ -74,6 +79,7 @@ public:
         out.well_formed = length <= eager_max_payload(slot_size_) && (marker_tag & 0xffffff00u) == kEagerMarker;
         out.length = out.well_formed ? length : 0;
         out.tag = static_cast<std::uint8_t>(marker_tag & 0xffu);
+        out.ack = footer->ack;
         out.data = slot_end - kEagerFooterSize - eager_padded(out.length);
         return true;
     }
@@ -109,13 +115,20 @@ public:
 
     // True when a message of `length` bytes fits a slot and a slot is free.
     bool can_send(std::uint32_t length) const noexcept {
-        return length <= max_payload_ &&
-               sent_ - __atomic_load_n(consumed_word_, __ATOMIC_ACQUIRE) < slots_;
+        if (length > max_payload_) return false;
+        if (sent_ - acked_ < slots_) return true;
+        const std::uint64_t reported = __atomic_load_n(consumed_word_, __ATOMIC_ACQUIRE);
+        return reported <= sent_ && sent_ - reported < slots_;
     }
-    // Takes the next slot (can_send() must have said yes): writes the footer at `footer` (the 16 bytes right
-    // after the padded payload in the caller's buffer) and returns the remote address where the
-    // eager_wire_size(length) bytes go.
-    std::uint64_t claim(std::uint32_t length, std::uint8_t tag, EagerFooter *footer) noexcept;
+    // A count of consumed messages the peer piggybacked on a message to us; values beyond what was sent are
+    // ignored.
+    void note_ack(std::uint64_t consumed) noexcept {
+        if (consumed > acked_ && consumed <= sent_) acked_ = consumed;
+    }
+    // Takes the next slot (can_send() must have said yes): writes the footer (with `ack`, our count of the peer's
+    // messages consumed) at `footer`, the bytes right after the padded payload in the caller's buffer, and returns
+    // the remote address where the eager_wire_size(length) bytes go.
+    std::uint64_t claim(std::uint32_t length, std::uint8_t tag, std::uint64_t ack, EagerFooter *footer) noexcept;
     // Gives back the slot claim() just took (the post failed before anything was written).
     void unclaim() noexcept { --sent_; }
 
@@ -129,6 +142,7 @@ private:
     std::uint32_t slot_size_ = 0;
     std::uint32_t max_payload_ = 0;  // 0 while inactive: can_send() is false for every length but 0
     std::uint64_t sent_ = 0;
+    std::uint64_t acked_ = 0;  // consumed count piggybacked on the peer's messages
     const std::uint64_t *consumed_word_ = nullptr;
 };
 

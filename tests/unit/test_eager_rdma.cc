@@ -27,13 +27,13 @@ struct Link {
     }
 
     // What the BTL does: payload, padding, footer in one buffer; then "the HCA" writes it in one piece.
-    void send(const std::string &payload, std::uint8_t tag) {
+    void send(const std::string &payload, std::uint8_t tag, std::uint64_t ack = 0) {
         ASSERT_TRUE(channel.can_send(static_cast<std::uint32_t>(payload.size())));
         const auto length = static_cast<std::uint32_t>(payload.size());
         std::vector<unsigned char> wire(eager_wire_size(length), 0xee);
         std::memcpy(wire.data(), payload.data(), length);
         const std::uint64_t remote =
-            channel.claim(length, tag, reinterpret_cast<EagerFooter *>(wire.data() + eager_padded(length)));
+            channel.claim(length, tag, ack, reinterpret_cast<EagerFooter *>(wire.data() + eager_padded(length)));
         auto *dst = reinterpret_cast<unsigned char *>(static_cast<std::uintptr_t>(remote));
         ASSERT_GE(dst, ring_memory);
         ASSERT_LE(dst + wire.size(), ring_memory + sizeof(ring_memory));
@@ -57,11 +57,11 @@ struct Link {
 };
 
 TEST(EagerRdma, WireSizeKeepsTheFooterAligned) {
-    EXPECT_EQ(eager_wire_size(0), 16u);
-    EXPECT_EQ(eager_wire_size(1), 24u);
-    EXPECT_EQ(eager_wire_size(8), 24u);
-    EXPECT_EQ(eager_wire_size(9), 32u);
-    EXPECT_EQ(eager_max_payload(4096), 4080u);
+    EXPECT_EQ(eager_wire_size(0), 24u);
+    EXPECT_EQ(eager_wire_size(1), 32u);
+    EXPECT_EQ(eager_wire_size(8), 32u);
+    EXPECT_EQ(eager_wire_size(9), 40u);
+    EXPECT_EQ(eager_max_payload(4096), 4072u);
 }
 
 TEST(EagerRdma, MessagesArriveInOrderWithTheirTags) {
@@ -111,6 +111,29 @@ TEST(EagerRdma, FlowControlStopsAtTheRingSizeUntilReported) {
     EXPECT_EQ(link.receive(), "<none>");
 }
 
+TEST(EagerRdma, PiggybackedAcksReturnCreditWithoutAReport) {
+    Link link;
+    for (std::uint32_t i = 0; i < Link::kSlots; ++i) link.send("m" + std::to_string(i), 1, 1000 + i);
+    EXPECT_FALSE(link.channel.can_send(1));
+    EagerRing::Message m{};
+    ASSERT_TRUE(link.ring.peek(m));
+    EXPECT_EQ(m.ack, 1000u);  // the footer carries the writer's count through
+    link.receive();
+    link.receive();
+    // The reader answers with a message of its own that carries "2 consumed": the channel learns it from there.
+    link.channel.note_ack(2);
+    EXPECT_TRUE(link.channel.can_send(1));
+    link.send("m4", 1);
+    link.send("m5", 1);
+    EXPECT_FALSE(link.channel.can_send(1));
+    link.channel.note_ack(1);      // older than what it knows: no effect
+    link.channel.note_ack(99999);  // beyond what was sent: ignored
+    EXPECT_FALSE(link.channel.can_send(1));
+    // A report in the credit word beyond what was sent is ignored too.
+    link.consumed_word = 99999;
+    EXPECT_FALSE(link.channel.can_send(1));
+}
+
 TEST(EagerRdma, ManyRoundsCheckEveryByte) {
     Link link;
     std::mt19937 rng(42);
@@ -137,7 +160,7 @@ TEST(EagerRdma, TooLargeOrInactiveCannotSend) {
 TEST(EagerRdma, UnclaimGivesTheSlotBack) {
     Link link;
     EagerFooter footer{};
-    (void)link.channel.claim(4, 1, &footer);
+    (void)link.channel.claim(4, 1, 0, &footer);
     link.channel.unclaim();
     link.send("abcd", 2);  // takes slot 0 with sequence 1 again
     EXPECT_EQ(link.receive(), "abcd");
