@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -136,7 +137,12 @@ int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *m) noexcept {
     if (e == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     e->max_peers = static_cast<uint32_t>(P.max_eager_rdma);
     e->slots = static_cast<uint32_t>(P.eager_rdma_num);
-    e->slot_size = static_cast<uint32_t>(P.eager_rdma_slot_size);
+    // Automatic: a slot holds the largest eager message (openib's choice too), so everything ob1 sends eagerly
+    // can take the ring.
+    e->slot_size = P.eager_rdma_slot_size != 0
+                       ? static_cast<uint32_t>(P.eager_rdma_slot_size)
+                       : std::min<uint32_t>(xrc::eager_wire_size(static_cast<uint32_t>(m->super.btl_eager_limit)),
+                                            xrc::kEagerMaxSlotSize);
     e->threshold = static_cast<uint32_t>(P.eager_rdma_threshold);
     const size_t ring_bytes = size_t(e->max_peers) * e->slots * e->slot_size;
     const size_t words_bytes = size_t(e->max_peers) * kWordStride * sizeof(uint64_t);

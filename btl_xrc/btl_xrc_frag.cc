@@ -2,6 +2,8 @@
 // so the registration handle is found from the item), and payload-less RDMA/atomic descriptors.
 #include "btl_xrc_frag.h"
 
+#include "src/core/eager_rdma.h"
+
 namespace {
 
 int init_frag(opal_free_list_item_t *item, void *ctx) {
@@ -37,8 +39,9 @@ int mca_btl_xrc_frag_lists_init(mca_btl_xrc_module_t *m) noexcept {
     OBJ_CONSTRUCT(&m->max_frags, opal_free_list_t);
     OBJ_CONSTRUCT(&m->rdma_frags, opal_free_list_t);
     m->lists_ready = true;
-    int rc = init_list(m, &m->eager_frags, m->super.btl_eager_limit, P.free_list_num, P.free_list_max,
-                       P.free_list_inc);
+    // Eager fragments have room for an eager RDMA footer behind the largest eager message.
+    int rc = init_list(m, &m->eager_frags, xrc::eager_wire_size(static_cast<uint32_t>(m->super.btl_eager_limit)),
+                       P.free_list_num, P.free_list_max, P.free_list_inc);
     if (rc == OPAL_SUCCESS)
         rc = init_list(m, &m->max_frags, m->super.btl_max_send_size, P.free_list_num / 4 + 1, P.free_list_max,
                        P.free_list_inc);

@@ -138,10 +138,10 @@ int mca_btl_xrc_register_params() noexcept {
             "(1 or more)", 16, &P.eager_rdma_threshold, OPAL_INFO_LVL_5);
     reg_int("max_eager_rdma", "Peers per process that get an eager RDMA ring, in each direction (0-1024; 0 turns "
             "eager RDMA off)", 8, &P.max_eager_rdma, OPAL_INFO_LVL_5);
-    reg_int("eager_rdma_num", "Slots in each eager RDMA ring (2-1024)", 16, &P.eager_rdma_num, OPAL_INFO_LVL_5);
-    reg_int("eager_rdma_slot_size", "Bytes per eager RDMA slot, a 16-byte footer included (a multiple of 8 from 64 "
-            "to 65536); larger messages use the shared receive queues", 4096, &P.eager_rdma_slot_size,
-            OPAL_INFO_LVL_5);
+    reg_int("eager_rdma_num", "Slots in each eager RDMA ring (2-1024)", 8, &P.eager_rdma_num, OPAL_INFO_LVL_5);
+    reg_int("eager_rdma_slot_size", "Bytes per eager RDMA slot, a 24-byte footer included (0: enough for "
+            "btl_xrc_eager_limit; otherwise a multiple of 8 from 64 to 65536); larger messages use the shared "
+            "receive queues", 0, &P.eager_rdma_slot_size, OPAL_INFO_LVL_5);
 
     register_module_defaults();
     return mca_btl_base_param_register(&mca_btl_xrc_component.super.btl_version, &mca_btl_xrc_module_template);
@@ -198,9 +198,10 @@ int mca_btl_xrc_validate_params() noexcept {
         fail(check_range("btl_xrc_eager_rdma_threshold", P.eager_rdma_threshold, 1, 1 << 30, ""));
         fail(check_range("btl_xrc_max_eager_rdma", P.max_eager_rdma, 0, 1024, "0 = no eager RDMA"));
         fail(check_range("btl_xrc_eager_rdma_num", P.eager_rdma_num, 2, 1024, ""));
-        if (P.eager_rdma_slot_size < 64 || P.eager_rdma_slot_size > 65536 || P.eager_rdma_slot_size % 8 != 0)
+        if (P.eager_rdma_slot_size != 0 &&
+            (P.eager_rdma_slot_size < 64 || P.eager_rdma_slot_size > 65536 || P.eager_rdma_slot_size % 8 != 0))
             fail(invalid("btl_xrc_eager_rdma_slot_size", std::to_string(P.eager_rdma_slot_size),
-                         "not a multiple of 8 from 64 to 65536", "a multiple of 8 from 64 to 65536"));
+                         "not a multiple of 8 from 64 to 65536", "0 (automatic) or a multiple of 8 from 64 to 65536"));
         if (P.free_list_max != -1 && P.free_list_max < P.free_list_num)
             fail(invalid("btl_xrc_free_list_max", std::to_string(P.free_list_max), "smaller than btl_xrc_free_list_num",
                          "-1 (unlimited) or at least btl_xrc_free_list_num"));
