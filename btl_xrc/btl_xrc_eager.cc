@@ -66,8 +66,8 @@ void on_request(mca_btl_xrc_module_t *m, const xrc::EagerControl &request) {
     if (endpoint == nullptr) return;  // not a peer of this module: nothing to answer through
     xrc::SendQueue *queue = mca_btl_xrc_endpoint_queue(endpoint);
     if (e.rings_used == e.max_peers || queue == nullptr) {
-        BTL_XRC_VERBOSE(10, "btl:xrc: no eager RDMA ring left for rank %u (btl_xrc_max_eager_rdma %u)",
-                        request.rank, e.max_peers);
+        BTL_XRC_VERBOSE(10, "btl:xrc: refused an eager RDMA ring to rank %u (all %u given, "
+                        "btl_xrc_max_eager_rdma)", request.rank, e.max_peers);
         (void)send_control(m, endpoint, control_of(xrc::EagerControlType::Refuse));
         return;
     }
@@ -108,6 +108,7 @@ void on_refuse(mca_btl_xrc_module_t *m, const xrc::EagerControl &refuse) {
     if (endpoint == nullptr || endpoint->eager_state != mca_btl_xrc_eager_state_t::requested) return;
     endpoint->eager_state = mca_btl_xrc_eager_state_t::off;
     m->eager->free_words[m->eager->free_count++] = endpoint->eager_word;  // nobody reports into it
+    BTL_XRC_VERBOSE(10, "btl:xrc: rank %u has no eager RDMA ring for us; its messages stay on the SRQs", refuse.rank);
 }
 
 // Tells the writer how many messages we consumed (an RDMA WRITE into its credit word). Retried at the next poll
@@ -218,8 +219,18 @@ void mca_btl_xrc_eager_request(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t 
 
 void mca_btl_xrc_eager_control(mca_btl_xrc_module_t *m, const void *data, size_t length) noexcept {
     xrc::EagerControl control;
-    if (m->eager == nullptr || !xrc::decode_eager_control(data, length, control)) {
-        BTL_XRC_VERBOSE(1, "btl:xrc: dropped a malformed or unexpected %zu-byte control message", length);
+    if (!xrc::decode_eager_control(data, length, control)) {
+        BTL_XRC_VERBOSE(1, "btl:xrc: dropped a malformed %zu-byte control message", length);
+        return;
+    }
+    if (m->eager == nullptr) {
+        // Eager RDMA is off here (btl_xrc_use_eager_rdma 0 for this process, or its block could not be
+        // registered): say no, so the asker stops waiting and frees its credit word.
+        if (control.type != xrc::EagerControlType::Request) return;
+        mca_btl_base_endpoint_t *endpoint = endpoint_of_rank(m, control.rank);
+        if (endpoint == nullptr) return;
+        BTL_XRC_VERBOSE(10, "btl:xrc: refused an eager RDMA ring to rank %u (eager RDMA is off here)", control.rank);
+        (void)send_control(m, endpoint, control_of(xrc::EagerControlType::Refuse));
         return;
     }
     switch (control.type) {

@@ -26,14 +26,17 @@ run_eager() {
     local name=$1 want_asked=$2 want_min_granted=$3
     shift 3
     run_check "$name" '^allpairs: OK .*errors=0' "$@" --mca btl_xrc_verbose 10 "$MPI/allpairs" --iters 3 --storm 64
-    local granted refused writing
+    local granted refused writing heard
     granted=$(grep -c 'eager RDMA ring [0-9]* .* granted to rank' "$work/out")
     writing=$(grep -c "writing into rank [0-9]*'s eager RDMA ring" "$work/out")
-    refused=$(grep -c 'no eager RDMA ring left for rank' "$work/out")
-    if [ $((granted + refused)) = "$want_asked" ] && [ "$granted" -ge "$want_min_granted" ] && [ "$writing" = "$granted" ]; then
+    refused=$(grep -c 'refused an eager RDMA ring to rank' "$work/out")
+    heard=$(grep -c 'has no eager RDMA ring for us' "$work/out")
+    if [ $((granted + refused)) = "$want_asked" ] && [ "$granted" -ge "$want_min_granted" ] &&
+       [ "$writing" = "$granted" ] && [ "$heard" = "$refused" ]; then
         pass "$name: $granted rings granted and used, $refused refused"
     else
-        fail "$name: $granted rings granted, $writing used, $refused refused (want $want_asked asked, >= $want_min_granted granted)"
+        fail "$name: $granted rings granted, $writing used, $refused refused, $heard refusals heard" \
+             "(want $want_asked asked, >= $want_min_granted granted, every grant used, every refusal heard)"
     fi
 }
 run_eager "allpairs 3 ranks, eager RDMA at once, 2 x 256-byte slots" 6 6 -np 3 --mca btl self,xrc \
@@ -42,4 +45,10 @@ run_eager "allpairs 3 ranks, eager RDMA at once, 2 x 256-byte slots" 6 6 -np 3 -
 run_eager "allpairs 3 ranks, one eager RDMA ring per process" 3 2 -np 3 --mca btl self,xrc \
     --mca btl_xrc_eager_rdma_threshold 1 --mca btl_xrc_max_eager_rdma 1
 run_eager "allpairs 2 ranks, eager RDMA off" 0 0 -np 2 --mca btl self,xrc --mca btl_xrc_use_eager_rdma 0
+# Off on rank 1 only (MPMD; -x and --mca are per application context, so each context names them):
+# rank 0 asks, rank 1 refuses; nobody writes into a ring.
+run_eager "allpairs 2 ranks, eager RDMA off on one of them" 1 0 -np 1 --mca btl self,xrc \
+    --mca btl_xrc_eager_rdma_threshold 1 --mca btl_xrc_verbose 10 "$MPI/allpairs" --iters 3 --storm 64 : \
+    -np 1 -x SIMHCA_INSTANCE -x LD_LIBRARY_PATH="$SIMHCA_LIBDIR" "${asan_args[@]}" --mca btl self,xrc \
+    -x OMPI_MCA_btl_xrc_use_eager_rdma=0
 finish
