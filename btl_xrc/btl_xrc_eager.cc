@@ -5,8 +5,6 @@
 #include "btl_xrc_frag.h"
 #include "btl_xrc_job.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -22,8 +20,6 @@ mca_btl_base_endpoint_t *endpoint_of_rank(mca_btl_xrc_module_t *m, uint32_t rank
     return nullptr;
 }
 
-void control_complete(xrc::SendOp *op, ibv_wc_status) noexcept { mca_btl_xrc_frag_return(frag_of(op)); }
-
 // Sends one control message to the peer over the SRQ path. False if it could not be posted or queued.
 bool send_control(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const xrc::EagerControl &control) {
     xrc::SendQueue *queue = mca_btl_xrc_endpoint_queue(endpoint);
@@ -35,16 +31,10 @@ bool send_control(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, co
     frag->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
     frag->base.des_cbfunc = nullptr;
     std::memcpy(frag->segment.seg_addr.pval, &control, sizeof(control));
-    xrc::SendOp &op = frag->op;
-    op.sge = ibv_sge{reinterpret_cast<uintptr_t>(frag->segment.seg_addr.pval), sizeof(control), frag->lkey};
-    op.wr.sg_list = &op.sge;
-    op.wr.num_sge = 1;
-    op.wr.opcode = IBV_WR_SEND_WITH_IMM;
-    op.wr.imm_data = htonl(kImmControl);
-    op.wr.send_flags = 0;
-    op.wr.qp_type.xrc.remote_srqn = endpoint->route.srq_for(sizeof(control));
-    op.on_complete = control_complete;
-    if (queue->post_or_queue(op) != 0) {
+    mca_btl_xrc_prepare_send(frag->op, endpoint, frag->segment.seg_addr.pval, sizeof(control), frag->lkey,
+                             kImmControl);
+    frag->op.on_complete = mca_btl_xrc_frag_return_on_complete;
+    if (queue->post_or_queue(frag->op) != 0) {
         mca_btl_xrc_frag_return(frag);
         return false;
     }
@@ -59,18 +49,23 @@ xrc::EagerControl control_of(xrc::EagerControlType type) {
     return c;
 }
 
-// A peer asks for a ring: grant the next free one, or refuse.
+// A peer asks for a ring: grant the next free one, or refuse (none left, or eager RDMA is off here:
+// btl_xrc_use_eager_rdma 0 for this process, or its block could not be registered), so the asker stops waiting
+// and frees its credit word.
 void on_request(mca_btl_xrc_module_t *m, const xrc::EagerControl &request) {
-    mca_btl_xrc_eager_t &e = *m->eager;
     mca_btl_base_endpoint_t *endpoint = endpoint_of_rank(m, request.rank);
     if (endpoint == nullptr) return;  // not a peer of this module: nothing to answer through
     xrc::SendQueue *queue = mca_btl_xrc_endpoint_queue(endpoint);
-    if (e.rings_used == e.max_peers || queue == nullptr) {
-        BTL_XRC_VERBOSE(10, "btl:xrc: refused an eager RDMA ring to rank %u (all %u given, "
-                        "btl_xrc_max_eager_rdma)", request.rank, e.max_peers);
+    const char *refusal = m->eager == nullptr                          ? "eager RDMA is off here"
+                          : m->eager->rings_used == m->eager->max_peers ? "all given, btl_xrc_max_eager_rdma"
+                          : queue == nullptr                           ? "no send queue toward it"
+                                                                       : nullptr;
+    if (refusal != nullptr) {
+        BTL_XRC_VERBOSE(10, "btl:xrc: refused an eager RDMA ring to rank %u (%s)", request.rank, refusal);
         (void)send_control(m, endpoint, control_of(xrc::EagerControlType::Refuse));
         return;
     }
+    mca_btl_xrc_eager_t &e = *m->eager;
     const uint32_t index = e.rings_used;
     mca_btl_xrc_eager_ring_t &r = e.rings[index];
     unsigned char *base = e.memory + size_t(index) * e.slots * e.slot_size;
@@ -172,7 +167,6 @@ int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *m) noexcept {
         BTL_XRC_VERBOSE(1, "btl:xrc: cannot register %zu bytes for eager RDMA (%s); not using it", e->bytes,
                         strerror(errno));
         mca_btl_xrc_eager_fini(m);
-        return OPAL_SUCCESS;
     }
     return OPAL_SUCCESS;
 }
@@ -223,16 +217,7 @@ void mca_btl_xrc_eager_control(mca_btl_xrc_module_t *m, const void *data, size_t
         BTL_XRC_VERBOSE(1, "btl:xrc: dropped a malformed %zu-byte control message", length);
         return;
     }
-    if (m->eager == nullptr) {
-        // Eager RDMA is off here (btl_xrc_use_eager_rdma 0 for this process, or its block could not be
-        // registered): say no, so the asker stops waiting and frees its credit word.
-        if (control.type != xrc::EagerControlType::Request) return;
-        mca_btl_base_endpoint_t *endpoint = endpoint_of_rank(m, control.rank);
-        if (endpoint == nullptr) return;
-        BTL_XRC_VERBOSE(10, "btl:xrc: refused an eager RDMA ring to rank %u (eager RDMA is off here)", control.rank);
-        (void)send_control(m, endpoint, control_of(xrc::EagerControlType::Refuse));
-        return;
-    }
+    if (m->eager == nullptr && control.type != xrc::EagerControlType::Request) return;  // we never asked
     switch (control.type) {
     case xrc::EagerControlType::Request:
         on_request(m, control);
@@ -258,14 +243,8 @@ int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *m) noexcept {
             const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[message.tag];
             if (message.well_formed && r.writer != nullptr) r.writer->eager.note_ack(message.ack);
             if (message.well_formed && reg->cbfunc != nullptr) {
-                mca_btl_base_segment_t segment{};
-                segment.seg_addr.pval = const_cast<unsigned char *>(message.data);
-                segment.seg_len = message.length;
-                mca_btl_base_descriptor_t des{};
-                des.des_segments = &segment;
-                des.des_segment_count = 1;
                 r.busy = true;
-                reg->cbfunc(&m->super, message.tag, &des, reg->cbdata);
+                mca_btl_xrc_deliver(m, reg, message.tag, const_cast<unsigned char *>(message.data), message.length);
                 r.busy = false;
             } else {
                 BTL_XRC_VERBOSE(1, "btl:xrc: dropped a malformed eager RDMA message (tag %u)", message.tag);

@@ -8,6 +8,8 @@
 
 #include "src/core/send_queue.h"
 
+#include <arpa/inet.h>
+
 struct mca_btl_xrc_frag_t {
     mca_btl_base_descriptor_t base;  // must be first: the free list item Open MPI sees
     mca_btl_base_segment_t segment;
@@ -44,6 +46,38 @@ inline constexpr uint32_t make_imm(mca_btl_base_tag_t tag) noexcept { return kIm
 inline constexpr bool imm_valid(uint32_t imm) noexcept { return (imm & 0xffffff00u) == kImmMarker; }
 // The BTL's own messages (eager RDMA set-up) carry this immediate value; no tag callback ever sees them.
 inline constexpr uint32_t kImmControl = kImmMarker | 0x100u;
+
+// Makes `op` a SEND_WITH_IMM of the `len` bytes at `data` into the peer's smallest SRQ that holds them.
+inline void mca_btl_xrc_prepare_send(xrc::SendOp &op, mca_btl_base_endpoint_t *endpoint, const void *data,
+                                     uint32_t len, uint32_t lkey, uint32_t imm) noexcept {
+    op.sge.addr = reinterpret_cast<uintptr_t>(data);
+    op.sge.length = len;
+    op.sge.lkey = lkey;
+    op.wr.sg_list = &op.sge;
+    op.wr.num_sge = 1;
+    op.wr.opcode = IBV_WR_SEND_WITH_IMM;
+    op.wr.imm_data = htonl(imm);
+    op.wr.send_flags = 0;
+    op.wr.qp_type.xrc.remote_srqn = endpoint->route.srq_for(len);
+}
+
+// Completion of a fragment nobody waits for (the BTL owns it): it goes back to its list.
+inline void mca_btl_xrc_frag_return_on_complete(xrc::SendOp *op, ibv_wc_status) noexcept {
+    mca_btl_xrc_frag_return(frag_of(op));
+}
+
+// Hands a received message to its tag's callback. The descriptor is on the stack: a callback that progresses
+// again (osc/rdma may) gets its own.
+inline void mca_btl_xrc_deliver(mca_btl_xrc_module_t *module, const mca_btl_active_message_callback_t *reg,
+                                mca_btl_base_tag_t tag, void *data, size_t length) {
+    mca_btl_base_segment_t segment{};
+    segment.seg_addr.pval = data;
+    segment.seg_len = length;
+    mca_btl_base_descriptor_t des{};
+    des.des_segments = &segment;
+    des.des_segment_count = 1;
+    reg->cbfunc(&module->super, tag, &des, reg->cbdata);
+}
 
 int mca_btl_xrc_frag_lists_init(mca_btl_xrc_module_t *module) noexcept;
 void mca_btl_xrc_frag_lists_fini(mca_btl_xrc_module_t *module) noexcept;

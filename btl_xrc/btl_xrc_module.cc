@@ -160,15 +160,7 @@ void send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
 
 inline void prepare_send(xrc::SendOp &op, mca_btl_base_endpoint_t *endpoint, const void *data, uint32_t len,
                          uint32_t lkey, mca_btl_base_tag_t tag) noexcept {
-    op.sge.addr = reinterpret_cast<uintptr_t>(data);
-    op.sge.length = len;
-    op.sge.lkey = lkey;
-    op.wr.sg_list = &op.sge;
-    op.wr.num_sge = 1;
-    op.wr.opcode = IBV_WR_SEND_WITH_IMM;
-    op.wr.imm_data = htonl(make_imm(tag));
-    op.wr.send_flags = 0;
-    op.wr.qp_type.xrc.remote_srqn = endpoint->route.srq_for(len);
+    mca_btl_xrc_prepare_send(op, endpoint, data, len, lkey, make_imm(tag));
 }
 
 int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
@@ -212,9 +204,6 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     if (!eager) mca_btl_xrc_eager_count(m, endpoint);
     return OPAL_SUCCESS;
 }
-
-// Fragments for sendi need no callback: the BTL owns them, they go back when the send completes.
-void sendi_complete(xrc::SendOp *op, ibv_wc_status) noexcept { mca_btl_xrc_frag_return(frag_of(op)); }
 
 int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor,
               void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
@@ -266,7 +255,7 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
         mca_btl_xrc_eager_prepare(frag->op, endpoint, data, length, frag->lkey, tag);
     else
         prepare_send(frag->op, endpoint, data, length, frag->lkey, tag);
-    frag->op.on_complete = sendi_complete;
+    frag->op.on_complete = mca_btl_xrc_frag_return_on_complete;  // sendi: nobody waits, the BTL owns it
     if (queue.try_post(frag->op) != 0) {
         if (eager_frag) endpoint->eager.unclaim();
         mca_btl_xrc_frag_return(frag);

@@ -2,6 +2,7 @@
 // validation (a bad value names the parameter, the value and what is allowed, then disqualifies the BTL).
 #include "btl_xrc.h"
 
+#include "src/core/eager_rdma.h"
 #include "src/core/port_filter.h"
 #include "src/core/receive_queue_spec.h"
 #include "src/core/text_list.h"
@@ -197,9 +198,10 @@ int mca_btl_xrc_validate_params() noexcept {
         fail(check_range("btl_xrc_free_list_inc", P.free_list_inc, 1, 1 << 20, ""));
         fail(check_range("btl_xrc_eager_rdma_threshold", P.eager_rdma_threshold, 1, 1 << 30, ""));
         fail(check_range("btl_xrc_max_eager_rdma", P.max_eager_rdma, 0, 1024, "0 = no eager RDMA"));
-        fail(check_range("btl_xrc_eager_rdma_num", P.eager_rdma_num, 2, 1024, ""));
+        fail(check_range("btl_xrc_eager_rdma_num", P.eager_rdma_num, 2, static_cast<int>(xrc::kEagerMaxSlots), ""));
         if (P.eager_rdma_slot_size != 0 &&
-            (P.eager_rdma_slot_size < 64 || P.eager_rdma_slot_size > 65536 || P.eager_rdma_slot_size % 8 != 0))
+            (P.eager_rdma_slot_size < static_cast<int>(xrc::kEagerMinSlotSize) ||
+             P.eager_rdma_slot_size > static_cast<int>(xrc::kEagerMaxSlotSize) || P.eager_rdma_slot_size % 8 != 0))
             fail(invalid("btl_xrc_eager_rdma_slot_size", std::to_string(P.eager_rdma_slot_size),
                          "not a multiple of 8 from 64 to 65536", "0 (automatic) or a multiple of 8 from 64 to 65536"));
         if (P.free_list_max != -1 && P.free_list_max < P.free_list_num)

@@ -22,14 +22,7 @@ void dispatch_receive(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
         if (has_imm && imm == kImmControl) {
             mca_btl_xrc_eager_control(m, buffer->data, wc.byte_len);
         } else if (has_imm && imm_valid(imm) && reg->cbfunc != nullptr) {
-            // On the stack: a callback that progresses again (osc/rdma may) gets its own descriptor.
-            mca_btl_base_segment_t segment{};
-            segment.seg_addr.pval = buffer->data;
-            segment.seg_len = wc.byte_len;
-            mca_btl_base_descriptor_t des{};
-            des.des_segments = &segment;
-            des.des_segment_count = 1;
-            reg->cbfunc(&m->super, tag, &des, reg->cbdata);
+            mca_btl_xrc_deliver(m, reg, tag, buffer->data, wc.byte_len);
         } else {
             // Malformed or unexpected traffic is dropped, never handed to a callback.
             BTL_XRC_VERBOSE(1, "btl:xrc: dropped a %u-byte message with immediate data 0x%08x (no handler)",
