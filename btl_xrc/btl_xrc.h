@@ -98,6 +98,11 @@ struct mca_btl_xrc_module_t {
     struct mca_btl_xrc_eager_t *eager;
     // Progress calls in a row that found eager RDMA messages and skipped the completion queue.
     uint32_t cq_skips;
+    // Message counts by path, reported at finalize (btl_xrc_verbose >= 10): how much traffic the eager RDMA
+    // rings carried, and how many sends to a peer with a ring took the SRQs (ring full, or message too large).
+    struct {
+        uint64_t ring_sends, srq_sends, srq_sends_ring_active, ring_receives, srq_receives, credit_reports;
+    } stats;
 };
 
 struct mca_btl_base_endpoint_t;

@@ -120,7 +120,10 @@ void report(mca_btl_xrc_module_t *m, mca_btl_xrc_eager_ring_t &r) {
     op.wr.wr.rdma.remote_addr = r.credit_addr;
     op.wr.wr.rdma.rkey = r.credit_rkey;
     op.wr.qp_type.xrc.remote_srqn = r.remote_srqn;
-    if (r.queue->try_post(op) == 0) r.ring.reported(consumed);
+    if (r.queue->try_post(op) == 0) {
+        r.ring.reported(consumed);
+        ++m->stats.credit_reports;
+    }
 }
 
 }  // namespace
@@ -133,11 +136,11 @@ int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *m) noexcept {
     if (e == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     e->max_peers = static_cast<uint32_t>(P.max_eager_rdma);
     e->slots = static_cast<uint32_t>(P.eager_rdma_num);
-    // Automatic: a slot holds the largest eager message (openib's choice too), so everything ob1 sends eagerly
-    // can take the ring.
+    // Automatic: the largest eager message fits (openib sizes its slots so too), so everything ob1 sends eagerly
+    // can take the ring; small messages take only the 64-byte granules they need.
     e->slot_size = P.eager_rdma_slot_size != 0
                        ? static_cast<uint32_t>(P.eager_rdma_slot_size)
-                       : std::min<uint32_t>(xrc::eager_wire_size(static_cast<uint32_t>(m->super.btl_eager_limit)),
+                       : std::min<uint32_t>(xrc::eager_span(static_cast<uint32_t>(m->super.btl_eager_limit)),
                                             xrc::kEagerMaxSlotSize);
     e->threshold = static_cast<uint32_t>(P.eager_rdma_threshold);
     const size_t ring_bytes = size_t(e->max_peers) * e->slots * e->slot_size;
@@ -152,7 +155,7 @@ int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *m) noexcept {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     e->memory = static_cast<unsigned char *>(memory);
-    std::memset(e->memory, 0, e->bytes);  // a zero sequence number never matches: every slot starts empty
+    std::memset(e->memory, 0, e->bytes);  // a zero sequence number never matches: every ring starts empty
     e->credit_words = reinterpret_cast<uint64_t *>(e->memory + ring_bytes);
     auto *report_words = reinterpret_cast<uint64_t *>(e->memory + ring_bytes + words_bytes);
     for (uint32_t i = 0; i < e->max_peers; ++i) {
@@ -247,12 +250,14 @@ int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *m) noexcept {
                 mca_btl_xrc_deliver(m, reg, message.tag, const_cast<unsigned char *>(message.data), message.length);
                 r.busy = false;
             } else {
-                BTL_XRC_VERBOSE(1, "btl:xrc: dropped a malformed eager RDMA message (tag %u)", message.tag);
+                BTL_XRC_VERBOSE(1, "btl:xrc: dropped an eager RDMA message (tag %u)%s", message.tag,
+                                message.well_formed ? ": no handler" : " with a malformed footer: ring no longer polled");
             }
-            r.ring.release();
+            r.ring.release(message);
             ++handled;
         }
         if (r.ring.report_due()) report(m, r);
     }
+    m->stats.ring_receives += uint64_t(handled);
     return handled;
 }

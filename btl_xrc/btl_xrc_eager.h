@@ -54,6 +54,17 @@ inline void mca_btl_xrc_eager_count(mca_btl_xrc_module_t *module, mca_btl_base_e
         mca_btl_xrc_eager_request(module, endpoint);
 }
 
+// A send was posted, into the peer's ring or through the SRQs: counts it, and counts SRQ sends toward the request.
+inline void mca_btl_xrc_sent(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint, bool ring) noexcept {
+    if (ring) {
+        ++module->stats.ring_sends;
+        return;
+    }
+    ++module->stats.srq_sends;
+    if (endpoint->eager_state == mca_btl_xrc_eager_state_t::active) ++module->stats.srq_sends_ring_active;
+    mca_btl_xrc_eager_count(module, endpoint);
+}
+
 // Makes `op` an RDMA WRITE of the `length` bytes at `data` into the peer's next slot. The buffer must have
 // xrc::eager_wire_size(length) bytes: the footer goes right after the padded payload.
 inline void mca_btl_xrc_eager_prepare(xrc::SendOp &op, mca_btl_base_endpoint_t *endpoint, unsigned char *data,

@@ -173,7 +173,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     if (OPAL_UNLIKELY(queue_ptr == nullptr)) return OPAL_ERROR;
     xrc::SendQueue &queue = *queue_ptr;
     auto *data = static_cast<unsigned char *>(frag->segment.seg_addr.pval);
-    // Into the peer's eager RDMA ring when it granted one, a slot is free and the footer fits behind the data;
+    // Into the peer's eager RDMA ring when it granted one, it has room and the footer fits behind the data;
     // only in order: not past sends still queued for credit.
     const bool eager = endpoint->eager.can_send(len) && xrc::eager_wire_size(len) <= frag->capacity &&
                        queue.credits() > 0 && !queue.has_pending();
@@ -190,7 +190,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
         frag->op.on_complete = nullptr;
         if (queue.try_post(frag->op) == 0) {
             if (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
-            if (!eager) mca_btl_xrc_eager_count(m, endpoint);
+            mca_btl_xrc_sent(m, endpoint, eager);
             return 1;
         }
         frag->op.wr.send_flags = 0;
@@ -201,7 +201,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
         mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
         return OPAL_ERROR;
     }
-    if (!eager) mca_btl_xrc_eager_count(m, endpoint);
+    mca_btl_xrc_sent(m, endpoint, eager);
     return OPAL_SUCCESS;
 }
 
@@ -235,7 +235,7 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
             prepare_send(op, endpoint, buffer, length, 0, tag);
         op.wr.send_flags = IBV_SEND_INLINE;
         if (queue.try_post(op) == 0) {
-            if (!eager) mca_btl_xrc_eager_count(m, endpoint);
+            mca_btl_xrc_sent(m, endpoint, eager);
             return OPAL_SUCCESS;
         }
         if (eager) endpoint->eager.unclaim();
@@ -262,7 +262,7 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
         rewind();
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    if (!eager_frag) mca_btl_xrc_eager_count(m, endpoint);
+    mca_btl_xrc_sent(m, endpoint, eager_frag);
     return OPAL_SUCCESS;
 }
 
@@ -280,6 +280,13 @@ namespace {
 
 int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     auto *m = as_xrc(btl);
+    const auto &st = m->stats;
+    BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u traffic: sent %llu into eager RDMA rings, %llu through SRQs (%llu of them to "
+                    "a peer whose ring was full or too small), %llu credit reports; received %llu from rings, %llu "
+                    "from SRQs", m->transport->device_name().c_str(), m->transport->port_num(),
+                    (unsigned long long)st.ring_sends, (unsigned long long)st.srq_sends,
+                    (unsigned long long)st.srq_sends_ring_active, (unsigned long long)st.credit_reports,
+                    (unsigned long long)st.ring_receives, (unsigned long long)st.srq_receives);
     mca_btl_xrc_async_fini(m);
     if (m->endpoints != nullptr) {
         for (auto *endpoint : *m->endpoints) delete endpoint;

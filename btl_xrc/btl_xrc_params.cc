@@ -131,18 +131,21 @@ int mca_btl_xrc_register_params() noexcept {
     reg_bool("ignore_locality", "Use every usable device port even when some are nearer to the process's CPUs than "
              "others (default: only the nearest ones)", false, &P.ignore_locality, OPAL_INFO_LVL_5);
 
-    reg_bool("use_eager_rdma", "Give the peers this process hears from most a small ring of receive slots that they "
-             "write small messages into with RDMA (lower latency than the shared receive queues; memory per process "
-             "is bounded by btl_xrc_max_eager_rdma * btl_xrc_eager_rdma_num * btl_xrc_eager_rdma_slot_size)",
+    reg_bool("use_eager_rdma", "Give the peers this process hears from most a ring of receive memory that they "
+             "write eager messages into with RDMA (lower latency and higher message rate than the shared receive "
+             "queues; memory per process is btl_xrc_max_eager_rdma * btl_xrc_eager_rdma_num * "
+             "btl_xrc_eager_rdma_slot_size)",
              true, &P.use_eager_rdma, OPAL_INFO_LVL_4);
     reg_int("eager_rdma_threshold", "Messages sent to a peer before this process asks it for an eager RDMA ring "
             "(1 or more)", 16, &P.eager_rdma_threshold, OPAL_INFO_LVL_5);
     reg_int("max_eager_rdma", "Peers per process that get an eager RDMA ring, in each direction (0-1024; 0 turns "
             "eager RDMA off)", 8, &P.max_eager_rdma, OPAL_INFO_LVL_5);
-    reg_int("eager_rdma_num", "Slots in each eager RDMA ring (2-1024)", 8, &P.eager_rdma_num, OPAL_INFO_LVL_5);
-    reg_int("eager_rdma_slot_size", "Bytes per eager RDMA slot, a 24-byte footer included (0: enough for "
-            "btl_xrc_eager_limit; otherwise a multiple of 8 from 64 to 65536); larger messages use the shared "
-            "receive queues", 0, &P.eager_rdma_slot_size, OPAL_INFO_LVL_5);
+    reg_int("eager_rdma_num", "Size of each eager RDMA ring, in messages of btl_xrc_eager_rdma_slot_size bytes "
+            "(2-1024); smaller messages pack tighter (a message takes its size plus a 24-byte footer, in 64-byte "
+            "granules), so a ring holds many more of them", 8, &P.eager_rdma_num, OPAL_INFO_LVL_5);
+    reg_int("eager_rdma_slot_size", "Largest message an eager RDMA ring takes, in bytes with its 24-byte footer "
+            "(0: enough for btl_xrc_eager_limit; otherwise a multiple of 64 from 64 to 65536); larger messages use "
+            "the shared receive queues", 0, &P.eager_rdma_slot_size, OPAL_INFO_LVL_5);
 
     register_module_defaults();
     return mca_btl_base_param_register(&mca_btl_xrc_component.super.btl_version, &mca_btl_xrc_module_template);
@@ -201,9 +204,10 @@ int mca_btl_xrc_validate_params() noexcept {
         fail(check_range("btl_xrc_eager_rdma_num", P.eager_rdma_num, 2, static_cast<int>(xrc::kEagerMaxSlots), ""));
         if (P.eager_rdma_slot_size != 0 &&
             (P.eager_rdma_slot_size < static_cast<int>(xrc::kEagerMinSlotSize) ||
-             P.eager_rdma_slot_size > static_cast<int>(xrc::kEagerMaxSlotSize) || P.eager_rdma_slot_size % 8 != 0))
+             P.eager_rdma_slot_size > static_cast<int>(xrc::kEagerMaxSlotSize) ||
+             P.eager_rdma_slot_size % static_cast<int>(xrc::kEagerGranule) != 0))
             fail(invalid("btl_xrc_eager_rdma_slot_size", std::to_string(P.eager_rdma_slot_size),
-                         "not a multiple of 8 from 64 to 65536", "0 (automatic) or a multiple of 8 from 64 to 65536"));
+                         "not a multiple of 64 from 64 to 65536", "0 (automatic) or a multiple of 64 from 64 to 65536"));
         if (P.free_list_max != -1 && P.free_list_max < P.free_list_num)
             fail(invalid("btl_xrc_free_list_max", std::to_string(P.free_list_max), "smaller than btl_xrc_free_list_num",
                          "-1 (unlimited) or at least btl_xrc_free_list_num"));

@@ -22,6 +22,7 @@ void dispatch_receive(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
         if (has_imm && imm == kImmControl) {
             mca_btl_xrc_eager_control(m, buffer->data, wc.byte_len);
         } else if (has_imm && imm_valid(imm) && reg->cbfunc != nullptr) {
+            ++m->stats.srq_receives;
             mca_btl_xrc_deliver(m, reg, tag, buffer->data, wc.byte_len);
         } else {
             // Malformed or unexpected traffic is dropped, never handed to a callback.

@@ -7,33 +7,51 @@ namespace xrc {
 void EagerRing::init(unsigned char *base, std::uint32_t slots, std::uint32_t slot_size) noexcept {
     base_ = base;
     slots_ = slots;
-    slot_size_ = slot_size;
-    report_every_ = slots / 2 > 0 ? slots / 2 : 1;
-    consumed_ = 0;
+    geometry_ = EagerRingGeometry(slots, slot_size);
+    report_every_ = geometry_.bytes() / 2 > 0 ? geometry_.bytes() / 2 : 1;
+    position_ = 0;
+    seq_ = 0;
     reported_ = 0;
+    broken_ = false;
+}
+
+void EagerRing::release(const Message &message) noexcept {
+    if (!message.well_formed) {
+        broken_ = true;  // the length is nonsense: nobody knows where the next message ends
+        return;
+    }
+    // Zero the last word of every granule of the span: any of them may be a future footer's sequence number,
+    // and payload bytes could hold any value. The data was handed on already.
+    const std::uint32_t span = eager_span(message.length);
+    unsigned char *span_end = base_ + geometry_.end_offset(position_);
+    for (std::uint32_t off = kEagerGranule; off <= span; off += kEagerGranule)
+        __atomic_store_n(reinterpret_cast<std::uint64_t *>(span_end - off + kEagerGranule - 8), 0, __ATOMIC_RELAXED);
+    position_ = geometry_.advance(position_, span);
+    ++seq_;
 }
 
 void EagerChannel::activate(std::uint64_t remote_base, std::uint32_t rkey, std::uint32_t slots,
                             std::uint32_t slot_size, const std::uint64_t *consumed_word) noexcept {
     remote_base_ = remote_base;
     rkey_ = rkey;
-    slots_ = slots;
-    slot_size_ = slot_size;
+    geometry_ = EagerRingGeometry(slots, slot_size);
     max_payload_ = eager_max_payload(slot_size);
-    sent_ = 0;
+    position_ = previous_position_ = 0;
+    seq_ = 0;
     acked_ = 0;
     consumed_word_ = consumed_word;
 }
 
 std::uint64_t EagerChannel::claim(std::uint32_t length, std::uint8_t tag, std::uint64_t ack,
                                   EagerFooter *footer) noexcept {
-    const std::uint64_t seq = ++sent_;
     footer->length = length;
     footer->marker_tag = kEagerMarker | tag;
     footer->ack = ack;
-    footer->seq = seq;
-    const std::uint64_t slot_end = remote_base_ + ((seq - 1) % slots_) * slot_size_ + slot_size_;
-    return slot_end - eager_wire_size(length);
+    footer->seq = ++seq_;
+    const std::uint64_t span_end = remote_base_ + geometry_.end_offset(position_);
+    previous_position_ = position_;
+    position_ = geometry_.advance(position_, eager_span(length));
+    return span_end - eager_wire_size(length);
 }
 
 bool decode_eager_control(const void *data, std::size_t length, EagerControl &out) noexcept {
@@ -45,8 +63,8 @@ bool decode_eager_control(const void *data, std::size_t length, EagerControl &ou
     case EagerControlType::Request:
         return c.addr != 0 && (c.addr % 8) == 0 ? (out = c, true) : false;
     case EagerControlType::Grant:
-        if (c.addr == 0 || (c.addr % 8) != 0 || c.slots < 1 || c.slots > kEagerMaxSlots ||
-            c.slot_size < kEagerMinSlotSize || c.slot_size > kEagerMaxSlotSize || (c.slot_size % 8) != 0 ||
+        if (c.addr == 0 || (c.addr % kEagerGranule) != 0 || c.slots < 1 || c.slots > kEagerMaxSlots ||
+            c.slot_size < kEagerMinSlotSize || c.slot_size > kEagerMaxSlotSize || (c.slot_size % kEagerGranule) != 0 ||
             c.addr + std::uint64_t(c.slots) * c.slot_size < c.addr)
             return false;
         out = c;

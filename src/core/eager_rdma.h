@@ -1,27 +1,37 @@
-// Eager RDMA: a small ring of receive slots that one sender writes into with RDMA WRITE, and that the receiver
-// polls in memory, for the few peers a process talks to most. It skips what a send costs the receiver (an SRQ
-// buffer, a completion to poll, a repost), which is what small-message latency is made of. XRC exists to keep
-// receive memory independent of the number of peers, so the rings are bounded: at most `rings` peers per process
-// (btl_xrc_max_eager_rdma), each `slots * slot_size` bytes; everyone else uses the SRQs, as does every message
-// that does not fit or finds no free slot.
+// Eager RDMA: a ring of receive memory that one sender writes into with RDMA WRITE, and that the receiver polls
+// in memory, for the few peers a process talks to most. It skips what a send costs the receiver (an SRQ buffer, a
+// completion to poll, a repost), which is what small-message latency and message rate are made of. XRC exists to
+// keep receive memory independent of the number of peers, so the rings are bounded: at most `rings` peers per
+// process (btl_xrc_max_eager_rdma), each `slots * slot_size` bytes; everyone else uses the SRQs, as does every
+// message that does not fit or finds no room.
 //
-// Wire format of a slot (slot_size bytes, a multiple of 8): the message is written flush against the end of the
-// slot, followed by a 24-byte footer whose last 8 bytes (the sequence number) are the last bytes of the write.
+// Layout: the ring is filled from its top (highest address) downward. A message takes the fewest 64-byte granules
+// that hold it and its footer (a "span"); the largest span is slot_size, so a ring holds `slots` of the largest
+// messages and many more small ones (a 1-byte MPI message takes one granule). The message is written flush
+// against the end of its span, followed by a 24-byte footer whose last 8 bytes (the sequence number) are the last
+// bytes of the write:
+//   [ ... | payload (length bytes) | pad to 8 | length:u32 | marker_tag:u32 | ack:u64 | seq:u64 ]  <- span end
+// The receiver always knows where the next message ends (where the previous span began), so it polls one word.
 // HCAs place a write in increasing address order, so a receiver that sees the expected sequence number sees the
-// whole message:
-//   [ ... unused ... | payload (length bytes) | pad to 8 | length:u32 | marker_tag:u32 | ack:u64 | seq:u64 ]
-// seq counts the messages of the ring from 1; slot (seq - 1) % slots. A slot still holds the sequence number of
-// its previous use (seq - slots), so nothing needs clearing.
+// whole message. When less than slot_size is left below a span, the next span starts at the top again; both
+// ends apply that rule, so it needs no marker.
 //
-// Flow control: the sender may have `slots` messages unconsumed. Every message also carries, in `ack`, how many
-// messages its writer has consumed from the ring the reader writes into (if any), so traffic both ways needs no
-// extra work; when half a ring was consumed without such a message going back, the receiver writes its count into
-// a 64-bit word of the sender's memory (an RDMA WRITE). That write is kept rare on purpose: it occupies the send
-// queue, and a reply posted right behind it waits for it.
+// Growing downward keeps the footer, which carries the length, where the receiver looks. Sequence numbers count
+// messages from 1, so a word that once held an older footer never matches; but a word that held payload might
+// hold any value, so the receiver zeroes every candidate footer position (the last word of each granule) of a
+// span it releases. The ring starts zeroed.
+//
+// Flow control, in bytes of ring position (a counter that grows by each span and each skip to the top): the
+// sender may have `ring bytes` unconsumed. Every message also carries, in `ack`, the position its writer has
+// consumed up to in the ring the reader writes into (if any), so traffic both ways needs no extra work; when half
+// a ring was consumed without such a message going back, the receiver writes its position into a 64-bit word of
+// the sender's memory (an RDMA WRITE). That write is kept rare on purpose: it occupies the send queue, and a
+// reply posted right behind it waits for it.
 //
 // Set-up (control messages over the SRQ path): after `threshold` sends to a peer, the sender asks for a ring
 // (Request: the address and rkey of its credit word); the receiver grants one (Grant: ring address, rkey, slots,
-// slot size) or refuses (Refuse: it has none left). Everything a peer sends is validated before use.
+// slot size) or refuses (Refuse: it has none left). Everything a peer sends is validated before use; a footer
+// whose length makes no sense stops the ring (the receiver cannot know where the next message would be).
 #pragma once
 
 #include <cstddef>
@@ -53,84 +63,124 @@ inline constexpr std::uint32_t eager_max_payload(std::uint32_t slot_size) noexce
     return slot_size - kEagerFooterSize;
 }
 
-// The receiving end: polls the slots one peer writes into.
+inline constexpr std::uint32_t kEagerGranule = 64;
+// Ring bytes a message of `length` takes: its wire size rounded up to whole granules.
+inline constexpr std::uint32_t eager_span(std::uint32_t length) noexcept {
+    return (eager_wire_size(length) + kEagerGranule - 1) & ~(kEagerGranule - 1);
+}
+
+// Where a ring position lies, and the position after a span: shared by both ends so they agree on every skip.
+class EagerRingGeometry {
+public:
+    EagerRingGeometry() = default;
+    EagerRingGeometry(std::uint32_t slots, std::uint32_t slot_size) noexcept
+        : bytes_(std::uint64_t(slots) * slot_size), max_span_(slot_size) {}
+    std::uint64_t bytes() const noexcept { return bytes_; }
+    std::uint32_t max_span() const noexcept { return max_span_; }
+    // Offset from the ring's base of the end of the span that starts (from the top) at `position`.
+    std::uint64_t end_offset(std::uint64_t position) const noexcept { return bytes_ - position % bytes_; }
+    // The position after a span of `span` bytes at `position`: skips to the next top when less than the largest
+    // span would be left below.
+    std::uint64_t advance(std::uint64_t position, std::uint32_t span) const noexcept {
+        std::uint64_t next = position + span;
+        const std::uint64_t left = end_offset(next);
+        if (left < max_span_) next += left;
+        return next;
+    }
+
+private:
+    std::uint64_t bytes_ = 0;
+    std::uint32_t max_span_ = 0;
+};
+
+// The receiving end: polls the ring one peer writes into.
 class EagerRing {
 public:
     struct Message {
         const unsigned char *data;
         std::uint32_t length;
         std::uint8_t tag;
-        bool well_formed;  // false: hand nothing to anyone, just release the slot
+        bool well_formed;  // false: the ring is corrupt; hand nothing to anyone and stop polling it
         std::uint64_t ack;
     };
 
     EagerRing() = default;
-    // `base`: slots * slot_size bytes, 8-byte aligned, zeroed (a zero sequence number never matches).
+    // `base`: slots * slot_size bytes, 64-byte aligned, zeroed (a zero sequence number never matches); slot_size
+    // a multiple of kEagerGranule.
     void init(unsigned char *base, std::uint32_t slots, std::uint32_t slot_size) noexcept;
-    bool active() const noexcept { return base_ != nullptr; }
+    bool active() const noexcept { return base_ != nullptr && !broken_; }
 
     // True when the next message has arrived; fills `out` (not consumed until release()).
     bool peek(Message &out) const noexcept {
-        unsigned char *slot_end = base_ + (consumed_ % slots_) * slot_size_ + slot_size_;
-        const auto *footer = reinterpret_cast<const EagerFooter *>(slot_end - kEagerFooterSize);
-        if (__atomic_load_n(&footer->seq, __ATOMIC_ACQUIRE) != consumed_ + 1)
+        if (broken_) return false;
+        unsigned char *span_end = base_ + geometry_.end_offset(position_);
+        const auto *footer = reinterpret_cast<const EagerFooter *>(span_end - kEagerFooterSize);
+        if (__atomic_load_n(&footer->seq, __ATOMIC_ACQUIRE) != seq_ + 1)
             return false;
         const std::uint32_t length = footer->length, marker_tag = footer->marker_tag;
-        out.well_formed = length <= eager_max_payload(slot_size_) && (marker_tag & 0xffffff00u) == kEagerMarker;
+        out.well_formed = length <= eager_max_payload(geometry_.max_span()) &&
+                          (marker_tag & 0xffffff00u) == kEagerMarker;
         out.length = out.well_formed ? length : 0;
         out.tag = static_cast<std::uint8_t>(marker_tag & 0xffu);
         out.ack = footer->ack;
-        out.data = slot_end - kEagerFooterSize - eager_padded(out.length);
+        out.data = span_end - kEagerFooterSize - eager_padded(out.length);
         return true;
     }
-    // The message peek() returned was handled: its slot may be reused once reported.
-    void release() noexcept { ++consumed_; }
+    // The message peek() returned was handled: its span is cleared for reuse, to be reported. A malformed
+    // message stops the ring instead.
+    void release(const Message &message) noexcept;
 
-    std::uint64_t consumed() const noexcept { return consumed_; }
+    std::uint64_t consumed() const noexcept { return position_; }
+    bool broken() const noexcept { return broken_; }
     // A credit report is worth an RDMA WRITE once half the ring was consumed since the last one.
-    bool report_due() const noexcept { return consumed_ - reported_ >= report_every_; }
+    bool report_due() const noexcept { return position_ - reported_ >= report_every_; }
     void reported(std::uint64_t value) noexcept { reported_ = value; }
 
     std::uint32_t slots() const noexcept { return slots_; }
-    std::uint32_t slot_size() const noexcept { return slot_size_; }
+    std::uint32_t slot_size() const noexcept { return geometry_.max_span(); }
     unsigned char *base() const noexcept { return base_; }
 
 private:
     unsigned char *base_ = nullptr;
+    EagerRingGeometry geometry_;
     std::uint32_t slots_ = 0;
-    std::uint32_t slot_size_ = 0;
-    std::uint32_t report_every_ = 1;
-    std::uint64_t consumed_ = 0;
+    std::uint64_t report_every_ = 1;
+    std::uint64_t position_ = 0;  // consumed up to here
+    std::uint64_t seq_ = 0;       // messages consumed
     std::uint64_t reported_ = 0;
+    bool broken_ = false;
 };
 
-// The sending end: which slot of the peer's ring comes next, and whether one is free.
+// The sending end: where the next message goes in the peer's ring, and whether there is room.
 class EagerChannel {
 public:
     EagerChannel() = default;
-    // `consumed_word`: our registered 64-bit word the receiver writes its consumed count into (zeroed).
+    // `consumed_word`: our registered 64-bit word the receiver writes its consumed position into (zeroed).
     void activate(std::uint64_t remote_base, std::uint32_t rkey, std::uint32_t slots, std::uint32_t slot_size,
                   const std::uint64_t *consumed_word) noexcept;
     bool active() const noexcept { return consumed_word_ != nullptr; }
 
-    // True when a message of `length` bytes fits a slot and a slot is free.
+    // True when a message of `length` bytes fits a span and the ring has room for it.
     bool can_send(std::uint32_t length) const noexcept {
-        if (length > max_payload_) return false;
-        if (sent_ - acked_ < slots_) return true;
+        if (length > max_payload_ || consumed_word_ == nullptr) return false;
+        const std::uint64_t needed = position_ + eager_span(length);
+        if (needed - acked_ <= geometry_.bytes()) return true;
         const std::uint64_t reported = __atomic_load_n(consumed_word_, __ATOMIC_ACQUIRE);
-        return reported <= sent_ && sent_ - reported < slots_;
+        return reported <= position_ && reported > acked_ && needed - reported <= geometry_.bytes();
     }
-    // A count of consumed messages the peer piggybacked on a message to us; values beyond what was sent are
-    // ignored.
+    // A consumed position the peer piggybacked on a message to us; values beyond what was sent are ignored.
     void note_ack(std::uint64_t consumed) noexcept {
-        if (consumed > acked_ && consumed <= sent_) acked_ = consumed;
+        if (consumed > acked_ && consumed <= position_) acked_ = consumed;
     }
-    // Takes the next slot (can_send() must have said yes): writes the footer (with `ack`, our count of the peer's
-    // messages consumed) at `footer`, the bytes right after the padded payload in the caller's buffer, and returns
-    // the remote address where the eager_wire_size(length) bytes go.
+    // Takes the next span (can_send() must have said yes): writes the footer (with `ack`, our consumed position in
+    // the peer's messages) at `footer`, the bytes right after the padded payload in the caller's buffer, and
+    // returns the remote address where the eager_wire_size(length) bytes go.
     std::uint64_t claim(std::uint32_t length, std::uint8_t tag, std::uint64_t ack, EagerFooter *footer) noexcept;
-    // Gives back the slot claim() just took (the post failed before anything was written).
-    void unclaim() noexcept { --sent_; }
+    // Gives back the span claim() just took (the post failed before anything was written).
+    void unclaim() noexcept {
+        position_ = previous_position_;
+        --seq_;
+    }
 
     std::uint32_t rkey() const noexcept { return rkey_; }
     std::uint32_t max_payload() const noexcept { return max_payload_; }
@@ -138,11 +188,12 @@ public:
 private:
     std::uint64_t remote_base_ = 0;
     std::uint32_t rkey_ = 0;
-    std::uint32_t slots_ = 0;
-    std::uint32_t slot_size_ = 0;
-    std::uint32_t max_payload_ = 0;  // 0 while inactive: can_send() is false for every length but 0
-    std::uint64_t sent_ = 0;
-    std::uint64_t acked_ = 0;  // consumed count piggybacked on the peer's messages
+    EagerRingGeometry geometry_;
+    std::uint32_t max_payload_ = 0;
+    std::uint64_t position_ = 0;     // ring position of the next span
+    std::uint64_t previous_position_ = 0;
+    std::uint64_t seq_ = 0;    // messages sent
+    std::uint64_t acked_ = 0;  // consumed position piggybacked on the peer's messages
     const std::uint64_t *consumed_word_ = nullptr;
 };
 
@@ -159,7 +210,7 @@ struct EagerControl {
     std::uint32_t slot_size;
 };
 static_assert(sizeof(EagerControl) == 32);
-inline constexpr std::uint32_t kEagerControlMagic = 0x58454301u;  // "XEC" version 1
+inline constexpr std::uint32_t kEagerControlMagic = 0x58454302u;  // "XEC" version 2 (spans in one ring)
 
 // Validates a received control message; false (with `out` untouched) for anything malformed.
 bool decode_eager_control(const void *data, std::size_t length, EagerControl &out) noexcept;

@@ -14,7 +14,7 @@ cases=(
     "btl_xrc_timeout|-1|out of range"
     "btl_xrc_if_include|mlx5_0:0|the port must be a number from 1 to 254"
     "btl_xrc_free_list_max|3|smaller than btl_xrc_free_list_num"
-    "btl_xrc_eager_rdma_slot_size|100|not a multiple of 8 from 64 to 65536"
+    "btl_xrc_eager_rdma_slot_size|100|not a multiple of 64 from 64 to 65536"
     "btl_xrc_eager_rdma_num|1|out of range"
 )
 for c in "${cases[@]}"; do

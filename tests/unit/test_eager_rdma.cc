@@ -1,11 +1,12 @@
 // Eager RDMA rings: a sender (EagerChannel) and a receiver (EagerRing) connected by a simulated RDMA WRITE
-// (a memcpy to where claim() says), checking data, slot reuse, flow control, malformed footers and the
-// validation of control messages.
+// (a memcpy to where claim() says), checking data, span reuse and skips, flow control, stale payload that looks
+// like a footer, malformed footers and the validation of control messages.
 #include "src/core/eager_rdma.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <deque>
 #include <random>
 #include <string>
 #include <vector>
@@ -46,7 +47,7 @@ struct Link {
         EXPECT_TRUE(m.well_formed);
         std::string s(reinterpret_cast<const char *>(m.data), m.length);
         if (tag != nullptr) *tag = m.tag;
-        ring.release();
+        ring.release(m);
         return s;
     }
 
@@ -56,12 +57,45 @@ struct Link {
     }
 };
 
+constexpr std::uint32_t kMaxPayload = eager_max_payload(Link::kSlotSize);  // a message that takes a whole slot
+
 TEST(EagerRdma, WireSizeKeepsTheFooterAligned) {
     EXPECT_EQ(eager_wire_size(0), 24u);
     EXPECT_EQ(eager_wire_size(1), 32u);
     EXPECT_EQ(eager_wire_size(8), 32u);
     EXPECT_EQ(eager_wire_size(9), 40u);
     EXPECT_EQ(eager_max_payload(4096), 4072u);
+    EXPECT_EQ(eager_span(1), 64u);
+    EXPECT_EQ(eager_span(40), 64u);
+    EXPECT_EQ(eager_span(41), 128u);
+    EXPECT_EQ(eager_span(kMaxPayload), Link::kSlotSize);
+}
+
+TEST(EagerRdma, SmallMessagesPackIntoGranules) {
+    Link link;
+    // A 1024-byte ring holds 4 of the largest messages but 13 one-byte ones: after the 13th, 192 bytes are left
+    // below, less than the largest span, so the next one starts at the top again.
+    for (int i = 0; i < 13; ++i) link.send("s" + std::to_string(i % 10), 1);
+    EXPECT_FALSE(link.channel.can_send(1));
+    for (int i = 0; i < 13; ++i) EXPECT_EQ(link.receive(), "s" + std::to_string(i % 10));
+    EXPECT_EQ(link.receive(), "<none>");
+}
+
+TEST(EagerRdma, SpansThatWouldNotLeaveRoomForTheLargestSkipToTheTop) {
+    Link link;
+    // 64 + 256 + 256 + 256 = 832 from the top leaves 192 < 256 below: the next span starts at the top again,
+    // and both ends know it without a marker.
+    link.send("a", 1);
+    for (int i = 0; i < 3; ++i) link.send(std::string(kMaxPayload, char('b' + i)), 1);
+    EXPECT_FALSE(link.channel.can_send(1));  // the skipped 192 bytes count until consumed
+    EXPECT_EQ(link.receive(), "a");
+    link.report();
+    EXPECT_TRUE(link.channel.can_send(1));
+    link.send("top", 2);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(link.receive(), std::string(kMaxPayload, char('b' + i)));
+    std::uint8_t tag = 0;
+    EXPECT_EQ(link.receive(&tag), "top");
+    EXPECT_EQ(tag, 2);
 }
 
 TEST(EagerRdma, MessagesArriveInOrderWithTheirTags) {
@@ -85,53 +119,56 @@ TEST(EagerRdma, PayloadStartsEightByteAligned) {
         ASSERT_TRUE(link.ring.peek(m));
         EXPECT_EQ(reinterpret_cast<std::uintptr_t>(m.data) % 8, 0u) << len;
         EXPECT_EQ(m.length, len);
-        link.ring.release();
+        link.ring.release(m);
         link.report();
     }
 }
 
+std::string big(int i) { return std::string(kMaxPayload, char('A' + i)); }
+
 TEST(EagerRdma, FlowControlStopsAtTheRingSizeUntilReported) {
     Link link;
-    for (std::uint32_t i = 0; i < Link::kSlots; ++i) link.send("m" + std::to_string(i), 1);
-    EXPECT_FALSE(link.channel.can_send(1));  // every slot unconsumed
-    EXPECT_EQ(link.receive(), "m0");
-    EXPECT_EQ(link.receive(), "m1");
-    EXPECT_FALSE(link.channel.can_send(1));  // consumed but not reported yet
+    for (int i = 0; i < 4; ++i) link.send(big(i), 1);
+    EXPECT_FALSE(link.channel.can_send(0));  // the whole ring unconsumed
+    EXPECT_EQ(link.receive(), big(0));
+    EXPECT_EQ(link.receive(), big(1));
+    EXPECT_FALSE(link.channel.can_send(0));  // consumed but not reported yet
     EXPECT_TRUE(link.ring.report_due());     // half the ring
     link.report();
     EXPECT_FALSE(link.ring.report_due());
-    EXPECT_TRUE(link.channel.can_send(1));
-    link.send("m4", 1);  // reuses slot 0: its old sequence number must not match any more
-    link.send("m5", 1);
-    EXPECT_FALSE(link.channel.can_send(1));
-    EXPECT_EQ(link.receive(), "m2");
-    EXPECT_EQ(link.receive(), "m3");
-    EXPECT_EQ(link.receive(), "m4");
-    EXPECT_EQ(link.receive(), "m5");
+    EXPECT_TRUE(link.channel.can_send(kMaxPayload));
+    link.send(big(4), 1);  // reuses the top span: its old sequence number must not match any more
+    link.send(big(5), 1);
+    EXPECT_FALSE(link.channel.can_send(0));
+    EXPECT_EQ(link.receive(), big(2));
+    EXPECT_EQ(link.receive(), big(3));
+    EXPECT_EQ(link.receive(), big(4));
+    EXPECT_EQ(link.receive(), big(5));
     EXPECT_EQ(link.receive(), "<none>");
 }
 
 TEST(EagerRdma, PiggybackedAcksReturnCreditWithoutAReport) {
     Link link;
-    for (std::uint32_t i = 0; i < Link::kSlots; ++i) link.send("m" + std::to_string(i), 1, 1000 + i);
-    EXPECT_FALSE(link.channel.can_send(1));
+    for (int i = 0; i < 4; ++i) link.send(big(i), 1, 1000 + i);
+    EXPECT_FALSE(link.channel.can_send(0));
     EagerRing::Message m{};
     ASSERT_TRUE(link.ring.peek(m));
     EXPECT_EQ(m.ack, 1000u);  // the footer carries the writer's count through
     link.receive();
     link.receive();
-    // The reader answers with a message of its own that carries "2 consumed": the channel learns it from there.
-    link.channel.note_ack(2);
-    EXPECT_TRUE(link.channel.can_send(1));
-    link.send("m4", 1);
-    link.send("m5", 1);
-    EXPECT_FALSE(link.channel.can_send(1));
-    link.channel.note_ack(1);      // older than what it knows: no effect
-    link.channel.note_ack(99999);  // beyond what was sent: ignored
-    EXPECT_FALSE(link.channel.can_send(1));
+    EXPECT_EQ(link.ring.consumed(), 2u * Link::kSlotSize);
+    // The reader answers with a message of its own that carries its position: the channel learns it from there.
+    link.channel.note_ack(link.ring.consumed());
+    EXPECT_TRUE(link.channel.can_send(kMaxPayload));
+    link.send(big(4), 1);
+    link.send(big(5), 1);
+    EXPECT_FALSE(link.channel.can_send(0));
+    link.channel.note_ack(Link::kSlotSize);  // older than what it knows: no effect
+    link.channel.note_ack(99999);            // beyond what was sent: ignored
+    EXPECT_FALSE(link.channel.can_send(0));
     // A report in the credit word beyond what was sent is ignored too.
     link.consumed_word = 99999;
-    EXPECT_FALSE(link.channel.can_send(1));
+    EXPECT_FALSE(link.channel.can_send(0));
 }
 
 TEST(EagerRdma, ManyRoundsCheckEveryByte) {
@@ -149,12 +186,80 @@ TEST(EagerRdma, ManyRoundsCheckEveryByte) {
     }
 }
 
+// Streams of random sizes, several messages in flight, consumed in random batches over many laps of the ring.
+// Payloads are 64-bit words equal to sequence numbers soon to come, so a footer position that still held old
+// payload would be taken for a message: the receiver must have cleared it.
+TEST(EagerRdma, RandomStreamsAcrossLapsNeverMistakeOldPayloadForAFooter) {
+    Link link;
+    std::mt19937 rng(1234);
+    std::deque<std::string> in_flight;
+    std::uint64_t sent = 0, received = 0;
+    while (received < 20000) {
+        for (int burst = rng() % 8; burst > 0; --burst) {
+            const std::uint32_t len = rng() % 2 ? 8 * (rng() % (kMaxPayload / 8 + 1)) : rng() % (kMaxPayload + 1);
+            if (!link.channel.can_send(len)) break;
+            std::string payload(len, '\0');
+            for (std::uint32_t k = 0; k + 8 <= len; k += 8) {
+                const std::uint64_t future = sent + 2 + k / 8 % 8;
+                std::memcpy(&payload[k], &future, 8);
+            }
+            link.send(payload, static_cast<std::uint8_t>(sent));
+            in_flight.push_back(payload);
+            ++sent;
+        }
+        for (int take = rng() % 8; take > 0 && !in_flight.empty(); --take) {
+            std::uint8_t tag = 0;
+            ASSERT_EQ(link.receive(&tag), in_flight.front()) << received;
+            EXPECT_EQ(tag, static_cast<std::uint8_t>(received));
+            in_flight.pop_front();
+            ++received;
+        }
+        if (in_flight.empty()) {
+            ASSERT_EQ(link.receive(), "<none>") << received;
+        }
+        // The BTL reports at half a ring; here also whenever the sender is stuck, to keep the stream going.
+        if (link.ring.report_due() || !link.channel.can_send(0)) link.report();
+    }
+}
+
+TEST(EagerRdma, OldPayloadThatLooksLikeTheNextFooterIsNotAMessage) {
+    Link link;
+    // Lap 1: message 1 fills the top span with 64-bit words 6; three more fill the ring.
+    std::string sixes(kMaxPayload, '\0');
+    for (std::uint32_t k = 0; k + 8 <= kMaxPayload; k += 8) {
+        const std::uint64_t six = 6;
+        std::memcpy(&sixes[k], &six, 8);
+    }
+    link.send(sixes, 1);
+    for (int i = 1; i < 4; ++i) link.send(big(i), 1);
+    for (int i = 0; i < 4; ++i) link.receive();
+    link.report();
+    // Lap 2: message 5 takes the top granule; message 6 would end where message 1's payload held a 6.
+    link.send("five", 1);
+    EXPECT_EQ(link.receive(), "five");
+    EXPECT_EQ(link.receive(), "<none>");
+    link.send("six", 1);
+    EXPECT_EQ(link.receive(), "six");
+}
+
+TEST(EagerRdma, ReleaseClearsEveryPossibleFooterWordOfTheSpan) {
+    Link link;
+    link.send(std::string(kMaxPayload, '\xff'), 1);
+    EXPECT_EQ(link.receive(), std::string(kMaxPayload, '\xff'));
+    for (std::uint32_t granule_end = 64; granule_end <= Link::kSlotSize; granule_end += 64) {
+        std::uint64_t word;
+        std::memcpy(&word, link.ring_memory + sizeof(link.ring_memory) - granule_end + 56, 8);
+        EXPECT_EQ(word, 0u) << granule_end;
+    }
+}
+
 TEST(EagerRdma, TooLargeOrInactiveCannotSend) {
     Link link;
-    EXPECT_FALSE(link.channel.can_send(eager_max_payload(Link::kSlotSize) + 1));
-    EXPECT_TRUE(link.channel.can_send(eager_max_payload(Link::kSlotSize)));
+    EXPECT_FALSE(link.channel.can_send(kMaxPayload + 1));
+    EXPECT_TRUE(link.channel.can_send(kMaxPayload));
     EagerChannel inactive;
     EXPECT_FALSE(inactive.active());
+    EXPECT_FALSE(inactive.can_send(0));
 }
 
 TEST(EagerRdma, UnclaimGivesTheSlotBack) {
@@ -166,28 +271,35 @@ TEST(EagerRdma, UnclaimGivesTheSlotBack) {
     EXPECT_EQ(link.receive(), "abcd");
 }
 
-TEST(EagerRdma, MalformedFooterIsReleasedNotDelivered) {
+EagerFooter *top_footer(Link &link) {
+    return reinterpret_cast<EagerFooter *>(link.ring_memory + sizeof(link.ring_memory) - kEagerFooterSize);
+}
+
+TEST(EagerRdma, MalformedFooterStopsTheRing) {
+    for (const auto &[length, marker_tag] : {std::pair<std::uint32_t, std::uint32_t>{100000, kEagerMarker | 1},
+                                             std::pair<std::uint32_t, std::uint32_t>{4, 0x12345601}}) {
+        Link link;
+        EagerFooter *footer = top_footer(link);
+        footer->length = length;
+        footer->marker_tag = marker_tag;
+        footer->seq = 1;
+        EagerRing::Message m{};
+        ASSERT_TRUE(link.ring.peek(m));
+        EXPECT_FALSE(m.well_formed);
+        EXPECT_EQ(m.length, 0u);
+        link.ring.release(m);
+        // Where the next message would end is unknowable: the ring is no longer read.
+        EXPECT_TRUE(link.ring.broken());
+        EXPECT_FALSE(link.ring.active());
+        link.send("after", 1);
+        EXPECT_FALSE(link.ring.peek(m));
+    }
+}
+
+TEST(EagerRdma, StaleOrFutureSequenceIsNothingYet) {
     Link link;
-    // A footer with the right sequence number but a length beyond the slot, and one with a foreign marker.
-    auto *footer = reinterpret_cast<EagerFooter *>(link.ring_memory + Link::kSlotSize - kEagerFooterSize);
-    footer->length = 100000;
-    footer->marker_tag = kEagerMarker | 1;
-    footer->seq = 1;
+    top_footer(link)->seq = 7;
     EagerRing::Message m{};
-    ASSERT_TRUE(link.ring.peek(m));
-    EXPECT_FALSE(m.well_formed);
-    EXPECT_EQ(m.length, 0u);
-    link.ring.release();
-    footer = reinterpret_cast<EagerFooter *>(link.ring_memory + 2 * Link::kSlotSize - kEagerFooterSize);
-    footer->length = 4;
-    footer->marker_tag = 0x12345601;
-    footer->seq = 2;
-    ASSERT_TRUE(link.ring.peek(m));
-    EXPECT_FALSE(m.well_formed);
-    link.ring.release();
-    // A stale or future sequence number is "nothing yet".
-    footer = reinterpret_cast<EagerFooter *>(link.ring_memory + 3 * Link::kSlotSize - kEagerFooterSize);
-    footer->seq = 7;
     EXPECT_FALSE(link.ring.peek(m));
 }
 
@@ -221,9 +333,11 @@ TEST(EagerRdma, ControlMessagesAreValidated) {
     c = valid_grant(); c.slots = kEagerMaxSlots + 1;          EXPECT_TRUE(rejected(c));
     c = valid_grant(); c.slot_size = 60;                      EXPECT_TRUE(rejected(c));
     c = valid_grant(); c.slot_size = 4100;                    EXPECT_TRUE(rejected(c));
+    c = valid_grant(); c.slot_size = 4104;                    EXPECT_TRUE(rejected(c));  // not whole granules
     c = valid_grant(); c.slot_size = kEagerMaxSlotSize + 8;   EXPECT_TRUE(rejected(c));
     c = valid_grant(); c.addr = 0;                            EXPECT_TRUE(rejected(c));
     c = valid_grant(); c.addr = 0x10004;                      EXPECT_TRUE(rejected(c));
+    c = valid_grant(); c.addr = 0x10008;                      EXPECT_TRUE(rejected(c));  // granule-aligned only
     c = valid_grant(); c.addr = ~std::uint64_t(0) - 64;       EXPECT_TRUE(rejected(c));
 
     c = valid_grant(); c.type = EagerControlType::Request; c.addr = 0; EXPECT_TRUE(rejected(c));
@@ -241,7 +355,7 @@ TEST(EagerRdma, RandomControlBytesNeverPassUnchecked) {
         if (decode_eager_control(&c, sizeof(c), out) && out.type == EagerControlType::Grant) {
             EXPECT_GE(out.slots, 1u);
             EXPECT_LE(out.slots, kEagerMaxSlots);
-            EXPECT_EQ(out.slot_size % 8, 0u);
+            EXPECT_EQ(out.slot_size % kEagerGranule, 0u);
             EXPECT_GE(out.slot_size, kEagerMinSlotSize);
             EXPECT_NE(out.addr, 0u);
         }
