@@ -13,6 +13,27 @@ if [ -z "${PYVERBS_MODULES:-}" ]; then
         grep -Ev '^test_(mlx5_|efa|cuda)' | sort | tr '\n' ' ')
 fi
 $PY -c 'import pyverbs' 2>/dev/null || skip_all "pyverbs not importable by $PY"
+
+# Three tests (test_odp huge traffic x2, test_parent_domain huge page traffic) need free 2 MiB huge pages
+# and skip when the pool is empty. As root, grow the pool by a few pages for this run only; the EXIT trap
+# (cleanup -> extra_cleanup) puts the old size back. If the kernel refuses, the skips stay with their reason.
+hp_sys=/proc/sys/vm/nr_hugepages
+hp_free=/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages
+hp_old=""
+extra_cleanup() {
+    [ -n "$hp_old" ] && echo "$hp_old" > $hp_sys 2>/dev/null
+    hp_old=""
+}
+if [ "$(id -u)" = 0 ] && [ -w $hp_sys ] && [ -r $hp_free ] && [ "$(cat $hp_free)" -lt 4 ]; then
+    hp_before=$(cat $hp_sys)
+    hp_want=$((hp_before + 8))
+    if echo $hp_want > $hp_sys 2>/dev/null; then
+        hp_old=$hp_before
+        echo "note: 2 MiB huge pages for this run: $hp_before -> $(cat $hp_sys) (free $(cat $hp_free)); restored on exit"
+    else
+        echo "note: the kernel refused more 2 MiB huge pages; the huge page tests will skip"
+    fi
+fi
 start_daemon
 
 # The suite needs a device and RC traffic to mean anything; without them every test errors out.
