@@ -47,6 +47,16 @@ if feature_ok xrc; then
 else
     echo "note: XRC not working yet ($why): the XRC tests are not yet required to pass"
 fi
+# Object import works: a skip of these is a regression.
+required="$required --require-pass test_shared_pd.SharedPDTestCase.test_imported_rc_ex_rdma_write"
+required="$required --require-pass test_device.SharedDMTest.test_import_dm"
+# With free 2 MiB huge pages the huge page tests must pass too.
+if [ -r $hp_free ] && [ "$(cat $hp_free)" -ge 4 ]; then
+    for t in test_odp.OdpTestCase.test_odp_rc_huge_traffic test_odp.OdpTestCase.test_odp_rc_huge_user_addr_traffic \
+             test_parent_domain.ParentDomainTrafficTest.test_huge_page_traffic; do
+        required="$required --require-pass $t"
+    done
+fi
 [ "$PYVERBS_MODULES" = all ] && PYVERBS_MODULES=""
 # shellcheck disable=SC2086
 # Bounds: a hung module is killed after PYVERBS_MODULE_TIMEOUT and reported; the whole run after
