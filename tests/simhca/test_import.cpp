@@ -190,6 +190,8 @@ TEST_F(Import, ObjectsOutliveTheOriginalContextUntilTheLastFdCloses) {
     for (int i = 0; i < 1000; ++i) buf[i] = uint8_t(i);
     rdma_write(ictx, ipd, buf.data(), imr->lkey, buf.data() + 20000, imr->rkey, 1000);
     EXPECT_EQ(std::memcmp(buf.data(), buf.data() + 20000, 1000), 0);
+    ibv_unimport_mr(imr); // user-space parts only: the daemon objects stay for the close below
+    ibv_unimport_pd(ipd);
     ASSERT_EQ(ibv_close_device(ictx), 0); // the last copy of the cmd_fd: everything goes
     ictx = nullptr;
     EXPECT_TRUE(wait_count("pds", 0));
