@@ -49,6 +49,12 @@ enum class Op : uint32_t {
     Join, // a forked child's own connection acting for its parent's context
     AttachMcast,
     DetachMcast,
+    // Object import (ibv_import_device / _pd / _mr / _dm): a new connection joins the context whose
+    // socket it passes with SCM_RIGHTS; the others look up an object of that context by handle.
+    ImportDevice,
+    ImportPd,
+    ImportMr,
+    ImportDm,
 };
 
 struct HelloReq {
@@ -71,6 +77,19 @@ struct JoinReq {
     uint32_t client_id;
     uint32_t pad;
     uint64_t secret;
+};
+
+// ImportDevice answers with HelloResp and Hello's fds; ImportPd with nothing.
+struct ImportMrResp {
+    uint32_t handle, lkey, rkey;
+    uint32_t pad;
+    uint64_t length;
+};
+struct ImportDmResp {
+    uint32_t handle;
+    uint32_t pad;
+    uint64_t length;
+    // fds: [0] memfd of the device memory
 };
 
 struct PortResp {
@@ -255,6 +274,8 @@ struct Response {
         PortResp port;
         HandleReq h;
         RegMrResp reg_mr;
+        ImportMrResp import_mr;
+        ImportDmResp import_dm;
         CreateCqResp create_cq;
         CreateSrqResp create_srq;
         SrqAttrResp srq_attr;

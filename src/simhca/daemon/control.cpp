@@ -122,7 +122,7 @@ bool Device::post_async(Client *c, ibv_event_type type, uint64_t cookie, uint32_
 
 void Device::broadcast_port_event(ibv_event_type type) {
     for (auto &[id, c] : clients_)
-        if (!c->is_ctl) post_async(c.get(), type, 0, 1);
+        if (!c->is_ctl && !c->alias_of) post_async(c.get(), type, 0, 1); // importers: see import.cpp
 }
 
 void Device::handle(Client &conn, const Request &req, const int *in_fds, Response &resp, std::vector<int> &fds) {
@@ -140,12 +140,19 @@ void Device::handle(Client &conn, const Request &req, const int *in_fds, Respons
             conn.alias_of = t->id;
         return;
     }
+    if (req.op == uint32_t(Op::ImportDevice)) {
+        resp.err = do_import_device(conn, in_fds[0], resp, fds);
+        // Only looked at: a copy kept here would keep the owner's socket open forever (no hang-up).
+        if (in_fds[0] >= 0) ::close(in_fds[0]);
+        return;
+    }
     Client *idp = &conn;
     if (conn.alias_of && !(idp = client(conn.alias_of))) {
         resp.err = ENODEV; // the parent's context is gone
         return;
     }
     Client &c = *idp;
+    req_pid_ = conn.pid; // an importer's or forked child's memory is its own
     if (req.op != uint32_t(Op::Hello) && req.op != uint32_t(Op::Status) && req.op != uint32_t(Op::ListObjects) &&
         req.op != uint32_t(Op::Fault) && req.op != uint32_t(Op::Probe) && !c.async_wr && !c.is_ctl) {
         resp.err = EPROTO; // verbs before Hello
@@ -189,6 +196,9 @@ void Device::handle(Client &conn, const Request &req, const int *in_fds, Respons
     case Op::Fault: c.is_ctl = c.is_ctl || !c.async_wr; err = do_fault(req.fault); break;
     case Op::AttachMcast: err = do_attach_mcast(c, req.mcast); break;
     case Op::DetachMcast: err = do_detach_mcast(c, req.mcast); break;
+    case Op::ImportPd: err = do_import_pd(c, req.h.handle); break;
+    case Op::ImportMr: err = do_import_mr(c, req.h.handle, resp); break;
+    case Op::ImportDm: err = do_import_dm(c, req.h.handle, resp, fds); break;
     case Op::Kick: on_doorbell(c); break;
     case Op::Probe:
         c.is_ctl = c.is_ctl || !c.async_wr;
@@ -211,11 +221,7 @@ void Device::handle(Client &conn, const Request &req, const int *in_fds, Respons
 
 int Device::do_hello(Client &c, Response &r, std::vector<int> &fds) {
     if (c.async_wr) return EALREADY;
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) < 0) return errno;
-    c.async_rd.reset(p[0]);
-    c.async_wr.reset(p[1]);
-    ::fcntl(p[1], F_SETFL, O_NONBLOCK);
+    if (int e = make_event_pipe(c)) return e;
     c.doorbell.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!c.doorbell) return errno;
     {
@@ -274,11 +280,12 @@ int Device::do_reg_mr(Client &c, const RegMrReq &q, Response &r) {
     // are checked page by page when used, like ODP.
     uint8_t probe;
     if (!(q.access & IBV_ACCESS_ON_DEMAND) &&
-        (dma_read(c.pid, q.addr, &probe, 1) || dma_read(c.pid, q.addr + q.length - 1, &probe, 1)))
+        (dma_read(req_pid_, q.addr, &probe, 1) || dma_read(req_pid_, q.addr + q.length - 1, &probe, 1)))
         return EFAULT;
     auto mr = std::make_unique<Mr>();
     mr->id = new_id();
     mr->owner = &c;
+    mr->pid = req_pid_;
     mr->pd = q.pd;
     mr->addr = q.addr;
     mr->length = q.length;
@@ -326,6 +333,7 @@ int Device::do_rereg_mr(Client &c, const ReregMrReq &q, Response &r) {
         mr->addr = q.addr;
         mr->length = q.length;
         mr->iova = q.iova;
+        mr->pid = req_pid_;
     }
     r.reg_mr = {mr->id, mr->key, mr->key};
     return 0;

@@ -110,6 +110,13 @@ private:
     int do_alloc_dm(Client &c, const proto::AllocDmReq &q, proto::Response &r, std::vector<int> &fds);
     int do_free_dm(Client &c, uint32_t h);
     int do_reg_dm_mr(Client &c, const proto::RegDmMrReq &q, proto::Response &r);
+    // object import (import.cpp)
+    int do_import_device(Client &conn, int fd, proto::Response &r, std::vector<int> &fds);
+    int do_import_pd(Client &c, uint32_t h);
+    int do_import_mr(Client &c, uint32_t h, proto::Response &r);
+    int do_import_dm(Client &c, uint32_t h, proto::Response &r, std::vector<int> &fds);
+    int missing_object_error(Client &c, uint32_t h) const;
+    int make_event_pipe(Client &c);
     int mr_read(const Mr &mr, uint64_t host, void *dst, size_t n);
     // tail_last: the last 8 bytes become visible after the rest (RDMA WRITE placement, see responder.cpp).
     int mr_write(const Mr &mr, uint64_t host, const void *src, size_t n, bool tail_last = false);
@@ -198,6 +205,7 @@ public:
 
 private:
     bool debug_ = false; // SIMHCA_DEBUG=1: log failed control requests
+    pid_t req_pid_ = 0;  // process that sent the request being handled (memory of MRs it registers)
     uint32_t next_id_ = 1;
     uint32_t next_qpn_ = 0x48;
     uint32_t next_srqn_ = 0x20;

@@ -257,8 +257,10 @@ int Device::gather(Qp &qp, const SendWqe &w, std::vector<uint8_t> &out, ibv_wc_s
     size_t total = 0;
     for (uint32_t i = 0; i < w.num_sge; ++i) total += w.sge[i].length;
     if (total > limits::kMaxMsgSize) return st = IBV_WC_LOC_LEN_ERR, -1;
-    for (uint32_t i = 0; i < w.num_sge && lazy; ++i) // device memory is ours: copy it now
-        if (Mr *mr = mr_by_key(w.sge[i].lkey); mr && mr->local) lazy = false;
+    // Device memory is ours, and memory of another process (an importer's MR) is not where the
+    // responder's stream reads (qp.owner->pid): copy those now.
+    for (uint32_t i = 0; i < w.num_sge && lazy; ++i)
+        if (Mr *mr = mr_by_key(w.sge[i].lkey); mr && (mr->local || mr->pid != qp.owner->pid)) lazy = false;
     if (!lazy) out.resize(total);
     size_t off = 0;
     for (uint32_t i = 0; i < w.num_sge; ++i) {
@@ -303,7 +305,7 @@ int Device::mr_read(const Mr &mr, uint64_t host, void *dst, size_t n) {
         std::memcpy(dst, reinterpret_cast<const void *>(host), n);
         return 0;
     }
-    return dma_read(mr.owner->pid, host, dst, n);
+    return dma_read(mr.pid, host, dst, n);
 }
 
 int Device::mr_write(const Mr &mr, uint64_t host, const void *src, size_t n, bool tail_last) {
@@ -311,7 +313,7 @@ int Device::mr_write(const Mr &mr, uint64_t host, const void *src, size_t n, boo
         std::memcpy(reinterpret_cast<void *>(host), src, n);
         return 0;
     }
-    return tail_last ? dma_write_tail_last(mr.owner->pid, host, src, n) : dma_write(mr.owner->pid, host, src, n);
+    return tail_last ? dma_write_tail_last(mr.pid, host, src, n) : dma_write(mr.pid, host, src, n);
 }
 
 int Device::copy_to(const Mr &mr, uint64_t host, const Message &m, size_t off, size_t n, bool tail_last) {

@@ -26,7 +26,10 @@ struct Client {
     bool is_ctl = false;          // simhca-ctl connection: no verbs objects
     std::vector<uint32_t> qpns;   // QPs it owns (the doorbell scans only these)
     uint64_t secret = 0;          // proves a Join comes from this context's process tree
-    uint32_t alias_of = 0;        // a forked child's connection: acts as this client
+    uint32_t alias_of = 0;        // a forked child's or an importer's connection: acts as this client
+    // Autobound abstract name of the library's end of `sock`: a socket passed back to us (ImportDevice)
+    // names its own end, so this is how the daemon recognises whose context the passed fd is.
+    std::string sock_name;
 };
 
 struct Pd {
@@ -42,6 +45,7 @@ struct Mr {
     uint64_t addr, length, iova;
     int access;
     uint32_t key; // lkey == rkey
+    pid_t pid = 0; // process whose memory it is (the registering connection's: an importer's is its own)
     int windows = 0; // MWs bound to it (dereg is EBUSY meanwhile)
     // Device memory MRs: `addr` is an address in the daemon's own mapping of
     // the DM region (zero-based iova = offset), copied with memcpy.

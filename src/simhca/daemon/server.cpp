@@ -62,6 +62,10 @@ void Server::accept_clients() {
         if (::getsockopt(s.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) continue;
         int fd = s.get();
         Client &c = dev_.add_client(std::move(s), cred.pid, cred.uid);
+        sockaddr_un peer{};
+        socklen_t pl = sizeof(peer);
+        if (::getpeername(fd, reinterpret_cast<sockaddr *>(&peer), &pl) == 0 && pl > offsetof(sockaddr_un, sun_path))
+            c.sock_name.assign(peer.sun_path, pl - offsetof(sockaddr_un, sun_path));
         watch(fd, kClientSock, c.id);
     }
 }
@@ -91,8 +95,8 @@ void Server::on_client_readable(uint32_t id) {
             drop_client(id);
             return;
         }
-        // Only OpenXrcd may carry an fd; anything else is closed at once.
-        if (req.op != uint32_t(proto::Op::OpenXrcd))
+        // Only OpenXrcd and ImportDevice may carry an fd; anything else is closed at once.
+        if (req.op != uint32_t(proto::Op::OpenXrcd) && req.op != uint32_t(proto::Op::ImportDevice))
             for (int &fd : fds)
                 if (fd >= 0) ::close(fd), fd = -1;
         for (int i = 1; i < 4; ++i)

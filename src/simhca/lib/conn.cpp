@@ -18,6 +18,12 @@ Conn::~Conn() {
 int Conn::connect() {
     int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0) return errno;
+    // An autobound (unique, abstract) name for our end: when this socket is passed to another context
+    // as its cmd_fd, the daemon recognises it by that name (ibv_import_device). Without it only import
+    // is lost, so a failure is not fatal.
+    sockaddr_un self{};
+    self.sun_family = AF_UNIX;
+    (void)::bind(s, reinterpret_cast<sockaddr *>(&self), sizeof(sa_family_t));
     sockaddr_un addr;
     socklen_t len = daemon_address(addr);
     if (::connect(s, reinterpret_cast<sockaddr *>(&addr), len) < 0) {

@@ -134,38 +134,26 @@ SIMHCA_API __be64 ibv_get_device_guid(ibv_device *device) noexcept {
 
 SIMHCA_API int ibv_get_device_index(ibv_device *device) noexcept { return device == &g_device.dev ? 0 : -1; }
 
-SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
-    if (device != &g_device.dev) return fail<ibv_context>(ENODEV);
-    auto *c = new (std::nothrow) Context();
-    if (!c) return fail<ibv_context>(ENOMEM);
-    std::memset(&c->vctx, 0, sizeof(c->vctx));
-    if (int e = c->conn.connect()) {
-        delete c;
-        return fail<ibv_context>(e == ECONNREFUSED || e == ENOENT ? ENODEV : e);
-    }
-    proto::Request req{};
-    proto::Response resp{};
-    req.hello = {proto::kMagic, proto::kVersion};
-    int fds[3] = {-1, -1, -1};
-    if (int e = c->conn.call(proto::Op::Hello, req, resp, -1, fds, 3); e || fds[0] < 0 || fds[1] < 0) {
-        for (int fd : fds)
-            if (fd >= 0) ::close(fd);
-        delete c;
-        return fail<ibv_context>(e ? e : EPROTO);
-    }
-    c->doorbell = fds[1];
+ibv_device *simhca::lib::the_device() noexcept {
+    std::lock_guard<std::mutex> g(g_device_mu);
+    return g_device.present || probe(g_device) ? &g_device.dev : nullptr;
+}
+
+void simhca::lib::init_context(Context &c, ibv_device *device, const proto::HelloResp &hello,
+                               const int fds[3]) noexcept {
+    c.doorbell = fds[1];
     if (fds[2] >= 0) { // the daemon's read-only "awake" word (see ring_doorbell_sq)
         void *p = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fds[2], 0);
-        if (p != MAP_FAILED) c->daemon_awake = static_cast<const std::atomic<uint32_t> *>(p);
+        if (p != MAP_FAILED) c.daemon_awake = static_cast<const std::atomic<uint32_t> *>(p);
         ::close(fds[2]);
     }
-    c->conn.set_identity(resp.hello.client_id, resp.hello.secret);
-    c->lid = resp.hello.lid;
-    c->node_guid = resp.hello.node_guid;
-    verbs_context &v = c->vctx;
+    c.conn.set_identity(hello.client_id, hello.secret);
+    c.lid = hello.lid;
+    c.node_guid = hello.node_guid;
+    verbs_context &v = c.vctx;
     ibv_context &ctx = v.context;
     ctx.device = device;
-    ctx.cmd_fd = c->conn.fd();
+    ctx.cmd_fd = c.conn.fd();
     ctx.async_fd = fds[0];
     ctx.num_comp_vectors = 1;
     pthread_mutex_init(&ctx.mutex, nullptr);
@@ -195,18 +183,42 @@ SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
     v.alloc_dm = alloc_dm;
     v.free_dm = free_dm;
     v.reg_dm_mr = reg_dm_mr;
-    return &ctx;
+}
+
+SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
+    if (device != &g_device.dev) return fail<ibv_context>(ENODEV);
+    auto *c = new (std::nothrow) Context();
+    if (!c) return fail<ibv_context>(ENOMEM);
+    std::memset(&c->vctx, 0, sizeof(c->vctx));
+    if (int e = c->conn.connect()) {
+        delete c;
+        return fail<ibv_context>(e == ECONNREFUSED || e == ENOENT ? ENODEV : e);
+    }
+    proto::Request req{};
+    proto::Response resp{};
+    req.hello = {proto::kMagic, proto::kVersion};
+    int fds[3] = {-1, -1, -1};
+    if (int e = c->conn.call(proto::Op::Hello, req, resp, -1, fds, 3); e || fds[0] < 0 || fds[1] < 0) {
+        for (int fd : fds)
+            if (fd >= 0) ::close(fd);
+        delete c;
+        return fail<ibv_context>(e ? e : EPROTO);
+    }
+    init_context(*c, device, resp.hello, fds);
+    return &c->vctx.context;
 }
 
 SIMHCA_API int ibv_close_device(ibv_context *context) noexcept {
     if (!context) return EINVAL;
     Context *c = ctx_of(context);
     // Closing the socket makes the daemon release every object of this
-    // context, as closing the uverbs file does in the kernel.
+    // context, as closing the uverbs file does in the kernel - once no
+    // imported context holds a copy of it any more.
     ::close(context->async_fd);
     ::close(c->doorbell);
     if (c->daemon_awake) ::munmap(const_cast<std::atomic<uint32_t> *>(c->daemon_awake), 4096);
     pthread_mutex_destroy(&context->mutex);
+    if (c->imported_cmd_fd >= 0) ::close(c->imported_cmd_fd);
     delete c;
     return 0;
 }

@@ -73,6 +73,45 @@ int free_dm(ibv_dm *ibdm) noexcept {
     return 0;
 }
 
+} // namespace simhca::lib
+
+// Another context's view of a DM (see import.cpp): the same memfd, mapped again.
+SIMHCA_API ibv_dm *ibv_import_dm(ibv_context *context, uint32_t dm_handle) noexcept {
+    using namespace simhca::lib;
+    if (!context) return fail<ibv_dm>(EINVAL);
+    auto *d = new (std::nothrow) Dm();
+    if (!d) return fail<ibv_dm>(ENOMEM);
+    simhca::proto::Request req{};
+    simhca::proto::Response resp{};
+    req.h.handle = dm_handle;
+    int fd = -1;
+    if (int e = ctx_of(context)->conn.call(simhca::proto::Op::ImportDm, req, resp, -1, &fd, 1)) {
+        delete d;
+        return fail<ibv_dm>(e);
+    }
+    if (fd < 0 || d->map.map(fd, resp.import_dm.length)) {
+        delete d;
+        return fail<ibv_dm>(ENOMEM);
+    }
+    d->length = resp.import_dm.length;
+    d->dm.context = context;
+    d->dm.memcpy_to_dm = to_dm;
+    d->dm.memcpy_from_dm = from_dm;
+    d->dm.comp_mask = 0;
+    d->dm.handle = dm_handle;
+    return &d->dm;
+}
+
+// Frees only this context's mapping; the DM itself lives until ibv_free_dm.
+SIMHCA_API void ibv_unimport_dm(ibv_dm *dm) noexcept {
+    auto *d = reinterpret_cast<simhca::lib::Dm *>(dm);
+    if (!d) return;
+    d->map.unmap();
+    delete d;
+}
+
+namespace simhca::lib {
+
 ibv_mr *reg_dm_mr(ibv_pd *pd, ibv_dm *dm, uint64_t offset, size_t length, unsigned int access) noexcept {
     if (!pd || !dm) return fail<ibv_mr>(EINVAL);
     proto::Request req{};

@@ -52,6 +52,9 @@ private:
 struct Context {
     verbs_context vctx; // vctx.context is what the application sees
     Conn conn;
+    // ibv_import_device: the passed cmd_fd (the owner's control socket), kept open - and so the owner's
+    // objects alive - until this context is closed; requests go over `conn`, our own connection.
+    int imported_cmd_fd = -1;
     int doorbell = -1;
     const std::atomic<uint32_t> *daemon_awake = nullptr; // mapped read-only; nullptr: always ring
     uint16_t lid = 0;
@@ -165,6 +168,11 @@ template <class T> T *fail(int err) {
     errno = err;
     return nullptr;
 }
+
+// The one device (probed on first use), or nullptr when no daemon answers.
+ibv_device *the_device() noexcept;
+// Fills a context from Hello's (or ImportDevice's) answer: identity, async fd, doorbell, awake word, ops.
+void init_context(Context &c, ibv_device *device, const proto::HelloResp &hello, const int fds[3]) noexcept;
 
 void ring_doorbell(Context &c) noexcept;
 // After publishing a send queue's producer index: rings only when the daemon may be asleep.

@@ -1,5 +1,5 @@
 // Address handles (kept in the library: the AV travels inside each UD WQE),
-// multicast, memory windows and object import (cleanly unsupported).
+// and multicast (object import: import.cpp).
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -44,9 +44,3 @@ SIMHCA_API int ibv_attach_mcast(ibv_qp *qp, const union ibv_gid *gid, uint16_t l
 SIMHCA_API int ibv_detach_mcast(ibv_qp *qp, const union ibv_gid *gid, uint16_t lid) noexcept {
     return mcast_call(proto::Op::DetachMcast, qp, gid, lid);
 }
-
-SIMHCA_API ibv_context *ibv_import_device(int) noexcept { return fail<ibv_context>(EOPNOTSUPP); }
-SIMHCA_API ibv_pd *ibv_import_pd(ibv_context *, uint32_t) noexcept { return fail<ibv_pd>(EOPNOTSUPP); }
-SIMHCA_API ibv_mr *ibv_import_mr(ibv_pd *, uint32_t) noexcept { return fail<ibv_mr>(EOPNOTSUPP); }
-SIMHCA_API void ibv_unimport_pd(ibv_pd *) noexcept {}
-SIMHCA_API void ibv_unimport_mr(ibv_mr *) noexcept {}
