@@ -40,9 +40,8 @@ SIMHCA_WEAK int ibv_query_ece(struct ibv_qp *, struct ibv_ece *)
     return EOPNOTSUPP;
 }
 
-// Device memory (on-HCA memory) import: the software HCA has no device memory to share, so there is never a
-// DM handle to import. Core's list owns ibv_import_*; this fallback only guarantees the symbol exists
-// (pyverbs links it BIND_NOW) until or unless core defines it.
+// Device memory import: lib/dm.cpp defines the real ibv_import_dm / ibv_unimport_dm (strong symbols win); this
+// weak fallback only guarantees the symbol exists (pyverbs links it BIND_NOW) in a build without that file.
 SIMHCA_WEAK struct ibv_dm *ibv_import_dm(struct ibv_context *, uint32_t)
 {
     errno = EOPNOTSUPP;
