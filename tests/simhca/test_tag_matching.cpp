@@ -376,6 +376,34 @@ TEST_F(TagMatching, DestroyingTheQpMidRendezvousFreesTheTag) {
     EXPECT_EQ(h, 0u) << "the slot of the abandoned rendezvous";
 }
 
+// The daemon marks its rendezvous WQEs with a send flag bit; a client that
+// sets that bit itself must still get its ordinary completion.
+TEST_F(TagMatching, ClientWqeWithTheInternalFlagCompletesNormally) {
+    add(0, 1);
+    ASSERT_EQ(post_recv_simple(s, mr, fin(), 4096, 555), 0);
+    ibv_sge sge{reinterpret_cast<uint64_t>(src()), 8, mr->lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = 1; // looks like (handle 0, cookie 1)
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED | (1u << 31);
+    ASSERT_EQ(ibv_post_send(r, &wr, &bad), 0);
+    TmWc wc;
+    ASSERT_TRUE(poll_tm(tcq, wc));
+    EXPECT_EQ(wc.opcode, IBV_WC_SEND);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.wr_id, 1u);
+    ibv_wc w;
+    ASSERT_EQ(poll_n(cq, &w, 1), 1);
+    EXPECT_EQ(w.wr_id, 555u);
+    // ... and the listed tag is untouched.
+    send_eager(1, "ok");
+    ASSERT_TRUE(poll_tm(tcq, wc));
+    EXPECT_EQ(wc.opcode, IBV_WC_TM_RECV);
+    EXPECT_STREQ(reinterpret_cast<char *>(tagged(0)), "ok");
+}
+
 TEST_F(TagMatching, BadInputFailsWithTheErrnosOfMlx5) {
     ibv_device_attr_ex a{};
     ASSERT_EQ(ibv_query_device_ex(ctx, nullptr, &a), 0);
@@ -474,6 +502,31 @@ TEST_F(TagMatching, MalformedHeadersNeverReachTheMatcher) {
     EXPECT_EQ(wc.opcode, IBV_WC_TM_RECV);
     EXPECT_EQ(wc.wr_id, 0u);
     EXPECT_STREQ(reinterpret_cast<char *>(tagged(0)), "still matching");
+}
+
+// Random bytes of random length, no tags listed: every message completes in
+// an ordinary receive, whatever its "header" says.
+TEST_F(TagMatching, RandomHeadersAllComplete) {
+    constexpr int kMessages = 50;
+    for (int i = 0; i < kMessages; ++i) ASSERT_EQ(post_srq_recv_simple(srq, mr, plain(i % 16), 4096, 900 + i), 0);
+    uint32_t seed = 12345;
+    auto next = [&] { return seed = seed * 1103515245u + 12345u, seed >> 16; };
+    for (int i = 0; i < kMessages; ++i) {
+        uint32_t len = next() % 65;
+        for (uint32_t k = 0; k < len; ++k) src()[k] = uint8_t(next());
+        if (i % 4 == 0 && len) src()[0] = uint8_t(next() % 4); // a valid opcode now and then
+        send(len);
+        TmWc wc;
+        ASSERT_TRUE(poll_tm(tcq, wc)) << "message " << i;
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << "message " << i;
+        EXPECT_EQ(wc.wr_id, uint64_t(900 + i));
+        EXPECT_EQ(wc.byte_len, len);
+        EXPECT_TRUE(wc.opcode == IBV_WC_RECV || wc.opcode == IBV_WC_TM_RECV || wc.opcode == IBV_WC_TM_NO_TAG);
+        EXPECT_FALSE(wc.flags & IBV_WC_TM_MATCH);
+    }
+    ibv_device_attr a{};
+    EXPECT_EQ(ibv_query_device(ctx, &a), 0);
+    EXPECT_GT(ctl_count("qps"), 0) << "the daemon still answers";
 }
 
 } // namespace

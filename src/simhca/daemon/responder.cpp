@@ -89,8 +89,10 @@ Reply Device::respond(const Message &m) {
         [[fallthrough]];
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
-        // An RC QP on a TM SRQ: the SRQ matches the message's tag first (tag_matching.cpp).
-        rep.status = srq && srq->tm && t->type == IBV_QPT_RC ? tm_deliver(*t, *srq, m) : deliver_recv(*t, srq, m);
+        // An RC QP on a TM SRQ: the SRQ matches the message's tag first (tag_matching.cpp). A SEND with
+        // invalidate is no TM message (its invalidation needs the ordinary path).
+        rep.status = srq && srq->tm && t->type == IBV_QPT_RC && !m.has_inv ? tm_deliver(*t, *srq, m)
+                                                                           : deliver_recv(*t, srq, m);
         break;
     case IBV_WR_RDMA_WRITE_WITH_IMM:
         if (!recv_available(*t, srq)) {

@@ -258,16 +258,21 @@ void Device::tm_start_rendezvous(Qp &t, Srq &srq, uint32_t handle, const uint8_t
 }
 
 bool Device::tm_internal_done(Qp &qp, const SendWqe &w, ibv_wc_status st) {
-    if (!(w.send_flags & kTmInternalWqe)) return false;
     auto it = srqs_.find(qp.srq);
     if (it == srqs_.end() || !it->second->tm) return false;
     Srq &srq = *it->second;
-    if (w.opcode != IBV_WR_RDMA_READ) return true; // the FIN: nothing to report (its failure ends the QP)
     TagMatching &tm = *srq.tm;
     uint32_t handle = uint32_t(w.wr_id >> 32);
-    if (handle >= tm.slots.size()) return true;
+    // Only our own WQEs name a busy slot with its current cookie; anything
+    // else (a client setting the flag itself) completes as usual.
+    if (handle >= tm.slots.size() || tm.slots[handle].cookie != uint32_t(w.wr_id)) return false;
     TaggedBuffer &b = tm.slots[handle];
-    if (b.state != TaggedBuffer::State::Rendezvous || b.cookie != uint32_t(w.wr_id)) return true;
+    bool read = w.opcode == IBV_WR_RDMA_READ;
+    if (read ? b.state != TaggedBuffer::State::Rendezvous : b.state != TaggedBuffer::State::Finishing) return false;
+    if (!read) { // the FIN: the rendezvous is over (a failed FIN ends the QP, which reports it)
+        b = TaggedBuffer{};
+        return true;
+    }
     Cqe e{};
     e.wr_id = b.recv_wr_id;
     e.status = st;
@@ -276,7 +281,7 @@ bool Device::tm_internal_done(Qp &qp, const SendWqe &w, ibv_wc_status st) {
     e.src_qp = qp.attr.dest_qp_num;
     e.wc_flags = st == IBV_WC_SUCCESS ? IBV_WC_TM_DATA_VALID : 0;
     for (uint32_t i = 0; i < std::min(w.num_sge, kMaxSge); ++i) e.byte_len += w.sge[i].length;
-    b = TaggedBuffer{};
+    b.state = TaggedBuffer::State::Finishing;
     post_cqe(srq.cq, e, false);
     return true;
 }

@@ -18,7 +18,9 @@ namespace simhca {
 constexpr uint32_t kTmInternalWqe = 1u << 31;
 
 struct TaggedBuffer {
-    enum class State : uint8_t { Free, Listed, Rendezvous };
+    // Rendezvous: matched, its RDMA READ under way; Finishing: data placed,
+    // the FIN under way (the slot is busy until the FIN completes).
+    enum class State : uint8_t { Free, Listed, Rendezvous, Finishing };
     State state = State::Free;
     // Only an eligible tag may match. A tag added while software had not yet
     // seen every unexpected message could match a later message although an
