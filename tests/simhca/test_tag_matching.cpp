@@ -425,7 +425,13 @@ TEST_F(TagMatching, BadInputFailsWithTheErrnosOfMlx5) {
     EXPECT_EQ(h, 3u);
     h = 1000;
     EXPECT_EQ(tag_op(srq, IBV_WR_TAG_DEL, 1, h), EINVAL) << "no such handle";
-    EXPECT_EQ(tag_op(srq, ibv_ops_wr_opcode(99), 1, h), EINVAL);
+    {
+        ibv_ops_wr bogus{}, *b = nullptr;
+        uint32_t op = 99; // what a C caller can store in the enum
+        std::memcpy(&bogus.opcode, &op, sizeof(op));
+        EXPECT_EQ(ibv_post_srq_ops(srq, &bogus, &b), EINVAL);
+        EXPECT_EQ(b, &bogus);
+    }
     ibv_sge two[2] = {sge, sge};
     ibv_ops_wr wr{}, *bad = nullptr;
     wr.opcode = IBV_WR_TAG_ADD;

@@ -3,6 +3,7 @@
 // request; it is executed at once and, when signaled (or failed), completes
 // with IBV_WC_TM_ADD / TM_DEL / TM_SYNC in the SRQ's CQ as on mlx5.
 #include <cerrno>
+#include <cstring>
 
 #include "../common/limits.hpp"
 #include "lib.hpp"
@@ -17,12 +18,15 @@ int post_srq_ops(ibv_srq *srq, ibv_ops_wr *wr, ibv_ops_wr **bad) noexcept {
         proto::Response resp{};
         auto &q = req.tm_op;
         q.srq = srq->handle;
-        q.opcode = wr->opcode;
+        // A C caller may store any number in the enum; reading it as the enum would be undefined in C++
+        // when it is out of range, so read its bytes (the daemon rejects unknown opcodes).
+        static_assert(sizeof(wr->opcode) == sizeof(q.opcode));
+        std::memcpy(&q.opcode, &wr->opcode, sizeof(q.opcode));
         q.flags = uint32_t(wr->flags);
         q.unexpected_cnt = wr->tm.unexpected_cnt;
         q.handle = wr->tm.handle;
         q.wr_id = wr->wr_id;
-        if (wr->opcode == IBV_WR_TAG_ADD) {
+        if (q.opcode == IBV_WR_TAG_ADD) {
             if (wr->tm.add.num_sge < 0 || uint32_t(wr->tm.add.num_sge) > limits::kTmMaxSge ||
                 (wr->tm.add.num_sge && !wr->tm.add.sg_list)) {
                 *bad = wr;
@@ -38,7 +42,7 @@ int post_srq_ops(ibv_srq *srq, ibv_ops_wr *wr, ibv_ops_wr **bad) noexcept {
             *bad = wr;
             return e;
         }
-        if (wr->opcode == IBV_WR_TAG_ADD) wr->tm.handle = resp.h.handle;
+        if (q.opcode == IBV_WR_TAG_ADD) wr->tm.handle = resp.h.handle;
     }
     return 0;
 }
