@@ -33,6 +33,12 @@ constexpr uint32_t kMaxMsgSize = 0x40000000;
 constexpr uint32_t kMaxUdPayload = 4096;
 constexpr uint64_t kMaxDm = 256 * 1024; // device memory per device (mlx5-like)
 constexpr uint16_t kPkeyDefault = 0xffff;
+// Tag matching (TM SRQs), advertised in ibv_device_attr_ex::tm_caps. mlx5-like: one SGE per tagged buffer,
+// 64-byte rendezvous requests (TMH + RVH + 32 bytes the receiver's software sees when it is unexpected).
+constexpr uint32_t kTmMaxNumTags = 127;   // tagged buffers in one TM SRQ's matching list
+constexpr uint32_t kTmMaxOps = 1024;      // outstanding list operations
+constexpr uint32_t kTmMaxSge = 1;
+constexpr uint32_t kTmMaxRndvHdrSize = 64;
 
 // Node GUID / port GID derive from the LID (the fabric file is the SM).
 inline uint64_t node_guid_for_lid(uint16_t lid) { return 0x0002c90300a10000ull | lid; }

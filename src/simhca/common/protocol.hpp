@@ -55,6 +55,7 @@ enum class Op : uint32_t {
     ImportPd,
     ImportMr,
     ImportDm,
+    TmOp, // ibv_post_srq_ops: one tag list operation on a TM SRQ
 };
 
 struct HelloReq {
@@ -158,6 +159,19 @@ struct CreateSrqReq {
     uint32_t max_wr, max_sge, srq_limit;
     uint32_t pad;
     uint64_t cookie;
+    uint32_t tm_max_num_tags, tm_max_ops; // IBV_SRQT_TM (ibv_tm_cap)
+};
+
+// One ibv_ops_wr. The reply carries the handle of an added tag in `h.handle`.
+struct TmOpReq {
+    uint32_t srq;            // SRQ handle
+    uint32_t opcode;         // enum ibv_ops_wr_opcode
+    uint32_t flags;          // enum ibv_ops_flags
+    uint32_t unexpected_cnt; // the application's count of unexpected messages
+    uint32_t handle;         // TAG_DEL
+    uint32_t num_sge;        // TAG_ADD
+    uint64_t wr_id, recv_wr_id, tag, mask;
+    ibv_sge sge[1]; // limits::kTmMaxSge
 };
 struct CreateSrqResp {
     uint32_t handle, srqn, entries, max_sge;
@@ -254,6 +268,7 @@ struct Request {
         RegDmMrReq reg_dm_mr;
         CreateCqReq create_cq;
         CreateSrqReq create_srq;
+        TmOpReq tm_op;
         ModifySrqReq modify_srq;
         OpenXrcdReq open_xrcd;
         CreateQpReq create_qp;

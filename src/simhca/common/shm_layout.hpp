@@ -96,7 +96,10 @@ struct Cqe {
     uint16_t slid;
     uint8_t sl;
     uint8_t dlid_path_bits;
-    uint8_t pad[18];
+    uint8_t pad[2];
+    uint64_t tm_tag;  // tag matching: the TMH's tag (ibv_wc_tm_info.tag), host order
+    uint32_t tm_priv; // ... and its app_ctx (ibv_wc_tm_info.priv), host order
+    uint8_t pad2[4];
 };
 static_assert(sizeof(Cqe) == kCqeSize);
 

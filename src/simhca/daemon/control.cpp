@@ -183,6 +183,7 @@ void Device::handle(Client &conn, const Request &req, const int *in_fds, Respons
     case Op::OpenXrcd: err = do_open_xrcd(c, req.open_xrcd, in_fds[0], resp); break;
     case Op::CloseXrcd: err = do_close_xrcd(c, req.h.handle); break;
     case Op::CreateSrq: err = do_create_srq(c, req.create_srq, resp, fds); break;
+    case Op::TmOp: err = do_tm_op(c, req.tm_op, resp); break;
     case Op::ModifySrq: err = do_modify_srq(c, req.modify_srq, resp, fds); break;
     case Op::QuerySrq: err = do_query_srq(c, req.h.handle, resp); break;
     case Op::DestroySrq: err = do_destroy_srq(c, req.h.handle, resp); break;
@@ -489,7 +490,7 @@ int Device::do_close_xrcd(Client &c, uint32_t h) {
 }
 
 int Device::do_create_srq(Client &c, const CreateSrqReq &q, Response &r, std::vector<int> &fds) {
-    if (q.type != IBV_SRQT_BASIC && q.type != IBV_SRQT_XRC) return EOPNOTSUPP;
+    if (q.type != IBV_SRQT_BASIC && q.type != IBV_SRQT_XRC && q.type != IBV_SRQT_TM) return EOPNOTSUPP;
     Pd *pd = owned(pds_, c, q.pd);
     if (!pd) return EINVAL;
     if (q.max_wr == 0 || q.max_wr > limits::kMaxSrqWr || q.max_sge > limits::kMaxSge) return EINVAL;
@@ -501,6 +502,12 @@ int Device::do_create_srq(Client &c, const CreateSrqReq &q, Response &r, std::ve
         x = xrcd_of_handle(c, q.xrcd);
         cq = owned(cqs_, c, q.cq);
         if (!x || !cq) return EINVAL;
+    }
+    if (q.type == IBV_SRQT_TM) { // a CQ of its own, and a matching list within the device's caps
+        cq = owned(cqs_, c, q.cq);
+        if (!cq || q.tm_max_num_tags == 0 || q.tm_max_num_tags > limits::kTmMaxNumTags ||
+            q.tm_max_ops > limits::kTmMaxOps)
+            return EINVAL;
     }
     auto s = std::make_unique<Srq>();
     s->id = new_id();
@@ -514,6 +521,12 @@ int Device::do_create_srq(Client &c, const CreateSrqReq &q, Response &r, std::ve
     s->entries = shm::round_up_pow2(q.max_wr);
     s->max_sge = std::max<uint32_t>(q.max_sge, 1);
     s->limit = q.srq_limit;
+    if (q.type == IBV_SRQT_TM) {
+        s->tm = std::make_unique<TagMatching>();
+        s->tm->max_num_tags = q.tm_max_num_tags;
+        s->tm->max_ops = q.tm_max_ops;
+        s->tm->slots.resize(q.tm_max_num_tags);
+    }
     if (int e = s->shm.create("simhca-srq", shm::srq_region_size(s->entries))) return e;
     s->ctl = static_cast<shm::SrqCtl *>(s->shm.data());
     s->ring = reinterpret_cast<shm::RecvWqe *>(static_cast<char *>(s->shm.data()) + shm::kSrqEntriesOffset);

@@ -57,7 +57,9 @@ int Device::do_create_qp(Client &c, const CreateQpReq &q, Response &r, std::vect
             if (!rcq) return EINVAL;
             if (q.srq) {
                 srq = owned(srqs_, c, q.srq);
-                if (!srq || srq->type != IBV_SRQT_BASIC) return EINVAL;
+                // A TM SRQ serves RC QPs only (IBV_TM_CAP_RC).
+                if (!srq || (srq->type != IBV_SRQT_BASIC && !(srq->type == IBV_SRQT_TM && type == IBV_QPT_RC)))
+                    return EINVAL;
                 cap.max_recv_wr = cap.max_recv_sge = 0;
             }
         }
@@ -229,6 +231,7 @@ void Device::destroy_qp_object(uint32_t qpn) {
     if (qp->owner) std::erase(qp->owner->qpns, qpn);
     mcast_forget_qp(qpn); // like uverbs, destroying a QP detaches it from its groups
     forget_inflight(*qp);
+    if (qp->srq) tm_drop_qp(*qp); // a rendezvous of a TM SRQ in progress
     timed_.erase(qpn);
     qps_.erase(qpn);
 }

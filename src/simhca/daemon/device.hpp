@@ -191,11 +191,17 @@ private:
     ibv_wc_status scatter(Client &owner, uint32_t pd, const shm::Sge *sge, uint32_t nsge,
                           const uint8_t *data, size_t len, size_t skip = 0);
     Reply respond(const Message &m);
-    RespStatus deliver_recv(Qp &t, Srq *srq, const Message &m);
+    RespStatus deliver_recv(Qp &t, Srq *srq, const Message &m, ibv_wc_opcode opcode = IBV_WC_RECV);
     RespStatus remote_mem(Qp &t, Srq *srq, const Message &m, Reply &out);
     bool recv_available(Qp &t, Srq *srq);
     bool take_recv(Qp &t, Srq *srq, shm::RecvWqe &w);
     void complete_send(Qp &qp, const shm::SendWqe &w, ibv_wc_status st);
+    // tag matching (tag_matching.cpp)
+    int do_tm_op(Client &c, const proto::TmOpReq &q, proto::Response &r);
+    RespStatus tm_deliver(Qp &t, Srq &srq, const Message &m);
+    void tm_start_rendezvous(Qp &t, Srq &srq, uint32_t handle, const uint8_t *hdr, size_t hdr_len);
+    bool tm_internal_done(Qp &qp, const shm::SendWqe &w, ibv_wc_status st);
+    void tm_drop_qp(Qp &qp);
 
 public:
     DeviceConfig cfg;

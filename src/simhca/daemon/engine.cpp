@@ -141,6 +141,7 @@ void Device::pull_sq(Qp &qp) {
 }
 
 void Device::complete_send(Qp &qp, const SendWqe &w, ibv_wc_status st) {
+    if ((w.send_flags & kTmInternalWqe) && tm_internal_done(qp, w, st)) return; // a TM SRQ's rendezvous
     bool signaled = qp.sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED);
     if (st == IBV_WC_SUCCESS && !signaled) return;
     Cqe e{};

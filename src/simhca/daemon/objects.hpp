@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "../common/shm_layout.hpp"
 #include "../common/unique_fd.hpp"
 #include "shm_region.hpp"
+#include "tag_matching.hpp"
 
 namespace simhca {
 
@@ -127,6 +129,7 @@ struct Srq {
     shm::RecvWqe *ring = nullptr;
     int users = 0; // QPs attached
     uint32_t async_events = 0;
+    std::unique_ptr<TagMatching> tm; // IBV_SRQT_TM only
 };
 
 struct QpHandle {

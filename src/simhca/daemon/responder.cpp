@@ -88,7 +88,12 @@ Reply Device::respond(const Message &m) {
         if (t->type == IBV_QPT_XRC_RECV || t->type == IBV_QPT_UD) return rep.status = RespStatus::RemInvReq, rep;
         [[fallthrough]];
     case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM: rep.status = deliver_recv(*t, srq, m); break;
+    case IBV_WR_SEND_WITH_IMM:
+        // An RC QP on a TM SRQ: the SRQ matches the message's tag first (tag_matching.cpp). A SEND with
+        // invalidate is no TM message (its invalidation needs the ordinary path).
+        rep.status = srq && srq->tm && t->type == IBV_QPT_RC && !m.has_inv ? tm_deliver(*t, *srq, m)
+                                                                           : deliver_recv(*t, srq, m);
+        break;
     case IBV_WR_RDMA_WRITE_WITH_IMM:
         if (!recv_available(*t, srq)) {
             rep.status = RespStatus::RnrNak;
@@ -156,13 +161,14 @@ Reply Device::respond_remote(const Message &m) {
     return r;
 }
 
-RespStatus Device::deliver_recv(Qp &t, Srq *srq, const Message &m) {
+RespStatus Device::deliver_recv(Qp &t, Srq *srq, const Message &m, ibv_wc_opcode opcode) {
     bool ud = t.type == IBV_QPT_UD;
     RecvWqe w;
     if (!take_recv(t, srq, w)) return (ud || t.type == IBV_QPT_UC) ? RespStatus::Drop : RespStatus::RnrNak;
     Client *owner = srq ? srq->owner : t.owner;
     uint32_t pd = srq ? srq->pd : t.pd;
-    uint32_t cq = (srq && srq->type == IBV_SRQT_XRC) ? srq->cq : t.recv_cq;
+    // XRC and TM SRQs have a CQ of their own for every receive completion.
+    uint32_t cq = (srq && srq->type != IBV_SRQT_BASIC) ? srq->cq : t.recv_cq;
     bool write_imm = m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
     size_t len = write_imm ? 0 : m.size;
 
@@ -171,7 +177,7 @@ RespStatus Device::deliver_recv(Qp &t, Srq *srq, const Message &m) {
     e.qp_num = t.qpn;
     e.src_qp = m.src_qpn;
     e.slid = m.src_lid;
-    e.opcode = write_imm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+    e.opcode = write_imm ? IBV_WC_RECV_RDMA_WITH_IMM : opcode;
     e.byte_len = uint32_t(write_imm ? m.size : len + (ud ? 40 : 0));
     if (m.has_imm) {
         e.imm_data = m.imm;

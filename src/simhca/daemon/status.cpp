@@ -95,7 +95,7 @@ int Device::do_status(proto::Response &, bool json) {
         for (auto &[id, s] : srqs_) {
             uint32_t posted = s->ctl->rq.head.load() - s->ctl->rq.tail.load();
             add("%s{\"srqn\":%u,\"type\":\"%s\",\"pid\":%d,\"xrcd\":%u,\"max_wr\":%u,\"posted\":%u,\"limit\":%u}",
-                first ? "" : ",", s->srqn, s->type == IBV_SRQT_XRC ? "XRC" : "BASIC", s->owner->pid, s->xrcd,
+                first ? "" : ",", s->srqn, s->type == IBV_SRQT_XRC ? "XRC" : s->type == IBV_SRQT_TM ? "TM" : "BASIC", s->owner->pid, s->xrcd,
                 s->max_wr, posted, s->limit);
             first = false;
         }
@@ -139,7 +139,7 @@ int Device::do_status(proto::Response &, bool json) {
         if (!srqs_.empty()) {
             add("\n%-8s %-6s %-8s %-5s %-7s %-7s %s\n", "SRQN", "TYPE", "PID", "XRCD", "MAX_WR", "POSTED", "LIMIT");
             for (auto &[id, s] : srqs_)
-                add("0x%-6x %-6s %-8d %-5u %-7u %-7u %u\n", s->srqn, s->type == IBV_SRQT_XRC ? "XRC" : "BASIC",
+                add("0x%-6x %-6s %-8d %-5u %-7u %-7u %u\n", s->srqn, s->type == IBV_SRQT_XRC ? "XRC" : s->type == IBV_SRQT_TM ? "TM" : "BASIC",
                     s->owner->pid, s->xrcd, s->max_wr, s->ctl->rq.head.load() - s->ctl->rq.tail.load(), s->limit);
         }
         if (!xrcds_.empty()) {

@@ -164,7 +164,7 @@ ibv_cq_ex *create_cq_ex(ibv_context *context, ibv_cq_init_attr_ex *attr) noexcep
         return fail<ibv_cq_ex>(EOPNOTSUPP);
     constexpr uint64_t kSupported = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
                                     IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
-                                    IBV_WC_EX_WITH_DLID_PATH_BITS;
+                                    IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_TM_INFO;
     if (attr->wc_flags & ~kSupported) return fail<ibv_cq_ex>(EOPNOTSUPP);
     if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
         (attr->flags & ~uint32_t(IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN)))

@@ -56,6 +56,11 @@ unsigned int read_wc_flags(ibv_cq_ex *c) { return of(c)->cur->wc_flags; }
 uint32_t read_slid(ibv_cq_ex *c) { return of(c)->cur->slid; }
 uint8_t read_sl(ibv_cq_ex *c) { return of(c)->cur->sl; }
 uint8_t read_dlid_path_bits(ibv_cq_ex *c) { return of(c)->cur->dlid_path_bits; }
+// Tag matching: the matched message's TMH tag and app_ctx (zero in every other completion).
+void read_tm_info(ibv_cq_ex *c, ibv_wc_tm_info *info) {
+    info->tag = of(c)->cur->tm_tag;
+    info->priv = of(c)->cur->tm_priv;
+}
 } // namespace
 
 void init_cq_ex_ops(Cq &cq) noexcept {
@@ -73,6 +78,7 @@ void init_cq_ex_ops(Cq &cq) noexcept {
     c.read_slid = read_slid;
     c.read_sl = read_sl;
     c.read_dlid_path_bits = read_dlid_path_bits;
+    c.read_tm_info = read_tm_info;
 }
 
 } // namespace simhca::lib

@@ -174,6 +174,7 @@ void simhca::lib::init_context(Context &c, ibv_device *device, const proto::Hell
     v.close_xrcd = close_xrcd;
     v.create_srq_ex = create_srq_ex;
     v.get_srq_num = get_srq_num;
+    v.post_srq_ops = post_srq_ops;
     v.create_qp_ex = create_qp_ex;
     v.open_qp = open_qp;
     v.advise_mr = advise_mr;
@@ -252,6 +253,11 @@ int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *in, ibv_dev
     a.odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
     a.xrc_odp_caps = kAll;
     a.max_dm_size = limits::kMaxDm;
+    a.tm_caps.max_rndv_hdr_size = limits::kTmMaxRndvHdrSize;
+    a.tm_caps.max_num_tags = limits::kTmMaxNumTags;
+    a.tm_caps.flags = IBV_TM_CAP_RC;
+    a.tm_caps.max_ops = limits::kTmMaxOps;
+    a.tm_caps.max_sge = limits::kTmMaxSge;
     std::memcpy(attr, &a, std::min(len, sizeof(a)));
     if (len > sizeof(a)) std::memset(reinterpret_cast<char *>(attr) + sizeof(a), 0, len - sizeof(a));
     return 0;

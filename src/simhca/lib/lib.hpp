@@ -196,6 +196,7 @@ ibv_xrcd *open_xrcd(ibv_context *c, ibv_xrcd_init_attr *attr) noexcept;
 int close_xrcd(ibv_xrcd *x) noexcept;
 ibv_srq *create_srq_ex(ibv_context *c, ibv_srq_init_attr_ex *attr) noexcept;
 int get_srq_num(ibv_srq *srq, uint32_t *num) noexcept;
+int post_srq_ops(ibv_srq *srq, ibv_ops_wr *wr, ibv_ops_wr **bad) noexcept; // srq_tm.cpp
 ibv_qp *create_qp_ex(ibv_context *c, ibv_qp_init_attr_ex *attr) noexcept;
 ibv_qp *open_qp(ibv_context *c, ibv_qp_open_attr *attr) noexcept;
 int advise_mr(ibv_pd *pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge *sg, uint32_t n) noexcept;

@@ -42,7 +42,7 @@ int close_xrcd(ibv_xrcd *xrcd) noexcept {
 }
 
 static Srq *make_srq(ibv_context *context, ibv_pd *pd, ibv_srq_type type, ibv_xrcd *xrcd, ibv_cq *cq,
-                     ibv_srq_attr &a, void *srq_context) noexcept {
+                     ibv_srq_attr &a, void *srq_context, const ibv_tm_cap *tm = nullptr) noexcept {
     auto *s = new (std::nothrow) Srq();
     if (!s) return fail<Srq>(ENOMEM);
     proto::Request req{};
@@ -56,6 +56,10 @@ static Srq *make_srq(ibv_context *context, ibv_pd *pd, ibv_srq_type type, ibv_xr
     q.max_sge = a.max_sge;
     q.srq_limit = a.srq_limit;
     q.cookie = reinterpret_cast<uint64_t>(&s->srq);
+    if (tm) {
+        q.tm_max_num_tags = tm->max_num_tags;
+        q.tm_max_ops = tm->max_ops;
+    }
     int fd = -1;
     if (int e = ctx_of(context)->conn.call(proto::Op::CreateSrq, req, resp, -1, &fd, 1)) {
         delete s;
@@ -88,16 +92,22 @@ static Srq *make_srq(ibv_context *context, ibv_pd *pd, ibv_srq_type type, ibv_xr
 
 ibv_srq *create_srq_ex(ibv_context *context, ibv_srq_init_attr_ex *attr) noexcept {
     if (!context || !attr) return fail<ibv_srq>(EINVAL);
-    uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+    uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ |
+                     IBV_SRQ_INIT_ATTR_TM;
     if (attr->comp_mask & ~known) return fail<ibv_srq>(EOPNOTSUPP);
     if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD)) return fail<ibv_srq>(EINVAL);
     ibv_srq_type type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
     if (type == IBV_SRQT_XRC && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ||
                                  !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->xrcd || !attr->cq))
         return fail<ibv_srq>(EINVAL);
-    if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC) return fail<ibv_srq>(EOPNOTSUPP);
+    // A TM SRQ reports to a CQ of its own, like an XRC SRQ (tag_matching.md).
+    if (type == IBV_SRQT_TM && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) ||
+                                !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq))
+        return fail<ibv_srq>(EINVAL);
+    if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC && type != IBV_SRQT_TM) return fail<ibv_srq>(EOPNOTSUPP);
     Srq *s = make_srq(context, attr->pd, type, type == IBV_SRQT_XRC ? attr->xrcd : nullptr,
-                      type == IBV_SRQT_XRC ? attr->cq : nullptr, attr->attr, attr->srq_context);
+                      type != IBV_SRQT_BASIC ? attr->cq : nullptr, attr->attr, attr->srq_context,
+                      type == IBV_SRQT_TM ? &attr->tm_cap : nullptr);
     return s ? &s->srq : nullptr;
 }
 

@@ -57,6 +57,14 @@ if [ -r $hp_free ] && [ "$(cat $hp_free)" -ge 4 ]; then
         required="$required --require-pass $t"
     done
 fi
+# Tag matching (TM SRQs) works since the tm branch: TMTest must pass, not skip (when its module runs).
+case " $PYVERBS_MODULES " in
+*" test_tag_matching "* | " all ")
+    for t in test_tm_traffic test_tm_unexpected_tag test_tm_no_tag test_tm_rndv; do
+        required="$required --require-pass test_tag_matching.TMTest.$t"
+    done
+    ;;
+esac
 [ "$PYVERBS_MODULES" = all ] && PYVERBS_MODULES=""
 # shellcheck disable=SC2086
 # Bounds: a hung module is killed after PYVERBS_MODULE_TIMEOUT and reported; the whole run after
