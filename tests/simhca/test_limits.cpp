@@ -44,6 +44,29 @@ TEST_F(Limits, CreateBeyondDeviceAttributesIsEinval) {
     EXPECT_EQ(errno, EINVAL);
 }
 
+// As on InfiniBand HCAs the GID table has several entries of which only index 0 is populated: an empty entry
+// reads as a zero GID through ibv_query_gid (sysfs shows zeros) and as ENODATA through ibv_query_gid_ex; past
+// the table is an error.
+TEST_F(Limits, GidTableHasOnePopulatedEntry) {
+    ibv_port_attr pa;
+    ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);
+    ASSERT_GT(pa.gid_tbl_len, 1);
+    ibv_gid gid;
+    ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &gid), 0);
+    EXPECT_NE(gid.global.interface_id, 0u);
+    ASSERT_EQ(ibv_query_gid(ctx, 1, 1, &gid), 0);
+    EXPECT_EQ(gid.global.subnet_prefix, 0u);
+    EXPECT_EQ(gid.global.interface_id, 0u);
+    EXPECT_NE(ibv_query_gid(ctx, 1, pa.gid_tbl_len, &gid), 0);
+    ibv_gid_entry entry;
+    EXPECT_EQ(ibv_query_gid_ex(ctx, 1, 0, &entry, 0), 0);
+    EXPECT_EQ(entry.gid_type, IBV_GID_TYPE_IB);
+    EXPECT_EQ(ibv_query_gid_ex(ctx, 1, 1, &entry, 0), ENODATA);
+    EXPECT_EQ(ibv_query_gid_ex(ctx, 1, pa.gid_tbl_len, &entry, 0), EINVAL);
+    std::vector<ibv_gid_entry> table(pa.gid_tbl_len);
+    EXPECT_EQ(ibv_query_gid_table(ctx, table.data(), table.size(), 0), 1);
+}
+
 TEST_F(Limits, FullQueuesAndTooManySges) {
     std::vector<char> mem(4096);
     ibv_mr *mr = ibv_reg_mr(pd, mem.data(), mem.size(), IBV_ACCESS_LOCAL_WRITE);

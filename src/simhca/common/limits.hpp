@@ -33,6 +33,9 @@ constexpr uint32_t kMaxMsgSize = 0x40000000;
 constexpr uint32_t kMaxUdPayload = 4096;
 constexpr uint64_t kMaxDm = 256 * 1024; // device memory per device (mlx5-like)
 constexpr uint16_t kPkeyDefault = 0xffff;
+// GID table entries per port. As on InfiniBand HCAs, only index 0 (subnet prefix + port GUID) is populated; the
+// others read as zero GIDs (ibv_query_gid) or ENODATA (ibv_query_gid_ex), as the kernel reports empty entries.
+constexpr uint32_t kGidTableLen = 8;
 // Tag matching (TM SRQs), advertised in ibv_device_attr_ex::tm_caps. mlx5-like: one SGE per tagged buffer,
 // 64-byte rendezvous requests (TMH + RVH + 32 bytes the receiver's software sees when it is unexpected).
 constexpr uint32_t kTmMaxNumTags = 127;   // tagged buffers in one TM SRQ's matching list

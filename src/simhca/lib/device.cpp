@@ -275,7 +275,7 @@ int query_port_ex(ibv_context *context, uint8_t port, ibv_port_attr *out, size_t
     a.state = ibv_port_state(resp.port.state);
     a.max_mtu = IBV_MTU_4096;
     a.active_mtu = IBV_MTU_4096;
-    a.gid_tbl_len = 1;
+    a.gid_tbl_len = limits::kGidTableLen;
     a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_DEVICE_MGMT_SUP | IBV_PORT_VENDOR_CLASS_SUP |
                        IBV_PORT_CAP_MASK2_SUP;
     a.max_msg_sz = limits::kMaxMsgSize;
@@ -303,7 +303,11 @@ SIMHCA_API int ibv_query_port(ibv_context *context, uint8_t port_num, struct _co
 }
 
 SIMHCA_API int ibv_query_gid(ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid) noexcept {
-    if (!context || !gid || port_num != 1 || index != 0) return -1;
+    if (!context || !gid || port_num != 1 || index < 0 || uint32_t(index) >= limits::kGidTableLen) return -1;
+    if (index != 0) {
+        std::memset(gid->raw, 0, sizeof(gid->raw));  // an empty entry, as sysfs shows it
+        return 0;
+    }
     Context *c = ctx_of(context);
     uint64_t pfx = __builtin_bswap64(limits::kSubnetPrefix);
     std::memcpy(gid->raw, &pfx, 8);
@@ -327,8 +331,8 @@ SIMHCA_API int ibv_get_pkey_index(ibv_context *context, uint8_t port_num, __be16
 SIMHCA_API int _ibv_query_gid_ex(ibv_context *context, uint32_t port_num, uint32_t gid_index, ibv_gid_entry *entry,
                                  uint32_t flags, size_t entry_size) noexcept {
     if (!context || !entry || flags) return EINVAL;
-    if (port_num != 1) return EINVAL;
-    if (gid_index != 0) return ENODATA;
+    if (port_num != 1 || gid_index >= limits::kGidTableLen) return EINVAL;
+    if (gid_index != 0) return ENODATA;  // empty entry
     ibv_gid_entry e;
     std::memset(&e, 0, sizeof(e));
     if (ibv_query_gid(context, 1, 0, &e.gid)) return EINVAL;
