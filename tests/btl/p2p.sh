@@ -31,12 +31,19 @@ run_eager() {
     writing=$(grep -c "writing into rank [0-9]*'s eager RDMA ring" "$work/out")
     refused=$(grep -c 'refused an eager RDMA ring to rank' "$work/out")
     heard=$(grep -c 'has no eager RDMA ring for us' "$work/out")
+    # Each process's traffic line at finalize: every message written into a ring was read from one.
+    local ring_sent ring_read
+    ring_sent=$(sed -n 's/.* traffic: sent \([0-9]*\) into eager RDMA rings.*/\1/p' "$work/out" | awk '{s += $1} END {print s + 0}')
+    ring_read=$(sed -n 's/.* received \([0-9]*\) from rings.*/\1/p' "$work/out" | awk '{s += $1} END {print s + 0}')
     if [ $((granted + refused)) = "$want_asked" ] && [ "$granted" -ge "$want_min_granted" ] &&
-       [ "$writing" = "$granted" ] && [ "$heard" = "$refused" ]; then
-        pass "$name: $granted rings granted and used, $refused refused"
+       [ "$writing" = "$granted" ] && [ "$heard" = "$refused" ] && [ "$ring_sent" = "$ring_read" ] &&
+       { { [ "$granted" = 0 ] && [ "$ring_sent" = 0 ]; } || { [ "$granted" != 0 ] && [ "$ring_sent" -gt 0 ]; }; }; then
+        pass "$name: $granted rings granted and used, $refused refused, $ring_sent messages through rings"
     else
-        fail "$name: $granted rings granted, $writing used, $refused refused, $heard refusals heard" \
-             "(want $want_asked asked, >= $want_min_granted granted, every grant used, every refusal heard)"
+        fail "$name: $granted rings granted, $writing used, $refused refused, $heard refusals heard," \
+             "$ring_sent messages written into rings, $ring_read read" \
+             "(want $want_asked asked, >= $want_min_granted granted, every grant used, every refusal heard," \
+             "every ring message read)"
     fi
 }
 run_eager "allpairs 3 ranks, eager RDMA at once, 2 x 256-byte slots" 6 6 -np 3 --mca btl self,xrc \
