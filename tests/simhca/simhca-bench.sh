@@ -88,7 +88,7 @@ export LD_LIBRARY_PATH="$SIMHCA_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 daemon_cost() {
     local ns=0 sw=0 p
     for p in $daemons; do
-        ns=$((ns + $(cut -d' ' -f1 /proc/$p/schedstat)))
+        for t in /proc/$p/task/*/schedstat; do ns=$((ns + $(cut -d' ' -f1 "$t"))); done # (the copier thread too)
         sw=$((sw + $(awk '/^voluntary_ctxt_switches/ { print $2 }' /proc/$p/status)))
     done
     echo "$ns $sw"
