@@ -4,6 +4,7 @@
 #include <climits>
 #include <linux/futex.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -24,10 +25,22 @@ uint64_t count_of(uint64_t w) { return (w >> 24) & kFieldMask; }
 uint64_t index_of(uint64_t w) { return w & kFieldMask; }
 } // namespace
 
-// The helper inherits the daemon's scheduling class (SCHED_RR when it has it): a helper that waits behind
-// busy-polling applications would leave the engine thread to copy alone.
-ParallelCopy::ParallelCopy(size_t chunk)
-    : chunk_(chunk), helper_bounce_(new uint8_t[chunk]), helper_([this] { helper_main(); }) {}
+// The helper runs in the engine thread's scheduling class (SCHED_RR when the daemon has it, else its raised
+// nice): a helper that waits behind busy-polling applications would leave the engine to copy alone. It is
+// set explicitly because SCHED_RESET_ON_FORK (main.cpp) resets new threads too, not only forked children.
+ParallelCopy::ParallelCopy(size_t chunk) : chunk_(chunk), helper_bounce_(new uint8_t[chunk]) {
+    int policy = ::sched_getscheduler(0);
+    sched_param param{};
+    ::sched_getparam(0, &param);
+    errno = 0;
+    int nice = ::getpriority(PRIO_PROCESS, 0); // (this thread's: Linux nice values are per thread)
+    if (errno) nice = 0;
+    helper_ = std::thread([this, policy, param, nice] {
+        if (policy < 0 || ::sched_setscheduler(0, policy, &param) != 0 || (policy & ~SCHED_RESET_ON_FORK) == SCHED_OTHER)
+            (void)::setpriority(PRIO_PROCESS, 0, nice);
+        helper_main();
+    });
+}
 
 ParallelCopy::~ParallelCopy() {
     wake_.store(kStop, std::memory_order_seq_cst);
