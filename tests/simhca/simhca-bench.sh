@@ -6,7 +6,9 @@
 #   one node   = both perftest processes on one daemon, compared with a process_vm_writev loop
 #                (simhca-rawbench pvm), which is what the daemon's DMA is made of;
 #   Open MPI   = btl openib ping-pong (ompi_pingpong.c) on one node, to watch MPI latency (optional).
-# Every measurement is repeated REPS times, interleaved, and the medians are compared.
+# Every measurement is repeated REPS times, interleaved, and the medians are compared; per-round ratios are
+# printed too. The raw baselines run as plain processes and, when the daemons are SCHED_RR, as SCHED_RR too:
+# each round compares against the stronger of the two.
 # Targets: simhca latency <= 2x the TCP round trip; two-node bandwidth >= 1/2 of the TCP stream; one-node
 # bandwidth >= 1/2 of the process_vm_writev loop. perftest's *_lat report half a round trip (they divide by
 # two); the table shows both that figure against the TCP RTT (the target as issue 3 states it) and the
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
     --no-ompi) ompi=0 ;;
     --keep) keep=1 ;;
     --only) only=",$2,"; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "simhca-bench: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -88,7 +90,7 @@ export LD_LIBRARY_PATH="$SIMHCA_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 daemon_cost() {
     local ns=0 sw=0 p
     for p in $daemons; do
-        ns=$((ns + $(cut -d' ' -f1 /proc/$p/schedstat)))
+        for t in /proc/$p/task/*/schedstat; do ns=$((ns + $(cut -d' ' -f1 "$t"))); done # (the copier thread too)
         sw=$((sw + $(awk '/^voluntary_ctxt_switches/ { print $2 }' /proc/$p/status)))
     done
     echo "$ns $sw"
@@ -141,21 +143,42 @@ ompi_run() {
         --mca hwloc_base_binding_policy none "$work/pp" > "$1" 2>&1
 }
 
+# Scheduling classes the baselines run in: plain, plus SCHED_RR 1 when the daemons got it (main.cpp).
+classes=plain
+first_daemon=$(echo $daemons | cut -d' ' -f1)
+chrt -p "$first_daemon" 2>/dev/null | grep -q SCHED_RR && chrt -r 1 true 2>/dev/null && classes="plain rr"
+run_in() { [ "$1" = rr ] && echo "chrt -r 1"; }
+# best min|max GLOB KEY: the lowest / highest value of KEY over the files GLOB names (nan if none)
+best() {
+    cat $2 2>/dev/null | awk -v k="$3" -v m="$1" '$1 == k && $2 + 0 > 0 {
+        if (v == "" || (m == "min" && $2 < v) || (m == "max" && $2 > v)) v = $2 } END { print (v == "" ? "nan" : v) }'
+}
 want() { [ -z "$only" ] || [[ $only == *",$1,"* ]]; }
 [ $ompi = 1 ] && ! want ompi && ompi=0
 declare -A vals
-add() { vals[$1]="${vals[$1]:-} $2"; }
+add() { vals[$1]="${vals[$1]:-} ${2:-nan}"; } # (nan keeps the rounds aligned for per-round ratios)
 failed=""
 for r in $(seq "$reps"); do
     echo "--- round $r of $reps" >&2
+    # Each baseline runs as a plain process and, when the daemons run SCHED_RR, in their class too; the
+    # round's baseline is the stronger of the two (lower RTT, higher rate), so that neither the daemons'
+    # priority on a loaded machine nor a slow real-time wake-up flatters a ratio.
     if want tcp; then
-        "$RAWBENCH" tcp --iters $tcp_iters --stream-bytes $stream > "$work/tcp.$r" 2>&1 || failed="$failed tcp"
-        add tcp_rtt "$(kv "$work/tcp.$r" tcp_rtt_median_us)"
-        add tcp_bw "$(kv "$work/tcp.$r" tcp_stream_gbs)"
+        for cls in $classes; do
+            $(run_in $cls) "$RAWBENCH" tcp --iters $tcp_iters --stream-bytes $stream > "$work/tcp.$cls.$r" 2>&1 ||
+                failed="$failed tcp.$cls"
+            add tcp_rtt_$cls "$(kv "$work/tcp.$cls.$r" tcp_rtt_median_us)"
+            add tcp_bw_$cls "$(kv "$work/tcp.$cls.$r" tcp_stream_gbs)"
+        done
+        add tcp_rtt "$(best min "$work/tcp.*.$r" tcp_rtt_median_us)"
+        add tcp_bw "$(best max "$work/tcp.*.$r" tcp_stream_gbs)"
     fi
     if want pvm; then
-        "$RAWBENCH" pvm --bytes $pvm_bytes > "$work/pvm.$r" 2>&1 || failed="$failed pvm"
-        add pvm_bw "$(kv "$work/pvm.$r" pvm_gbs)"
+        for cls in $classes; do
+            $(run_in $cls) "$RAWBENCH" pvm --bytes $pvm_bytes > "$work/pvm.$cls.$r" 2>&1 || failed="$failed pvm.$cls"
+            add pvm_bw_$cls "$(kv "$work/pvm.$cls.$r" pvm_gbs)"
+        done
+        add pvm_bw "$(best max "$work/pvm.*.$r" pvm_gbs)"
     fi
     if want lat2; then
         perf "$inst_a" "$inst_b" "$work/lat2.$r" ib_send_lat -c RC -s 8 -n $lat_iters || failed="$failed lat2"
@@ -222,6 +245,12 @@ verdict() { # VALUE OP LIMIT
 for k in tcp_rtt tcp_bw pvm_bw lat2 sbw2 wbw2 mr2 lat1 sbw1 wbw1 mr1 ompi_lat ompi_bw \
     lat2_cpu lat2_sw sbw2_cpu sbw2_sw wbw2_cpu wbw2_sw mr2_cpu mr2_sw lat1_cpu lat1_sw sbw1_cpu sbw1_sw \
     wbw1_cpu wbw1_sw mr1_cpu mr1_sw; do eval "m_$k=\$(med \"\${vals[$k]:-}\")"; done
+# per-round ratios A/B (each compares two figures of the same round)
+per_round() {
+    local a=(${vals[$1]:-}) b=(${vals[$2]:-}) i out=""
+    for i in "${!a[@]}"; do out="$out $(ratio "${a[$i]}" "${b[$i]:-nan}")"; done
+    echo $out
+}
 rtt2=$(awk -v l="$m_lat2" 'BEGIN { if (l == "nan") print "nan"; else printf "%.2f", 2 * l }')
 r_lat=$(ratio "$m_lat2" "$m_tcp_rtt") r_rtt=$(ratio "$rtt2" "$m_tcp_rtt")
 r_sbw2=$(ratio "$m_sbw2" "$m_tcp_bw") r_wbw2=$(ratio "$m_wbw2" "$m_tcp_bw")
@@ -232,6 +261,11 @@ echo "simhca speed, $reps round(s), medians; $(nproc) CPUs, load $(cut -d' ' -f1
 echo "  raw TCP 8 B RTT (127.0.0.1)          $m_tcp_rtt us      [$(echo ${vals[tcp_rtt]:-})]"
 echo "  raw TCP stream 1 MiB writes          $m_tcp_bw GB/s   [$(echo ${vals[tcp_bw]:-})]"
 echo "  process_vm_writev loop 1 MiB         $m_pvm_bw GB/s   [$(echo ${vals[pvm_bw]:-})]"
+for cls in $classes; do
+    echo "    as $cls processes: RTT [$(echo ${vals[tcp_rtt_$cls]:-})] us, stream [$(echo ${vals[tcp_bw_$cls]:-})]," \
+        "pvm [$(echo ${vals[pvm_bw_$cls]:-})] GB/s"
+done
+echo "    (each round's baseline is the stronger of these)"
 printf '\n  %-44s %-9s %-26s %-14s %-6s %s\n' "simhca (perftest -c RC)" "median" "rounds" "daemons/iter" "ratio" \
     "target"
 # row LABEL MEDIAN ROUNDS RATIO TARGET [KEY]: KEY's daemon CPU microseconds and sleeps per iteration (medians)
@@ -253,5 +287,8 @@ if [ $ompi = 1 ]; then
     row "Open MPI openib 8 B, one node (us, half RTT)" "$m_ompi_lat" "${vals[ompi_lat]:-}" "" ""
     row "Open MPI openib 1 MiB, one node (GB/s)" "$m_ompi_bw" "${vals[ompi_bw]:-}" "" ""
 fi
+echo
+echo "  per-round ratios (same round): lat2/RTT [$(per_round lat2 tcp_rtt)]  sbw2/stream [$(per_round sbw2 tcp_bw)]" \
+    " wbw2/stream [$(per_round wbw2 tcp_bw)]  sbw1/pvm [$(per_round sbw1 pvm_bw)]  wbw1/pvm [$(per_round wbw1 pvm_bw)]"
 [ -n "$failed" ] && echo "  runs that FAILED:$failed (outputs: --keep)"
 exit 0

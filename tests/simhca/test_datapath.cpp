@@ -240,3 +240,47 @@ TEST_F(DataPath, BusyObjectsCannotBeDestroyed) {
 }
 
 } // namespace
+
+// Large local transfers are copied in chunks by two threads (daemon/parallel_copy.cpp): every byte must
+// still land once and in place, whatever the SGE boundaries, and an RDMA WRITE's last bytes with the rest.
+TEST_F(DataPath, LargeSendAndWriteArriveWhole) {
+    pair();
+    constexpr size_t kLen = (1 << 20) + 12345; // not a multiple of the copy chunk
+    std::vector<uint8_t> big(3 * kLen + 4096, 0);
+    ibv_mr *bmr = ibv_reg_mr(pd, big.data(), big.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_NE(bmr, nullptr);
+    uint8_t *src = big.data(), *dst = big.data() + kLen + 100, *wdst = big.data() + 2 * kLen + 200;
+    for (size_t i = 0; i < kLen; ++i) src[i] = uint8_t(i * 131 + (i >> 16));
+    // SEND: two gather SGEs, three scatter SGEs, split at other places.
+    ibv_sge rs[3] = {{uint64_t(dst), 70001, bmr->lkey},
+                     {uint64_t(dst + 70001), 600000, bmr->lkey},
+                     {uint64_t(dst + 670001), uint32_t(kLen - 670001), bmr->lkey}};
+    ibv_recv_wr rwr{}, *rbad;
+    rwr.wr_id = 1;
+    rwr.sg_list = rs;
+    rwr.num_sge = 3;
+    ASSERT_EQ(ibv_post_recv(b, &rwr, &rbad), 0);
+    ibv_sge ss[2] = {{uint64_t(src), 300007, bmr->lkey}, {uint64_t(src + 300007), uint32_t(kLen - 300007), bmr->lkey}};
+    ibv_send_wr swr{}, *sbad;
+    swr.wr_id = 2;
+    swr.sg_list = ss;
+    swr.num_sge = 2;
+    swr.opcode = IBV_WR_SEND;
+    swr.send_flags = IBV_SEND_SIGNALED;
+    ASSERT_EQ(ibv_post_send(a, &swr, &sbad), 0);
+    ibv_wc wc[2];
+    ASSERT_EQ(poll_n(cq, wc, 2), 2);
+    for (auto &w : wc) EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(std::memcmp(src, dst, kLen), 0);
+    // RDMA WRITE of the same bytes.
+    swr.wr_id = 3;
+    swr.opcode = IBV_WR_RDMA_WRITE;
+    swr.wr.rdma.remote_addr = uint64_t(wdst);
+    swr.wr.rdma.rkey = bmr->rkey;
+    ASSERT_EQ(ibv_post_send(a, &swr, &sbad), 0);
+    ASSERT_EQ(poll_n(cq, wc, 1), 1);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(std::memcmp(src, wdst, kLen), 0);
+    EXPECT_EQ(wdst[kLen], 0); // nothing beyond the message
+    EXPECT_EQ(ibv_dereg_mr(bmr), 0);
+}

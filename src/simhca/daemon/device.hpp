@@ -13,6 +13,7 @@
 
 #include "../common/protocol.hpp"
 #include "objects.hpp"
+#include "parallel_copy.hpp"
 
 namespace simhca {
 
@@ -186,6 +187,16 @@ private:
     int gather(Qp &qp, const shm::SendWqe &w, std::vector<uint8_t> &out, ibv_wc_status &st, bool lazy);
     int copy_src(const Message &m, size_t off, uint8_t *dst, size_t n);
     int copy_to(const Mr &mr, uint64_t host, const Message &m, size_t off, size_t n, bool tail_last = false);
+    // A large local copy split between this thread and the copier's (copy_to).
+    struct StreamJob {
+        Device *dev;
+        const Mr *mr;
+        uint64_t host;
+        const Message *m;
+        size_t off;
+    };
+    static int stream_chunk(void *ctx, size_t at, size_t len, uint8_t *bounce);
+    ParallelCopy *copier(size_t chunk);
     ibv_wc_status scatter_msg(Client &owner, uint32_t pd, const shm::Sge *sge, uint32_t nsge, const Message &m,
                               size_t len, size_t skip);
     ibv_wc_status scatter(Client &owner, uint32_t pd, const shm::Sge *sge, uint32_t nsge,
@@ -235,6 +246,8 @@ private:
     std::map<std::pair<uint16_t, std::array<uint8_t, 16>>, std::vector<uint32_t>> mcast_; // (MLID, MGID) -> QPNs
     std::vector<uint8_t> buf_;    // scratch payload buffer, reused
     std::vector<uint8_t> bounce_; // chunk buffer for local streaming copies
+    std::unique_ptr<ParallelCopy> copier_; // second copier for large local copies (parallel_copy.hpp)
+    bool copier_tried_ = false;
     std::unique_ptr<uint8_t[]> read_buf_; // RDMA READ results (no zero-filling)
     size_t read_cap_ = 0;
     std::vector<iovec> src_iov_;  // sender ranges of a lazily copied payload
