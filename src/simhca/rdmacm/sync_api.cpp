@@ -44,7 +44,10 @@ extern "C" {
 
 int rdma_getaddrinfo(const char *node, const char *service, const rdma_addrinfo *hints, rdma_addrinfo **res)
 {
-    if (!res || (!node && !service))
+    // Without a node and a service the hints' addresses are the answer (pyverbs builds an AddrInfo with
+    // only a source so); with neither, there is nothing to resolve.
+    bool from_hints = !node && !service;
+    if (!res || (from_hints && !(hints && (hints->ai_src_addr || hints->ai_dst_addr))))
         return fail(EINVAL);
     auto *ai = static_cast<rdma_addrinfo *>(calloc(1, sizeof(rdma_addrinfo)));
     if (!ai)
@@ -54,6 +57,24 @@ int rdma_getaddrinfo(const char *node, const char *service, const rdma_addrinfo 
     ai->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type
                                                 : (ai->ai_port_space == RDMA_PS_TCP ? IBV_QPT_RC : IBV_QPT_UD);
     int family = hints && (hints->ai_flags & RAI_FAMILY) ? hints->ai_family : AF_UNSPEC;
+    if (from_hints) {
+        if (hints->ai_src_addr) {
+            ai->ai_src_addr = copy_addr(hints->ai_src_addr, hints->ai_src_len);
+            ai->ai_src_len = hints->ai_src_len;
+            ai->ai_family = hints->ai_src_addr->sa_family;
+        }
+        if (hints->ai_dst_addr) {
+            ai->ai_dst_addr = copy_addr(hints->ai_dst_addr, hints->ai_dst_len);
+            ai->ai_dst_len = hints->ai_dst_len;
+            ai->ai_family = hints->ai_dst_addr->sa_family;
+        }
+        if ((ai->ai_src_len && !ai->ai_src_addr) || (ai->ai_dst_len && !ai->ai_dst_addr)) {
+            rdma_freeaddrinfo(ai);
+            return fail(ENOMEM);
+        }
+        *res = ai;
+        return 0;
+    }
     sockaddr_storage addr{};
     socklen_t len = 0;
     if (int err = resolve(node, service, family, ai->ai_flags & RAI_PASSIVE, addr, len)) {
