@@ -82,6 +82,7 @@ std::unique_ptr<Event> pop(Channel &ch) noexcept
     ch.queue.pop_front();
     consume_byte(ch);
     ev->owner->events_out++;
+    ev->owner->handed_out = true;
     return ev;
 }
 } // namespace

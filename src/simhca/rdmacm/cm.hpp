@@ -65,6 +65,7 @@ struct Id {
     rdma_conn_param my_conn{};   // what connect/accept asked for (private data copied below)
     std::vector<uint8_t> my_private;
     int events_out = 0;          // retrieved with rdma_get_cm_event, not yet acked
+    bool handed_out = false;     // an event of this id reached the application (a child is its own then)
     uint8_t ack_timeout = 14;    // RDMA_OPTION_ID_ACK_TIMEOUT (4.096us * 2^14 = 67 ms by default)
     bool ack_timeout_set = false;
     uint8_t tos = 0;

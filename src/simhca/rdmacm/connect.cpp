@@ -82,11 +82,7 @@ int destroy_locked(Id *id, std::unique_lock<std::mutex> &lk) noexcept
     for (Id *other : g.ids) {
         if (other->listener != id)
             continue;
-        bool reported = other->events_out > 0;
-        for (auto &ev : id->channel->queue)
-            if (ev->owner == other)
-                reported = true;
-        if (other->state == State::Incoming || (other->state == State::ReqReceived && !reported && other->events_out == 0))
+        if (!other->handed_out)
             orphans.push_back(other);
         else
             other->listener = nullptr;
