@@ -31,7 +31,6 @@ void fill_ud_ah(Id &id, ibv_ah_attr &ah) noexcept
     ah.dlid = id.peer.lid;
     ah.port_num = 1;
     // One subnet: the path needs no GRH (the kernel builds the AH from the path record likewise).
-    (void)id;
 }
 
 int fill_init_qp_attr(Id &id, ibv_qp_attr &attr, int &mask) noexcept
