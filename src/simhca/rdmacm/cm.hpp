@@ -114,6 +114,10 @@ int complete_sync(std::unique_lock<std::mutex> &lk, Id &id) noexcept;
 Channel *new_channel() noexcept;
 void free_channel(Channel *ch) noexcept;
 
+// A connect attempt failed with errno value `err` (0: the peer closed before answering): the event the IB CM
+// would report (REJECTED / UNREACHABLE with its reason).
+void report_connect_failure(Id &id, int err) noexcept;
+
 // CM thread: watch `id.sock` (caller holds the mutex).
 int watch(Id &id, bool want_write) noexcept;
 void unwatch(Id &id) noexcept;

@@ -83,20 +83,40 @@ bool connected_ps(const Id &id) noexcept
 }
 
 // The TCP connection ended or failed: what that means depends on where the exchange was.
-void on_hangup(Id &id) noexcept
+} // namespace
+
+void report_connect_failure(Id &id, int err) noexcept
+{
+    // What the IB CM reports for a REQ that fails: nobody listening on the service (the TCP connect was
+    // refused) is a REJ with "invalid service ID" (SIDR: "unsupported"); no answer at all is the REQ
+    // timing out, UNREACHABLE with -ETIMEDOUT (-EHOSTUNREACH etc. as the network says); a requester whose
+    // peer went away before answering gets the consumer's reject.
+    close_sock(id);
+    id.state = State::Rejected;
+    bool rc = id.pub.qp_type == IBV_QPT_RC;
+    if (err == ECONNREFUSED)
+        queue_event(*id.channel, rc ? make_event(id, RDMA_CM_EVENT_REJECTED, kRejInvalidServiceId)
+                                    : make_event(id, RDMA_CM_EVENT_UNREACHABLE, kSidrUnsupported));
+    else if (err == 0)
+        queue_event(*id.channel, rc ? make_event(id, RDMA_CM_EVENT_REJECTED, kRejConsumerDefined)
+                                    : make_event(id, RDMA_CM_EVENT_UNREACHABLE, kSidrReject));
+    else
+        queue_event(*id.channel, make_event(id, RDMA_CM_EVENT_UNREACHABLE, -err));
+}
+
+namespace {
+
+void on_hangup(Id &id, int err = 0) noexcept
 {
     State st = id.state;
+    if (st == State::Connecting) {
+        report_connect_failure(id, err);
+        return;
+    }
     close_sock(id);
     switch (st) {
     case State::Incoming: // the requester went away before its REQ: nothing was reported yet
         id.state = State::Disconnected;
-        break;
-    case State::Connecting: // nobody answered: the port has no listener (or it went away)
-        id.state = State::Rejected;
-        if (connected_ps(id))
-            queue_event(*id.channel, make_event(id, RDMA_CM_EVENT_REJECTED, kRejInvalidServiceId));
-        else
-            queue_event(*id.channel, make_event(id, RDMA_CM_EVENT_UNREACHABLE, kSidrUnsupported));
         break;
     case State::Accepted: // the RTU never came
         id.state = State::Disconnected;
@@ -296,7 +316,7 @@ void on_ready(Id &id, uint32_t events) noexcept
         socklen_t len = sizeof(err);
         getsockopt(id.sock, SOL_SOCKET, SO_ERROR, &err, &len);
         if (err || (events & (EPOLLERR | EPOLLHUP))) {
-            on_hangup(id);
+            on_hangup(id, err ? err : ECONNREFUSED);
             return;
         }
         id.connecting_tcp = false;

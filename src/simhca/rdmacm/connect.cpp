@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -150,16 +152,14 @@ int rdma_connect(rdma_cm_id *cid, rdma_conn_param *conn_param)
     if (!id.pub.qp && !conn_param)
         return fail(EINVAL); // without a QP on the id the caller must name its QP
     set_conn_param(id, conn_param);
+    // The IB CM gives up on an unanswered REQ after its retries (about a minute); TCP's default SYN
+    // retries take twice that. Five SYN retries end after about 63 s.
+    int syncnt = 5;
+    setsockopt(id.sock, IPPROTO_TCP, TCP_SYNCNT, &syncnt, sizeof(syncnt));
     if (connect(id.sock, &id.pub.route.addr.dst_addr, addr_len(&id.pub.route.addr.dst_addr)) != 0 &&
         errno != EINPROGRESS) {
         // Nobody listens on that port (or the address is unreachable): the reply the CM would get.
-        int err = errno;
-        close_sock(id);
-        id.state = State::Rejected;
-        if (id.pub.qp_type == IBV_QPT_RC)
-            queue_event(*id.channel, make_event(id, RDMA_CM_EVENT_REJECTED, kRejInvalidServiceId));
-        else
-            queue_event(*id.channel, make_event(id, RDMA_CM_EVENT_UNREACHABLE, err == ECONNREFUSED ? kSidrUnsupported : -err));
+        report_connect_failure(id, errno);
     } else {
         id.state = State::Connecting;
         id.connecting_tcp = true;
