@@ -478,6 +478,51 @@ TEST_F(CmTest, SyncEndpointsConnectThroughGetRequest)
     });
 }
 
+TEST_F(CmTest, RcConnectsOverIpv6Loopback)
+{
+    in_child([] {
+        rdma_event_channel *ch = rdma_create_event_channel();
+        rdma_cm_id *listener = nullptr, *client = nullptr;
+        ASSERT_EQ(rdma_create_id(ch, &listener, nullptr, RDMA_PS_TCP), 0);
+        sockaddr_in6 a{};
+        a.sin6_family = AF_INET6;
+        a.sin6_addr = in6addr_loopback;
+        if (rdma_bind_addr(listener, reinterpret_cast<sockaddr *>(&a)) != 0) {
+            rdma_destroy_id(listener);
+            rdma_destroy_event_channel(ch);
+            GTEST_SKIP() << "no IPv6 loopback here";
+        }
+        ASSERT_EQ(rdma_listen(listener, 1), 0);
+        a.sin6_port = rdma_get_src_port(listener);
+        ASSERT_EQ(rdma_create_id(ch, &client, nullptr, RDMA_PS_TCP), 0);
+        ASSERT_EQ(rdma_resolve_addr(client, nullptr, reinterpret_cast<sockaddr *>(&a), 1000), 0);
+        ack_expected(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+        EXPECT_EQ(client->route.addr.src_addr.sa_family, AF_INET6);
+        ASSERT_EQ(rdma_resolve_route(client, 1000), 0);
+        ack_expected(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+        ibv_qp_init_attr ca = qp_attr(IBV_QPT_RC);
+        ASSERT_EQ(rdma_create_qp(client, nullptr, &ca), 0);
+        ASSERT_EQ(rdma_connect(client, nullptr), 0);
+        rdma_cm_event *req = expect_event(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+        ASSERT_NE(req, nullptr);
+        rdma_cm_id *child = req->id;
+        EXPECT_EQ(child->route.addr.dst_addr.sa_family, AF_INET6);
+        ibv_qp_init_attr sa = qp_attr(IBV_QPT_RC);
+        ASSERT_EQ(rdma_create_qp(child, nullptr, &sa), 0);
+        ASSERT_EQ(rdma_accept(child, nullptr), 0);
+        rdma_ack_cm_event(req);
+        ack_expected(ch, RDMA_CM_EVENT_ESTABLISHED);
+        ack_expected(ch, RDMA_CM_EVENT_ESTABLISHED);
+        rdma_destroy_qp(child);
+        rdma_destroy_qp(client);
+        rdma_destroy_id(child); // connected: the peer hears a disconnect
+        ack_expected(ch, RDMA_CM_EVENT_DISCONNECTED);
+        rdma_destroy_id(client);
+        rdma_destroy_id(listener);
+        rdma_destroy_event_channel(ch);
+    });
+}
+
 TEST_F(CmTest, DestroyingIdsDiscardsTheirPendingEvents)
 {
     in_child([] {
