@@ -74,8 +74,10 @@ in_netns=""
 if [ "$(id -u)" = 0 ] && command -v unshare > /dev/null 2>&1 && unshare -m --propagation private true 2> /dev/null; then
     cm_if=$(ip -o -4 addr show up 2> /dev/null | awk '{ print $2; exit }')
     cm_root=$("$SIMHCA_CTL" sysfs-root 2> /dev/null)
-    if [ -n "$cm_if" ] && [ -n "$cm_root" ]; then
-        in_netns="unshare -m --propagation private $(dirname "$0")/conf-ib-netdev.sh $scratch $cm_root $cm_if"
+    cm_ns="unshare -m --propagation private $(dirname "$0")/conf-ib-netdev.sh $scratch $cm_root $cm_if"
+    # Try the whole setup once (a container may refuse the mounts even to root): on failure, the old skips.
+    if [ -n "$cm_if" ] && [ -n "$cm_root" ] && $cm_ns test -d "/sys/class/infiniband/simhca0/device/net/$cm_if" 2> /dev/null; then
+        in_netns=$cm_ns
         echo "note: RDMA CM tests see simhca0 with net interface $cm_if (private mount namespace)"
         case " $PYVERBS_MODULES " in
         *" test_rdmacm "* | " all ")
