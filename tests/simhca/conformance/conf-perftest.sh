@@ -1,7 +1,8 @@
 #!/bin/sh
 # Debian's perftest over the software HCA: latency and bandwidth tools with -c RC, UD (the send tools, the
-# only ones perftest allows UD for) and -c XRC; one bandwidth run with -e. Few iterations: this checks the
-# tools work end to end, not speed (the benchmark is separate).
+# only ones perftest allows UD for) and -c XRC; one bandwidth run with -e; three with -R, where perftest
+# connects through the RDMA CM (our librdmacm.so.1, rdmacm/README.md) instead of its own TCP exchange.
+# Few iterations: this checks the tools work end to end, not speed (the benchmark is separate).
 . "$(dirname "$0")/conf-common.sh"
 start_daemon
 
@@ -28,5 +29,8 @@ ib_read_lat|RC|rc rdma|-n 200 -s 64
 ib_read_lat|XRC|xrc rdma|-n 200 -s 64
 ib_atomic_lat|RC|rc atomic|-n 200
 ib_atomic_lat|XRC|xrc atomic|-n 200
+ib_send_bw|RC|rc|-n 200 -s 65536 -R
+ib_send_bw|UD|ud|-n 200 -s 2048 -R
+ib_read_lat|RC|rc rdma|-n 200 -s 64 -R
 EOT
 finish

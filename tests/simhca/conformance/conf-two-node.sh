@@ -102,5 +102,7 @@ ib_send_bw -c XRC|xrc fabric|1|ib_send_bw -d simhca0 -c XRC -F -n 200 -s 65536
 ib_write_bw -c RC|rc rdma fabric|1|ib_write_bw -d simhca0 -c RC -F -n 200 -s 65536
 ib_read_lat -c XRC|xrc rdma fabric|1|ib_read_lat -d simhca0 -c XRC -F -n 200 -s 64
 ib_atomic_lat -c RC|rc atomic fabric|1|ib_atomic_lat -d simhca0 -c RC -F -n 200
+ib_send_bw -c RC -R (RDMA CM)|rc fabric|1|ib_send_bw -d simhca0 -c RC -R -F -n 200 -s 65536
+ib_send_bw -c UD -R (RDMA CM)|ud fabric|1|ib_send_bw -d simhca0 -c UD -R -F -n 200 -s 2048
 EOT
 finish
