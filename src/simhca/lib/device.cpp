@@ -186,8 +186,7 @@ void simhca::lib::init_context(Context &c, ibv_device *device, const proto::Hell
     v.reg_dm_mr = reg_dm_mr;
 }
 
-SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
-    if (device != &g_device.dev) return fail<ibv_context>(ENODEV);
+ibv_context *simhca::lib::connect_context(ibv_device *device, proto::Op op, int pass_fd) noexcept {
     auto *c = new (std::nothrow) Context();
     if (!c) return fail<ibv_context>(ENOMEM);
     std::memset(&c->vctx, 0, sizeof(c->vctx));
@@ -197,9 +196,9 @@ SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
     }
     proto::Request req{};
     proto::Response resp{};
-    req.hello = {proto::kMagic, proto::kVersion};
+    if (op == proto::Op::Hello) req.hello = {proto::kMagic, proto::kVersion};
     int fds[3] = {-1, -1, -1};
-    if (int e = c->conn.call(proto::Op::Hello, req, resp, -1, fds, 3); e || fds[0] < 0 || fds[1] < 0) {
+    if (int e = c->conn.call(op, req, resp, pass_fd, fds, 3); e || fds[0] < 0 || fds[1] < 0) {
         for (int fd : fds)
             if (fd >= 0) ::close(fd);
         delete c;
@@ -207,6 +206,11 @@ SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
     }
     init_context(*c, device, resp.hello, fds);
     return &c->vctx.context;
+}
+
+SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
+    if (device != &g_device.dev) return fail<ibv_context>(ENODEV);
+    return connect_context(device, proto::Op::Hello, -1);
 }
 
 SIMHCA_API int ibv_close_device(ibv_context *context) noexcept {

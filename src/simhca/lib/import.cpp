@@ -20,23 +20,9 @@ SIMHCA_API ibv_context *ibv_import_device(int cmd_fd) noexcept {
     if (cmd_fd < 0 || ::fstat(cmd_fd, &st) || !S_ISSOCK(st.st_mode)) return fail<ibv_context>(EINVAL);
     ibv_device *device = the_device();
     if (!device) return fail<ibv_context>(ENODEV);
-    auto *c = new (std::nothrow) Context();
-    if (!c) return fail<ibv_context>(ENOMEM);
-    std::memset(&c->vctx, 0, sizeof(c->vctx));
-    if (int e = c->conn.connect()) {
-        delete c;
-        return fail<ibv_context>(e == ECONNREFUSED || e == ENOENT ? ENODEV : e);
-    }
-    proto::Request req{};
-    proto::Response resp{};
-    int fds[3] = {-1, -1, -1};
-    if (int e = c->conn.call(proto::Op::ImportDevice, req, resp, cmd_fd, fds, 3); e || fds[0] < 0 || fds[1] < 0) {
-        for (int fd : fds)
-            if (fd >= 0) ::close(fd);
-        delete c;
-        return fail<ibv_context>(e ? e : EPROTO);
-    }
-    init_context(*c, device, resp.hello, fds);
+    ibv_context *context = connect_context(device, proto::Op::ImportDevice, cmd_fd);
+    if (!context) return nullptr;
+    Context *c = ctx_of(context);
     // The application sees the fd it passed (it now belongs to this context, as in rdma-core).
     c->imported_cmd_fd = cmd_fd;
     c->vctx.context.cmd_fd = cmd_fd;

@@ -173,6 +173,9 @@ template <class T> T *fail(int err) {
 ibv_device *the_device() noexcept;
 // Fills a context from Hello's (or ImportDevice's) answer: identity, async fd, doorbell, awake word, ops.
 void init_context(Context &c, ibv_device *device, const proto::HelloResp &hello, const int fds[3]) noexcept;
+// A new context on its own daemon connection, introduced with `op`: Hello (a new client) or ImportDevice
+// (joins the client whose socket `pass_fd` is). Null with errno set on failure.
+ibv_context *connect_context(ibv_device *device, proto::Op op, int pass_fd) noexcept;
 
 void ring_doorbell(Context &c) noexcept;
 // After publishing a send queue's producer index: rings only when the daemon may be asleep.

@@ -211,7 +211,9 @@ int rdma_accept(rdma_cm_id *cid, rdma_conn_param *conn_param)
     return id.sync ? complete_sync(lk, id) : 0;
 }
 
-int rdma_reject_ece(rdma_cm_id *cid, const void *private_data, uint8_t private_data_len)
+namespace {
+// Both rejects: `rc_reason` is what a connected (RC) requester is told; a UD (SIDR) requester gets kSidrReject.
+int reject_request(rdma_cm_id *cid, const void *private_data, uint8_t private_data_len, int rc_reason)
 {
     if (!cid)
         return fail(EINVAL);
@@ -221,24 +223,19 @@ int rdma_reject_ece(rdma_cm_id *cid, const void *private_data, uint8_t private_d
         return fail(EINVAL);
     if (private_data_len > kRejPrivate)
         return fail(EINVAL);
-    int err = send_reject(id, private_data, private_data_len,
-                          id.pub.qp_type == IBV_QPT_RC ? kRejVendorOptionNotSupported : kSidrReject);
+    int err = send_reject(id, private_data, private_data_len, id.pub.qp_type == IBV_QPT_RC ? rc_reason : kSidrReject);
     return err ? fail(ECONNREFUSED) : 0;
+}
+} // namespace
+
+int rdma_reject_ece(rdma_cm_id *cid, const void *private_data, uint8_t private_data_len)
+{
+    return reject_request(cid, private_data, private_data_len, kRejVendorOptionNotSupported);
 }
 
 int rdma_reject(rdma_cm_id *cid, const void *private_data, uint8_t private_data_len)
 {
-    if (!cid)
-        return fail(EINVAL);
-    auto &id = *reinterpret_cast<Id *>(cid);
-    std::lock_guard lk(global().mu);
-    if (id.state != State::ReqReceived)
-        return fail(EINVAL);
-    if (private_data_len > kRejPrivate)
-        return fail(EINVAL);
-    int err = send_reject(id, private_data, private_data_len,
-                          id.pub.qp_type == IBV_QPT_RC ? kRejConsumerDefined : kSidrReject);
-    return err ? fail(ECONNREFUSED) : 0;
+    return reject_request(cid, private_data, private_data_len, kRejConsumerDefined);
 }
 
 int rdma_establish(rdma_cm_id *cid)
