@@ -71,6 +71,19 @@ else
     info "python3 missing: software HCA hook not tested"
 fi
 
+# --pin-cpus: each node's processes on their own CPU (node i on CPU i mod CPUs); without it, on all of them
+if [ "$(nproc)" -ge 2 ]; then
+    sc up --nodes 2 --slots 1 --no-simhca --pin-cpus || fail "up --pin-cpus failed"
+    maskA=$(sc exec nodeA bash -c 'taskset -p $$' | awk '{print $NF}')
+    maskB=$(sc exec nodeB bash -c 'taskset -p $$' | awk '{print $NF}')
+    [ "$maskA" = 1 ] && [ "$maskB" = 2 ] || fail "pinned nodes run on CPU masks $maskA and $maskB (want 1 and 2)"
+    sc up --nodes 2 --slots 1 --no-simhca || fail "up without pinning failed"
+    maskB=$(sc exec nodeB bash -c 'taskset -p $$' | awk '{print $NF}')
+    [ "$maskB" != 2 ] || fail "after up without --pin-cpus, nodeB is still pinned"
+    info "pin: nodeA mask $maskA, nodeB ${maskB}"
+    sc down || fail "down failed"
+fi
+
 # crash: the state directory disappears while the nodes run; clean finds the holders by their marker
 sc up --nodes 2 --no-simhca || fail "up after down failed"
 record_ns
