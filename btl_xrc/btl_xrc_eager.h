@@ -65,7 +65,7 @@ inline void mca_btl_xrc_sent(mca_btl_xrc_module_t *module, mca_btl_base_endpoint
     mca_btl_xrc_eager_count(module, endpoint);
 }
 
-// Makes `op` an RDMA WRITE of the `length` bytes at `data` into the peer's next slot. The buffer must have
+// Makes `op` an RDMA WRITE of the `length` bytes at `data` into the peer's next span. The buffer must have
 // xrc::eager_wire_size(length) bytes: the footer goes right after the padded payload.
 inline void mca_btl_xrc_eager_prepare(xrc::SendOp &op, mca_btl_base_endpoint_t *endpoint, unsigned char *data,
                                       uint32_t length, uint32_t lkey, mca_btl_base_tag_t tag) noexcept {

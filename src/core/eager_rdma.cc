@@ -6,7 +6,6 @@ namespace xrc {
 
 void EagerRing::init(unsigned char *base, std::uint32_t slots, std::uint32_t slot_size) noexcept {
     base_ = base;
-    slots_ = slots;
     geometry_ = EagerRingGeometry(slots, slot_size);
     report_every_ = geometry_.bytes() / 2 > 0 ? geometry_.bytes() / 2 : 1;
     position_ = 0;
@@ -21,9 +20,11 @@ void EagerRing::release(const Message &message) noexcept {
         return;
     }
     // Zero the last word of every granule of the span: any of them may be a future footer's sequence number,
-    // and payload bytes could hold any value. The data was handed on already.
+    // and payload bytes could hold any value. The data was handed on already. The span ends where peek() found
+    // the footer, right behind the padded payload.
     const std::uint32_t span = eager_span(message.length);
-    unsigned char *span_end = base_ + geometry_.end_offset(position_);
+    unsigned char *span_end =
+        const_cast<unsigned char *>(message.data) + eager_padded(message.length) + kEagerFooterSize;
     for (std::uint32_t off = kEagerGranule; off <= span; off += kEagerGranule)
         __atomic_store_n(reinterpret_cast<std::uint64_t *>(span_end - off + kEagerGranule - 8), 0, __ATOMIC_RELAXED);
     position_ = geometry_.advance(position_, span);

@@ -136,14 +136,9 @@ public:
     bool report_due() const noexcept { return position_ - reported_ >= report_every_; }
     void reported(std::uint64_t value) noexcept { reported_ = value; }
 
-    std::uint32_t slots() const noexcept { return slots_; }
-    std::uint32_t slot_size() const noexcept { return geometry_.max_span(); }
-    unsigned char *base() const noexcept { return base_; }
-
 private:
     unsigned char *base_ = nullptr;
     EagerRingGeometry geometry_;
-    std::uint32_t slots_ = 0;
     std::uint64_t report_every_ = 1;
     std::uint64_t position_ = 0;  // consumed up to here
     std::uint64_t seq_ = 0;       // messages consumed
@@ -183,7 +178,6 @@ public:
     }
 
     std::uint32_t rkey() const noexcept { return rkey_; }
-    std::uint32_t max_payload() const noexcept { return max_payload_; }
 
 private:
     std::uint64_t remote_base_ = 0;
