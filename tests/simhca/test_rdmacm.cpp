@@ -291,6 +291,65 @@ TEST_F(CmTest, NobodyListeningIsRejectedForRcAndUnreachableForUd)
     });
 }
 
+// The IB CM's service ID is the port space and the port: a listener on TCP port P does not answer a UD
+// lookup of port P, nor a UDP listener an RC request (perftest -R listens on the same port number in both
+// spaces, one after the other). The listener takes no request and still accepts its own kind afterwards.
+TEST_F(CmTest, ListenersAnswerOnlyTheirOwnPortSpace)
+{
+    in_child([] {
+        for (rdma_port_space lps : {RDMA_PS_TCP, RDMA_PS_UDP}) {
+            rdma_port_space other = lps == RDMA_PS_TCP ? RDMA_PS_UDP : RDMA_PS_TCP;
+            Pair p;
+            make_pair(p, lps);
+            rdma_event_channel *ch = rdma_create_event_channel();
+            rdma_cm_id *id = nullptr;
+            ASSERT_EQ(rdma_create_id(ch, &id, nullptr, other), 0);
+            sockaddr_in d = ip4("127.0.0.1", p.port);
+            ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr *>(&d), 1000), 0);
+            ack_expected(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+            ASSERT_EQ(rdma_resolve_route(id, 1000), 0);
+            ack_expected(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+            ibv_qp_init_attr qa = qp_attr(other == RDMA_PS_TCP ? IBV_QPT_RC : IBV_QPT_UD);
+            ASSERT_EQ(rdma_create_qp(id, nullptr, &qa), 0);
+            ASSERT_EQ(rdma_connect(id, nullptr), 0);
+            rdma_cm_event *ev = next_event(ch);
+            ASSERT_NE(ev, nullptr);
+            if (other == RDMA_PS_TCP) {
+                EXPECT_EQ(ev->event, RDMA_CM_EVENT_REJECTED) << rdma_event_str(ev->event);
+                EXPECT_EQ(ev->status, 8); // IB_CM_REJ_INVALID_SERVICE_ID
+            } else {
+                EXPECT_EQ(ev->event, RDMA_CM_EVENT_UNREACHABLE) << rdma_event_str(ev->event);
+                EXPECT_EQ(ev->status, 1); // IB_SIDR_UNSUPPORTED
+            }
+            rdma_ack_cm_event(ev);
+            EXPECT_EQ(next_event(p.ch, 100), nullptr) << "the listener reported the foreign request";
+            rdma_destroy_qp(id);
+            EXPECT_EQ(rdma_destroy_id(id), 0);
+            rdma_destroy_event_channel(ch);
+
+            // Its own kind still gets through.
+            ibv_qp_init_attr ca = qp_attr(lps == RDMA_PS_TCP ? IBV_QPT_RC : IBV_QPT_UD);
+            ASSERT_EQ(rdma_create_qp(p.client, nullptr, &ca), 0);
+            ASSERT_EQ(rdma_connect(p.client, nullptr), 0);
+            rdma_cm_event *req = expect_event(p.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+            ASSERT_NE(req, nullptr);
+            EXPECT_EQ(req->listen_id, p.listener);
+            rdma_cm_id *child = req->id;
+            rdma_ack_cm_event(req);
+            EXPECT_EQ(rdma_reject(child, nullptr, 0), 0);
+            rdma_cm_event *r = next_event(p.ch);
+            ASSERT_NE(r, nullptr);
+            EXPECT_EQ(r->event, lps == RDMA_PS_TCP ? RDMA_CM_EVENT_REJECTED : RDMA_CM_EVENT_UNREACHABLE);
+            rdma_ack_cm_event(r);
+            rdma_destroy_id(child);
+            rdma_destroy_qp(p.client);
+            rdma_destroy_id(p.client);
+            rdma_destroy_id(p.listener);
+            rdma_destroy_event_channel(p.ch);
+        }
+    });
+}
+
 TEST_F(CmTest, UdServiceLookupGivesRemoteQpQkeyAndAddressHandle)
 {
     in_child([] {
@@ -555,6 +614,41 @@ TEST_F(CmTest, DestroyingIdsDiscardsTheirPendingEvents)
         rdma_destroy_event_channel(lch);
         rdma_destroy_event_channel(ch);
     });
+}
+
+// A process that exits while peers still talk to its CM (perftest's client exits as its server closes the
+// connection): the detached CM thread wakes during exit(), after the static destructors ran. The CM state
+// must outlive them. The child calls exit() (not _exit) while a thread keeps connecting to its listener.
+// With a CM state that static destruction frees, the plain build crashes only sometimes (as perftest did in
+// CI); the ASan build fails every time (measured: the destroyed id list leaves its ids unreachable).
+TEST_F(CmTest, ExitWhileTheCmThreadIsBusyIsClean)
+{
+    for (int round = 0; round < 5; ++round) {
+        pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            Pair p;
+            make_pair(p, RDMA_PS_TCP);
+            if (::testing::Test::HasFailure())
+                _exit(1);
+            uint16_t port = p.port;
+            std::thread([port] {
+                for (;;) {
+                    int s = socket(AF_INET, SOCK_STREAM, 0);
+                    sockaddr_in d = ip4("127.0.0.1", port);
+                    if (connect(s, reinterpret_cast<sockaddr *>(&d), sizeof(d)) == 0)
+                        shutdown(s, SHUT_RDWR);
+                    close(s);
+                }
+            }).detach();
+            usleep(20000);
+            exit(0); // runs the static destructors while the CM thread accepts and reaps connections
+        }
+        int status = 0;
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT_TRUE(WIFEXITED(status)) << "round " << round << ": child died by signal " << WTERMSIG(status);
+        ASSERT_EQ(WEXITSTATUS(status), 0) << "round " << round;
+    }
 }
 
 TEST_F(CmTest, BadInputFailsCleanly)

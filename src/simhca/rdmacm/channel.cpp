@@ -12,8 +12,10 @@ namespace simhca_cm {
 
 Global &global() noexcept
 {
-    static Global g;
-    return g;
+    // Never destroyed: the CM thread is detached and may still wake (a peer closing its socket) while
+    // exit() runs the static destructors; a destroyed mutex and id list there crash the exiting process.
+    static Global *g = new Global;
+    return *g;
 }
 
 Channel *new_channel() noexcept

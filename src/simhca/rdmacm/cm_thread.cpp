@@ -141,9 +141,20 @@ void on_hangup(Id &id, int err = 0) noexcept
 
 void on_req(Id &id, const WireMsg &m) noexcept
 {
+    Id *listener = id.listener;
+    if (m.port_space != listener->pub.ps) {
+        // TCP and UDP port P are different service IDs to the IB CM: a listener on the other port space
+        // is nobody listening on this one (REJ "invalid service ID", or SIDR status "unsupported").
+        WireMsg rej{};
+        fill_local(id, rej, MsgType::Rej);
+        rej.status = m.connected ? kRejInvalidServiceId : kSidrUnsupported;
+        send_msg(id, rej);
+        close_sock(id);
+        id.state = State::Disconnected; // nothing was reported: reap_unreported() frees it
+        return;
+    }
     store_peer(id, m);
     id.state = State::ReqReceived;
-    Id *listener = id.listener;
     auto ev = make_event(id, RDMA_CM_EVENT_CONNECT_REQUEST);
     if (!ev)
         return;
@@ -361,6 +372,24 @@ void on_ready(Id &id, uint32_t events) noexcept
     }
 }
 
+// Children of a listener whose requester went away, or asked for another port space, before anything was
+// reported: nobody else knows them, so they go at once (a listener probed by many peers does not grow).
+void reap_unreported() noexcept
+{
+    auto &ids = global().ids;
+    for (auto it = ids.begin(); it != ids.end();) {
+        Id *id = *it;
+        if (id->passive && id->state == State::Disconnected && !id->handed_out && id->events_out == 0 &&
+            id->sock < 0 && !id->sync) {
+            drop_events_of(*id);
+            it = ids.erase(it);
+            delete id;
+        } else {
+            ++it;
+        }
+    }
+}
+
 void run(int ep) noexcept
 {
     for (;;) {
@@ -379,6 +408,7 @@ void run(int ep) noexcept
             if (id)
                 on_ready(*id, evs[i].events);
         }
+        reap_unreported();
     }
 }
 
@@ -422,6 +452,8 @@ void fill_local(Id &id, WireMsg &m, MsgType type) noexcept
     m.retry_count = id.my_conn.retry_count;
     m.rnr_retry_count = id.my_conn.rnr_retry_count;
     m.srq = id.my_conn.srq || id.pub.srq;
+    m.connected = connected_ps(id);
+    m.port_space = static_cast<uint16_t>(id.pub.ps);
     m.private_len = static_cast<uint8_t>(std::min<size_t>(id.my_private.size(), sizeof(m.private_data)));
     memcpy(m.private_data, id.my_private.data(), m.private_len);
 }

@@ -20,7 +20,7 @@ constexpr unsigned kReqPrivate = 56, kRepPrivate = 196, kRejPrivate = 148, kSidr
 constexpr int kRejInvalidServiceId = 8, kRejConsumerDefined = 28, kRejVendorOptionNotSupported = 35;
 constexpr int kSidrUnsupported = 1, kSidrReject = 2;
 
-constexpr uint32_t kMagic = 0x53434d31; // "SCM1"
+constexpr uint32_t kMagic = 0x53434d32; // "SCM2": REQ frames carry the port space
 
 struct WireMsg {
     uint32_t magic;
@@ -31,13 +31,13 @@ struct WireMsg {
     uint8_t retry_count;
     uint8_t rnr_retry_count;
     uint8_t srq;
-    uint8_t pad;
+    uint8_t connected;   // REQ: the requester's QP is connected (RC): a refusal is a REJ, else a SIDR REP
     uint32_t qpn;
     uint32_t psn;
     uint32_t qkey;
     int32_t status;
     uint16_t lid;
-    uint16_t pad2;
+    uint16_t port_space; // REQ: the IB CM's service ID is port space and port; a listener matches both
     uint8_t gid[16];
     uint8_t private_data[256];
 };

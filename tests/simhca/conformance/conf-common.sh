@@ -139,6 +139,21 @@ result() { # result LABEL OK(0/1) [files to show on failure...]
     fi
 }
 
+# perftest -R has a start-up race on every fabric: after the out-of-band handshake the server creates its
+# RDMA CM listener while the client resolves and connects, and a client that gets there first is refused
+# (REJ "invalid service ID" = 8, or SIDR "unsupported" = 1, exactly what the IB CM answers). perftest then
+# retries, but perftest 4.5's retry reuses the ids it has just freed and dies (SIGSEGV in
+# rdma_resolve_addr). A client that failed exactly so is run again with a fresh server (at most four times), and
+# the log says so; any other failure counts.
+CM_RACE_RETRIES=4
+cm_startup_race() { # CLIENT_OUTPUT: did the client lose perftest's start-up race?
+    grep -qE 'RDMA_CM_EVENT_(UNREACHABLE; error: 1|REJECTED; error: 8)\.' "$1"
+}
+cm_race_note() { # LABEL ATTEMPT
+    echo "NOTE: $1: the client's request reached the server before its RDMA CM listener (perftest -R" \
+        "start-up race, see conf-common.sh); attempt $2 of $((CM_RACE_RETRIES + 1)) repeated"
+}
+
 # run_pair LABEL SECONDS PORT SERVER_CMD... -- CLIENT_CMD...
 # Starts the server, waits until it listens on PORT, runs the client against localhost, and passes if
 # both exit 0 within SECONDS. Extra clients can be started with run_clients (xsrq).
@@ -149,20 +164,31 @@ run_pair() {
     while [ $# -gt 0 ] && [ "$1" != "--" ]; do server="$server $1"; shift; done
     shift
     out="$scratch/$(echo "$label" | tr -c 'A-Za-z0-9_.-' '_')"
-    # shellcheck disable=SC2086
-    timeout -k 5 "$secs" $server > "$out.server" 2>&1 < /dev/null &
-    spid=$!
-    pids="$pids $spid"
-    i=0
-    while ! listening "$port"; do
-        i=$((i + 1))
-        if [ $i -gt 100 ] || ! kill -0 "$spid" 2>/dev/null; then break; fi
-        sleep 0.1
+    attempt=1
+    while :; do
+        # shellcheck disable=SC2086
+        timeout -k 5 "$secs" $server > "$out.server" 2>&1 < /dev/null &
+        spid=$!
+        pids="$pids $spid"
+        i=0
+        while ! listening "$port"; do
+            i=$((i + 1))
+            if [ $i -gt 100 ] || ! kill -0 "$spid" 2>/dev/null; then break; fi
+            sleep 0.1
+        done
+        timeout -k 5 "$secs" "$@" > "$out.client" 2>&1 < /dev/null
+        crc=$?
+        if [ $crc -ne 0 ] && [ $attempt -le $CM_RACE_RETRIES ] && cm_startup_race "$out.client"; then
+            kill -TERM "$spid" 2>/dev/null   # it waits for a client that is gone
+            wait "$spid" 2>/dev/null
+            cm_race_note "$label" $attempt
+            attempt=$((attempt + 1))
+            continue
+        fi
+        wait "$spid"
+        src=$?
+        break
     done
-    timeout -k 5 "$secs" "$@" > "$out.client" 2>&1 < /dev/null
-    crc=$?
-    wait "$spid"
-    src=$?
     [ $crc -eq 0 ] && [ $src -eq 0 ]
     result "$label" $? "$out.server" "$out.client"
     [ $crc -eq 124 ] || [ $src -eq 124 ] && echo "  (timed out after ${secs}s: server rc=$src client rc=$crc)"

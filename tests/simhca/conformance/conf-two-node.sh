@@ -47,21 +47,35 @@ pair() {
     out="$scratch/$(echo "$label" | tr -c 'A-Za-z0-9_.-' '_')"
     srv_extra=""
     [ "$nclients" -gt 1 ] && srv_extra="-c $nclients"
-    timeout -k 5 "$secs" "$SIMCLUSTER" exec nodeA "$@" -p $port $srv_extra > "$out.server" 2>&1 < /dev/null &
-    spid=$!
-    pids="$pids $spid"
-    i=0
-    while ! listening_in nodeA $port && [ $i -lt 50 ] && kill -0 "$spid" 2>/dev/null; do i=$((i + 1)); sleep 0.2; done
-    cpids=""
-    n=1
-    while [ $n -le "$nclients" ]; do
-        timeout -k 5 "$secs" "$SIMCLUSTER" exec nodeB "$@" -p $port nodeA > "$out.client$n" 2>&1 < /dev/null &
-        cpids="$cpids $!"
-        n=$((n + 1))
+    attempt=1
+    while :; do
+        timeout -k 5 "$secs" "$SIMCLUSTER" exec nodeA "$@" -p $port $srv_extra > "$out.server" 2>&1 < /dev/null &
+        spid=$!
+        pids="$pids $spid"
+        i=0
+        while ! listening_in nodeA $port && [ $i -lt 50 ] && kill -0 "$spid" 2>/dev/null; do i=$((i + 1)); sleep 0.2; done
+        cpids=""
+        n=1
+        while [ $n -le "$nclients" ]; do
+            timeout -k 5 "$secs" "$SIMCLUSTER" exec nodeB "$@" -p $port nodeA > "$out.client$n" 2>&1 < /dev/null &
+            cpids="$cpids $!"
+            n=$((n + 1))
+        done
+        pids="$pids $cpids"
+        ok=0
+        for p in $cpids; do wait "$p" || ok=1; done
+        if [ $ok -ne 0 ] && [ "$nclients" -eq 1 ] && [ $attempt -le $CM_RACE_RETRIES ] &&
+           cm_startup_race "$out.client1"; then
+            kill -TERM "$spid" 2>/dev/null   # it waits for a client that is gone
+            wait "$spid" 2>/dev/null
+            cm_race_note "$label" $attempt
+            attempt=$((attempt + 1))
+            port=$((port + 1))
+            continue
+        fi
+        wait "$spid" || ok=1
+        break
     done
-    pids="$pids $cpids"
-    ok=0
-    for p in $cpids $spid; do wait "$p" || ok=1; done
     result "$label (nodeA <-> nodeB)" $ok "$out.server" "$out.client1"
 }
 
