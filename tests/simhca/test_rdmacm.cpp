@@ -86,6 +86,15 @@ struct Pair {
     uint16_t port = 0;
 };
 
+// Resolves `id` (on `ch`) towards `dst`: address, then route, each event checked and acked.
+void resolve_towards(rdma_event_channel *ch, rdma_cm_id *id, sockaddr_in dst)
+{
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr *>(&dst), 1000), 0);
+    ack_expected(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+    ASSERT_EQ(rdma_resolve_route(id, 1000), 0);
+    ack_expected(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+}
+
 void make_pair(Pair &p, rdma_port_space ps)
 {
     p.ch = rdma_create_event_channel();
@@ -99,11 +108,7 @@ void make_pair(Pair &p, rdma_port_space ps)
     p.port = ntohs(rdma_get_src_port(p.listener));
     ASSERT_NE(p.port, 0);
     ASSERT_EQ(rdma_create_id(p.ch, &p.client, nullptr, ps), 0);
-    sockaddr_in d = ip4("127.0.0.1", p.port);
-    ASSERT_EQ(rdma_resolve_addr(p.client, nullptr, reinterpret_cast<sockaddr *>(&d), 1000), 0);
-    ack_expected(p.ch, RDMA_CM_EVENT_ADDR_RESOLVED);
-    ASSERT_EQ(rdma_resolve_route(p.client, 1000), 0);
-    ack_expected(p.ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+    resolve_towards(p.ch, p.client, ip4("127.0.0.1", p.port));
     EXPECT_EQ(p.client->route.num_paths, 1);
     EXPECT_EQ(ntohs(rdma_get_dst_port(p.client)), p.port);
 }
@@ -115,6 +120,26 @@ ibv_qp_init_attr qp_attr(ibv_qp_type type)
     a.cap.max_send_wr = a.cap.max_recv_wr = 4;
     a.cap.max_send_sge = a.cap.max_recv_sge = 1;
     return a;
+}
+
+// A new id of port space `ps` on `ch`, resolved towards `dst`, with a QP of the space's type, connected:
+// returns the first event the connect produced (null after a test failure); the id is left in *out.
+rdma_cm_event *connect_new_id(rdma_event_channel *ch, rdma_cm_id **out, rdma_port_space ps, sockaddr_in dst)
+{
+    rdma_cm_id *id = nullptr;
+    EXPECT_EQ(rdma_create_id(ch, &id, nullptr, ps), 0);
+    *out = id;
+    if (!id)
+        return nullptr;
+    resolve_towards(ch, id, dst);
+    if (::testing::Test::HasFailure())
+        return nullptr;
+    ibv_qp_init_attr qa = qp_attr(ps == RDMA_PS_TCP ? IBV_QPT_RC : IBV_QPT_UD);
+    EXPECT_EQ(rdma_create_qp(id, nullptr, &qa), 0);
+    EXPECT_EQ(rdma_connect(id, nullptr), 0);
+    rdma_cm_event *ev = next_event(ch);
+    EXPECT_NE(ev, nullptr) << "no answer to the connect";
+    return ev;
 }
 
 bool wait_wc(ibv_cq *cq, ibv_wc &wc, int ms = 3000)
@@ -271,15 +296,7 @@ TEST_F(CmTest, NobodyListeningIsRejectedForRcAndUnreachableForUd)
         rdma_event_channel *ch = rdma_create_event_channel();
         for (rdma_port_space ps : {RDMA_PS_TCP, RDMA_PS_UDP}) {
             rdma_cm_id *id = nullptr;
-            ASSERT_EQ(rdma_create_id(ch, &id, nullptr, ps), 0);
-            ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr *>(&a), 1000), 0);
-            ack_expected(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
-            ASSERT_EQ(rdma_resolve_route(id, 1000), 0);
-            ack_expected(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
-            ibv_qp_init_attr qa = qp_attr(ps == RDMA_PS_TCP ? IBV_QPT_RC : IBV_QPT_UD);
-            ASSERT_EQ(rdma_create_qp(id, nullptr, &qa), 0);
-            ASSERT_EQ(rdma_connect(id, nullptr), 0);
-            rdma_cm_event *ev = next_event(ch);
+            rdma_cm_event *ev = connect_new_id(ch, &id, ps, a);
             ASSERT_NE(ev, nullptr);
             EXPECT_EQ(ev->event, ps == RDMA_PS_TCP ? RDMA_CM_EVENT_REJECTED : RDMA_CM_EVENT_UNREACHABLE);
             EXPECT_NE(ev->status, 0);
@@ -303,16 +320,7 @@ TEST_F(CmTest, ListenersAnswerOnlyTheirOwnPortSpace)
             make_pair(p, lps);
             rdma_event_channel *ch = rdma_create_event_channel();
             rdma_cm_id *id = nullptr;
-            ASSERT_EQ(rdma_create_id(ch, &id, nullptr, other), 0);
-            sockaddr_in d = ip4("127.0.0.1", p.port);
-            ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr *>(&d), 1000), 0);
-            ack_expected(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
-            ASSERT_EQ(rdma_resolve_route(id, 1000), 0);
-            ack_expected(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
-            ibv_qp_init_attr qa = qp_attr(other == RDMA_PS_TCP ? IBV_QPT_RC : IBV_QPT_UD);
-            ASSERT_EQ(rdma_create_qp(id, nullptr, &qa), 0);
-            ASSERT_EQ(rdma_connect(id, nullptr), 0);
-            rdma_cm_event *ev = next_event(ch);
+            rdma_cm_event *ev = connect_new_id(ch, &id, other, ip4("127.0.0.1", p.port));
             ASSERT_NE(ev, nullptr);
             if (other == RDMA_PS_TCP) {
                 EXPECT_EQ(ev->event, RDMA_CM_EVENT_REJECTED) << rdma_event_str(ev->event);
