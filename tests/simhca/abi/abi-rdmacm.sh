@@ -11,36 +11,8 @@ OUR_CM=$(readlink -f "$OUR_CM")
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 
-exports() {
-    objdump -T "$1" | awk '$0 !~ /\*UND\*/ && NF >= 7 && $2 ~ /^[gwu]/ { print $NF, $(NF-1), $3 }' | sort
-}
-nodes() {
-    readelf -V "$1" | awk '/Version definition/ {on=1; next} /Version needs/ {on=0}
-        on && /Name:/ { name = $NF; if (/BASE/) name = "BASE"; print name, "-" }
-        on && /Parent 1:/ { print name, $NF }' | sort -u
-}
-
 status=0
-exports "$SYSTEM_CM" > "$tmp/sys"
-exports "$OUR_CM" > "$tmp/ours"
-if ! diff -u "$tmp/sys" "$tmp/ours" > "$tmp/diff"; then
-    echo "FAIL: exported symbols differ (- system, + ours):"
-    grep '^[-+][^-+]' "$tmp/diff"
-    status=1
-fi
-nodes "$SYSTEM_CM" | grep -v '^BASE' > "$tmp/sys.nodes"
-nodes "$OUR_CM" | grep -v '^BASE' > "$tmp/ours.nodes"
-if ! diff -u "$tmp/sys.nodes" "$tmp/ours.nodes" > "$tmp/ndiff"; then
-    echo "FAIL: version nodes or their parents differ (- system, + ours):"
-    grep '^[-+][^-+]' "$tmp/ndiff"
-    status=1
-fi
-objdump -T "$OUR_CM" | awk '$0 !~ /\*UND\*/ && $2 ~ /^[gwu]/ && $0 !~ /RDMACM_1/' > "$tmp/leaks"
-if [ -s "$tmp/leaks" ]; then
-    echo "FAIL: unversioned exports (add to rdmacm/librdmacm.map or make them local):"
-    cat "$tmp/leaks"
-    status=1
-fi
+compare_exports "$SYSTEM_CM" "$OUR_CM" RDMACM_1 "$tmp" || status=1
 # Its own dependency must be our libibverbs (same directory), never the system one.
 if ! LD_LIBRARY_PATH=$OUR_LIBDIR ldd "$OUR_CM" | grep -q "libibverbs.so.1 => $OUR_LIBDIR"; then
     echo "FAIL: our librdmacm does not resolve libibverbs.so.1 to ours:"
