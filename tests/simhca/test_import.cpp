@@ -41,6 +41,15 @@ protected:
         if (!c) ::close(fd);
         return c;
     }
+    // Imports this test's context through a dup of its cmd_fd (into `ictx`), then its PD and MR into that.
+    void import_pd_and_mr(ibv_pd *&ipd, ibv_mr *&imr) {
+        ictx = import_dup();
+        ASSERT_NE(ictx, nullptr) << std::strerror(errno);
+        ipd = ibv_import_pd(ictx, pd->handle);
+        ASSERT_NE(ipd, nullptr);
+        imr = ibv_import_mr(ipd, mr->handle);
+        ASSERT_NE(imr, nullptr);
+    }
     // A write from `src` (lkey) to `dst` (rkey) over a QP pair built on `qpd`.
     void rdma_write(ibv_context *c, ibv_pd *qpd, void *src, uint32_t lkey, void *dst, uint32_t rkey, uint32_t len) {
         ibv_cq *q = ibv_create_cq(c, 16, nullptr, nullptr, 0);
@@ -71,15 +80,12 @@ protected:
 };
 
 TEST_F(Import, DupOfCmdFdSharesPdAndMrForRdma) {
-    ictx = import_dup();
-    ASSERT_NE(ictx, nullptr) << std::strerror(errno);
+    ibv_pd *ipd = nullptr;
+    ibv_mr *imr = nullptr;
+    ASSERT_NO_FATAL_FAILURE(import_pd_and_mr(ipd, imr));
     EXPECT_NE(ictx, ctx);
-    ibv_pd *ipd = ibv_import_pd(ictx, pd->handle);
-    ASSERT_NE(ipd, nullptr);
     EXPECT_EQ(ipd->handle, pd->handle);
     EXPECT_EQ(ipd->context, ictx);
-    ibv_mr *imr = ibv_import_mr(ipd, mr->handle);
-    ASSERT_NE(imr, nullptr);
     EXPECT_EQ(imr->handle, mr->handle);
     EXPECT_EQ(imr->lkey, mr->lkey);
     EXPECT_EQ(imr->rkey, mr->rkey);
@@ -103,12 +109,9 @@ TEST_F(Import, DupOfCmdFdSharesPdAndMrForRdma) {
 }
 
 TEST_F(Import, ObjectsAreDestroyedOnceByEitherContext) {
-    ictx = import_dup();
-    ASSERT_NE(ictx, nullptr);
-    ibv_pd *ipd = ibv_import_pd(ictx, pd->handle);
-    ASSERT_NE(ipd, nullptr);
-    ibv_mr *imr = ibv_import_mr(ipd, mr->handle);
-    ASSERT_NE(imr, nullptr);
+    ibv_pd *ipd = nullptr;
+    ibv_mr *imr = nullptr;
+    ASSERT_NO_FATAL_FAILURE(import_pd_and_mr(ipd, imr));
     // The importer destroys the MR: gone for both; the owner only frees its user-space part.
     EXPECT_EQ(ibv_dereg_mr(imr), 0);
     EXPECT_TRUE(wait_count("mrs", 0));
@@ -176,12 +179,9 @@ TEST_F(Import, ImportDeviceNeedsACmdFd) {
 }
 
 TEST_F(Import, ObjectsOutliveTheOriginalContextUntilTheLastFdCloses) {
-    ictx = import_dup();
-    ASSERT_NE(ictx, nullptr);
-    ibv_pd *ipd = ibv_import_pd(ictx, pd->handle);
-    ASSERT_NE(ipd, nullptr);
-    ibv_mr *imr = ibv_import_mr(ipd, mr->handle);
-    ASSERT_NE(imr, nullptr);
+    ibv_pd *ipd = nullptr;
+    ibv_mr *imr = nullptr;
+    ASSERT_NO_FATAL_FAILURE(import_pd_and_mr(ipd, imr));
     ASSERT_EQ(ibv_close_device(ctx), 0); // leaves its pd, cq, mr to the daemon
     ctx = nullptr;
     EXPECT_EQ(ctl_count("pds"), 1);
