@@ -158,6 +158,20 @@ want() { [ -z "$only" ] || [[ $only == *",$1,"* ]]; }
 declare -A vals
 add() { vals[$1]="${vals[$1]:-} ${2:-nan}"; } # (nan keeps the rounds aligned for per-round ratios)
 failed=""
+
+# perf_case NAME CLIENT_INSTANCE EXTRACT TOOL ARGS...: when NAME is wanted, one perftest pair (server on
+# node A, client on CLIENT_INSTANCE: node B for the two-node cases, A for one node), its figure (EXTRACT
+# reads it from the client's output) and the daemons' CPU cost (NAME_cpu, NAME_sw) for this round ($r).
+perf_case() {
+    local name=$1 client=$2 extract=$3
+    shift 3
+    want "$name" || return 0
+    perf "$inst_a" "$client" "$work/$name.$r" "$@" || failed="$failed $name"
+    add "$name" "$($extract "$work/$name.$r")"
+    add "${name}_cpu" "$(cut -d" " -f1 "$work/$name.$r.cost" 2>/dev/null)"
+    add "${name}_sw" "$(cut -d" " -f2 "$work/$name.$r.cost" 2>/dev/null)"
+}
+
 for r in $(seq "$reps"); do
     echo "--- round $r of $reps" >&2
     # Each baseline runs as a plain process and, when the daemons run SCHED_RR, in their class too; the
@@ -180,54 +194,14 @@ for r in $(seq "$reps"); do
         done
         add pvm_bw "$(best max "$work/pvm.*.$r" pvm_gbs)"
     fi
-    if want lat2; then
-        perf "$inst_a" "$inst_b" "$work/lat2.$r" ib_send_lat -c RC -s 8 -n $lat_iters || failed="$failed lat2"
-        add lat2 "$(lat_of "$work/lat2.$r")"
-        add lat2_cpu "$(cut -d" " -f1 "$work/lat2.$r.cost" 2>/dev/null)"
-        add lat2_sw "$(cut -d" " -f2 "$work/lat2.$r.cost" 2>/dev/null)"
-    fi
-    if want sbw2; then
-        perf "$inst_a" "$inst_b" "$work/sbw2.$r" ib_send_bw -c RC -s 1048576 -n $bw_iters || failed="$failed sbw2"
-        add sbw2 "$(bw_of "$work/sbw2.$r")"
-        add sbw2_cpu "$(cut -d" " -f1 "$work/sbw2.$r.cost" 2>/dev/null)"
-        add sbw2_sw "$(cut -d" " -f2 "$work/sbw2.$r.cost" 2>/dev/null)"
-    fi
-    if want wbw2; then
-        perf "$inst_a" "$inst_b" "$work/wbw2.$r" ib_write_bw -c RC -s 1048576 -n $bw_iters || failed="$failed wbw2"
-        add wbw2 "$(bw_of "$work/wbw2.$r")"
-        add wbw2_cpu "$(cut -d" " -f1 "$work/wbw2.$r.cost" 2>/dev/null)"
-        add wbw2_sw "$(cut -d" " -f2 "$work/wbw2.$r.cost" 2>/dev/null)"
-    fi
-    if want mr2; then
-        perf "$inst_a" "$inst_b" "$work/mr2.$r" ib_send_bw -c RC -s 8 -n $rate_iters || failed="$failed mr2"
-        add mr2 "$(rate_of "$work/mr2.$r")"
-        add mr2_cpu "$(cut -d" " -f1 "$work/mr2.$r.cost" 2>/dev/null)"
-        add mr2_sw "$(cut -d" " -f2 "$work/mr2.$r.cost" 2>/dev/null)"
-    fi
-    if want lat1; then
-        perf "$inst_a" "$inst_a" "$work/lat1.$r" ib_send_lat -c RC -s 8 -n $lat_iters || failed="$failed lat1"
-        add lat1 "$(lat_of "$work/lat1.$r")"
-        add lat1_cpu "$(cut -d" " -f1 "$work/lat1.$r.cost" 2>/dev/null)"
-        add lat1_sw "$(cut -d" " -f2 "$work/lat1.$r.cost" 2>/dev/null)"
-    fi
-    if want sbw1; then
-        perf "$inst_a" "$inst_a" "$work/sbw1.$r" ib_send_bw -c RC -s 1048576 -n $((bw_iters * 2)) || failed="$failed sbw1"
-        add sbw1 "$(bw_of "$work/sbw1.$r")"
-        add sbw1_cpu "$(cut -d" " -f1 "$work/sbw1.$r.cost" 2>/dev/null)"
-        add sbw1_sw "$(cut -d" " -f2 "$work/sbw1.$r.cost" 2>/dev/null)"
-    fi
-    if want wbw1; then
-        perf "$inst_a" "$inst_a" "$work/wbw1.$r" ib_write_bw -c RC -s 1048576 -n $((bw_iters * 2)) || failed="$failed wbw1"
-        add wbw1 "$(bw_of "$work/wbw1.$r")"
-        add wbw1_cpu "$(cut -d" " -f1 "$work/wbw1.$r.cost" 2>/dev/null)"
-        add wbw1_sw "$(cut -d" " -f2 "$work/wbw1.$r.cost" 2>/dev/null)"
-    fi
-    if want mr1; then
-        perf "$inst_a" "$inst_a" "$work/mr1.$r" ib_send_bw -c RC -s 8 -n $rate_iters || failed="$failed mr1"
-        add mr1 "$(rate_of "$work/mr1.$r")"
-        add mr1_cpu "$(cut -d" " -f1 "$work/mr1.$r.cost" 2>/dev/null)"
-        add mr1_sw "$(cut -d" " -f2 "$work/mr1.$r.cost" 2>/dev/null)"
-    fi
+    perf_case lat2 "$inst_b" lat_of ib_send_lat -c RC -s 8 -n $lat_iters
+    perf_case sbw2 "$inst_b" bw_of ib_send_bw -c RC -s 1048576 -n $bw_iters
+    perf_case wbw2 "$inst_b" bw_of ib_write_bw -c RC -s 1048576 -n $bw_iters
+    perf_case mr2 "$inst_b" rate_of ib_send_bw -c RC -s 8 -n $rate_iters
+    perf_case lat1 "$inst_a" lat_of ib_send_lat -c RC -s 8 -n $lat_iters
+    perf_case sbw1 "$inst_a" bw_of ib_send_bw -c RC -s 1048576 -n $((bw_iters * 2))
+    perf_case wbw1 "$inst_a" bw_of ib_write_bw -c RC -s 1048576 -n $((bw_iters * 2))
+    perf_case mr1 "$inst_a" rate_of ib_send_bw -c RC -s 8 -n $rate_iters
     if [ $ompi = 1 ]; then
         ompi_run "$work/ompi.$r" || failed="$failed ompi"
         add ompi_lat "$(awk '$1 == 8 && $2 == "bytes:" { print $3 }' "$work/ompi.$r")"
