@@ -252,6 +252,50 @@ TEST_F(CmTest, RcConnectAcceptWithPrivateDataTrafficAndDisconnect)
     });
 }
 
+// perftest destroys its QPs with ibv_destroy_qp, not rdma_destroy_qp, while its peer may still be leaving.
+// The peer's disconnect then reaches an id whose QP is gone: the CM reports DISCONNECTED and leaves the QP
+// alone (the kernel's CM does not move a user QP on a DREQ). Touching it was a use after free, which crashed
+// ib_read_lat -R about once in 40 runs; the ASan build reports it every time.
+TEST_F(CmTest, PeerDisconnectAfterTheQpWasDestroyedWithVerbs)
+{
+    in_child([] {
+        Pair p;
+        make_pair(p, RDMA_PS_TCP);
+        ibv_qp_init_attr ca = qp_attr(IBV_QPT_RC);
+        ASSERT_EQ(rdma_create_qp(p.client, nullptr, &ca), 0);
+        ASSERT_EQ(rdma_connect(p.client, nullptr), 0);
+        rdma_cm_event *req = expect_event(p.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+        ASSERT_NE(req, nullptr);
+        rdma_cm_id *child = req->id;
+        ibv_qp_init_attr sa = qp_attr(IBV_QPT_RC);
+        ASSERT_EQ(rdma_create_qp(child, nullptr, &sa), 0);
+        ASSERT_EQ(rdma_accept(child, nullptr), 0);
+        rdma_ack_cm_event(req);
+        ack_expected(p.ch, RDMA_CM_EVENT_ESTABLISHED);
+        ack_expected(p.ch, RDMA_CM_EVENT_ESTABLISHED);
+
+        ibv_cq *scq = child->send_cq, *rcq = child->recv_cq;
+        ASSERT_EQ(ibv_destroy_qp(child->qp), 0); // child->qp now dangles, as in perftest
+        ASSERT_EQ(rdma_disconnect(p.client), 0);
+        rdma_cm_event *d1 = next_event(p.ch), *d2 = next_event(p.ch);
+        ASSERT_TRUE(d1 && d2);
+        EXPECT_EQ(d1->event, RDMA_CM_EVENT_DISCONNECTED);
+        EXPECT_EQ(d2->event, RDMA_CM_EVENT_DISCONNECTED);
+        rdma_ack_cm_event(d1);
+        rdma_ack_cm_event(d2);
+        child->qp = nullptr;
+        EXPECT_EQ(rdma_destroy_id(child), 0);
+        EXPECT_EQ(ibv_destroy_cq(scq), 0);
+        if (rcq != scq) {
+            EXPECT_EQ(ibv_destroy_cq(rcq), 0);
+        }
+        rdma_destroy_qp(p.client);
+        EXPECT_EQ(rdma_destroy_id(p.client), 0);
+        EXPECT_EQ(rdma_destroy_id(p.listener), 0);
+        rdma_destroy_event_channel(p.ch);
+    });
+}
+
 TEST_F(CmTest, RejectDeliversPrivateDataAndConsumerReason)
 {
     in_child([] {

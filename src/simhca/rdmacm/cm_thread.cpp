@@ -118,18 +118,17 @@ void on_hangup(Id &id, int err = 0) noexcept
     case State::Incoming: // the requester went away before its REQ: nothing was reported yet
         id.state = State::Disconnected;
         break;
+    // Neither case touches the id's QP: this thread runs beside the application, which may already have
+    // destroyed it (ibv_destroy_qp while the peer exits). The kernel's CM does not move a user QP on a DREQ
+    // either; the application answers DISCONNECTED with rdma_disconnect, which moves it to ERR.
     case State::Accepted: // the RTU never came
         id.state = State::Disconnected;
-        if (id.pub.qp)
-            qp_to_err(id.pub.qp);
         queue_event(*id.channel, make_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT));
         break;
     case State::Connected:
     case State::RepReceived:
         // The kernel's CM sends a DREQ when the peer's id (or process) goes away.
         id.state = State::Disconnected;
-        if (id.pub.qp)
-            qp_to_err(id.pub.qp);
         if (connected_ps(id))
             queue_event(*id.channel, make_event(id, RDMA_CM_EVENT_DISCONNECTED));
         break;
