@@ -126,6 +126,10 @@ int rdma_create_ep(rdma_cm_id **id, rdma_addrinfo *res, ibv_pd *pd, ibv_qp_init_
     if (rdma_create_id(nullptr, &cid, nullptr, static_cast<rdma_port_space>(res->ai_port_space)))
         return -1;
     auto &p = *reinterpret_cast<Id *>(cid);
+    // As librdmacm: the QP type comes from the address info (rdma_getaddrinfo sets it from the port space,
+    // RC for TCP, UD for UDP), whatever the caller left in the attributes (rdma_client leaves 0).
+    if (qp_init_attr)
+        qp_init_attr->qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
     int ret;
     if (res->ai_flags & RAI_PASSIVE) {
         ret = rdma_bind_addr(cid, res->ai_src_addr);
