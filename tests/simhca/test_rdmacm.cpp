@@ -142,6 +142,22 @@ rdma_cm_event *connect_new_id(rdma_event_channel *ch, rdma_cm_id **out, rdma_por
     return ev;
 }
 
+// The client of `p` gets a QP of `type` and connects: returns the listener's new id from the
+// CONNECT_REQUEST (the event acked), or null after a test failure.
+rdma_cm_id *client_connects(Pair &p, ibv_qp_type type)
+{
+    ibv_qp_init_attr ca = qp_attr(type);
+    EXPECT_EQ(rdma_create_qp(p.client, nullptr, &ca), 0);
+    EXPECT_EQ(rdma_connect(p.client, nullptr), 0);
+    rdma_cm_event *req = expect_event(p.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    if (!req)
+        return nullptr;
+    EXPECT_EQ(req->listen_id, p.listener);
+    rdma_cm_id *child = req->id;
+    rdma_ack_cm_event(req);
+    return child;
+}
+
 bool wait_wc(ibv_cq *cq, ibv_wc &wc, int ms = 3000)
 {
     for (int i = 0; i < ms * 10; ++i) {
@@ -261,16 +277,11 @@ TEST_F(CmTest, PeerDisconnectAfterTheQpWasDestroyedWithVerbs)
     in_child([] {
         Pair p;
         make_pair(p, RDMA_PS_TCP);
-        ibv_qp_init_attr ca = qp_attr(IBV_QPT_RC);
-        ASSERT_EQ(rdma_create_qp(p.client, nullptr, &ca), 0);
-        ASSERT_EQ(rdma_connect(p.client, nullptr), 0);
-        rdma_cm_event *req = expect_event(p.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
-        ASSERT_NE(req, nullptr);
-        rdma_cm_id *child = req->id;
+        rdma_cm_id *child = client_connects(p, IBV_QPT_RC);
+        ASSERT_NE(child, nullptr);
         ibv_qp_init_attr sa = qp_attr(IBV_QPT_RC);
         ASSERT_EQ(rdma_create_qp(child, nullptr, &sa), 0);
         ASSERT_EQ(rdma_accept(child, nullptr), 0);
-        rdma_ack_cm_event(req);
         ack_expected(p.ch, RDMA_CM_EVENT_ESTABLISHED);
         ack_expected(p.ch, RDMA_CM_EVENT_ESTABLISHED);
 
@@ -301,15 +312,10 @@ TEST_F(CmTest, RejectDeliversPrivateDataAndConsumerReason)
     in_child([] {
         Pair p;
         make_pair(p, RDMA_PS_TCP);
-        ibv_qp_init_attr ca = qp_attr(IBV_QPT_RC);
-        ASSERT_EQ(rdma_create_qp(p.client, nullptr, &ca), 0);
-        ASSERT_EQ(rdma_connect(p.client, nullptr), 0);
-        rdma_cm_event *req = expect_event(p.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
-        ASSERT_NE(req, nullptr);
-        rdma_cm_id *child = req->id;
+        rdma_cm_id *child = client_connects(p, IBV_QPT_RC);
+        ASSERT_NE(child, nullptr);
         const char no[] = "connection rejected";
         ASSERT_EQ(rdma_reject(child, no, sizeof(no)), 0);
-        rdma_ack_cm_event(req);
         rdma_cm_event *rej = expect_event(p.ch, RDMA_CM_EVENT_REJECTED);
         ASSERT_NE(rej, nullptr);
         EXPECT_EQ(rej->id, p.client);
@@ -380,14 +386,8 @@ TEST_F(CmTest, ListenersAnswerOnlyTheirOwnPortSpace)
             rdma_destroy_event_channel(ch);
 
             // Its own kind still gets through.
-            ibv_qp_init_attr ca = qp_attr(lps == RDMA_PS_TCP ? IBV_QPT_RC : IBV_QPT_UD);
-            ASSERT_EQ(rdma_create_qp(p.client, nullptr, &ca), 0);
-            ASSERT_EQ(rdma_connect(p.client, nullptr), 0);
-            rdma_cm_event *req = expect_event(p.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
-            ASSERT_NE(req, nullptr);
-            EXPECT_EQ(req->listen_id, p.listener);
-            rdma_cm_id *child = req->id;
-            rdma_ack_cm_event(req);
+            rdma_cm_id *child = client_connects(p, lps == RDMA_PS_TCP ? IBV_QPT_RC : IBV_QPT_UD);
+            ASSERT_NE(child, nullptr);
             EXPECT_EQ(rdma_reject(child, nullptr, 0), 0);
             rdma_cm_event *r = next_event(p.ch);
             ASSERT_NE(r, nullptr);
