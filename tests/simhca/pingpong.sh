@@ -25,8 +25,10 @@ for i in $(seq 100); do
     ibv_devinfo -d simhca0 >/dev/null 2>&1 && break
     sleep 0.05
 done
-# A port per run: the harness may run this next to other pingpong users.
-port=$((20000 + $$ % 20000))
+# A port per run: the harness may run this next to other pingpong users. Below 32768, where the kernel's
+# ephemeral ports start (ip_local_port_range): a port some other connection holds, or left in TIME_WAIT
+# without SO_REUSEADDR, cannot be listened on.
+port=$((20000 + $$ % 12000))
 fail=0
 run() { # NAME ARGS...
     local name=$1; shift

@@ -687,9 +687,12 @@ TEST_F(CmTest, ExitWhileTheCmThreadIsBusyIsClean)
             std::thread([port] {
                 for (;;) {
                     int s = socket(AF_INET, SOCK_STREAM, 0);
+                    // Close with a reset: thousands of closed connections must not sit in TIME_WAIT on
+                    // ephemeral ports for a minute (a later test's bind to such a port would fail).
+                    linger l{1, 0};
+                    setsockopt(s, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
                     sockaddr_in d = ip4("127.0.0.1", port);
-                    if (connect(s, reinterpret_cast<sockaddr *>(&d), sizeof(d)) == 0)
-                        shutdown(s, SHUT_RDWR);
+                    connect(s, reinterpret_cast<sockaddr *>(&d), sizeof(d));
                     close(s);
                 }
             }).detach();
