@@ -114,6 +114,14 @@ int complete_sync(std::unique_lock<std::mutex> &lk, Id &id) noexcept;
 Channel *new_channel() noexcept;
 void free_channel(Channel *ch) noexcept;
 
+// The id's QP is connected (RC): the CM exchange is REQ/REP/RTU and a refusal is a REJ; otherwise (UD) it is
+// a SIDR lookup, answered or refused by a SIDR REP.
+inline bool connected_ps(const Id &id) noexcept { return id.pub.qp_type == IBV_QPT_RC; }
+
+// Sends a REJ with `status` and the private data `data` (`len` bytes, may be null), closes the id's socket;
+// the id is then Rejected. 0 or the errno value of the send.
+int send_reject(Id &id, const void *data, uint8_t len, int status) noexcept;
+
 // A connect attempt failed with errno value `err` (0: the peer closed before answering): the event the IB CM
 // would report (REJECTED / UNREACHABLE with its reason).
 void report_connect_failure(Id &id, int err) noexcept;

@@ -77,12 +77,6 @@ void fill_conn_event(Event &ev, const Id &id) noexcept
     ev.ev.param.conn.qp_num = id.peer.qpn;
 }
 
-bool connected_ps(const Id &id) noexcept
-{
-    return id.pub.qp_type == IBV_QPT_RC;
-}
-
-// The TCP connection ended or failed: what that means depends on where the exchange was.
 } // namespace
 
 void report_connect_failure(Id &id, int err) noexcept
@@ -93,7 +87,7 @@ void report_connect_failure(Id &id, int err) noexcept
     // peer went away before answering gets the consumer's reject.
     close_sock(id);
     id.state = State::Rejected;
-    bool rc = id.pub.qp_type == IBV_QPT_RC;
+    bool rc = connected_ps(id);
     if (err == ECONNREFUSED)
         queue_event(*id.channel, rc ? make_event(id, RDMA_CM_EVENT_REJECTED, kRejInvalidServiceId)
                                     : make_event(id, RDMA_CM_EVENT_UNREACHABLE, kSidrUnsupported));
@@ -106,6 +100,7 @@ void report_connect_failure(Id &id, int err) noexcept
 
 namespace {
 
+// The TCP connection ended or failed: what that means depends on where the exchange was.
 void on_hangup(Id &id, int err = 0) noexcept
 {
     State st = id.state;
@@ -144,11 +139,7 @@ void on_req(Id &id, const WireMsg &m) noexcept
     if (m.port_space != listener->pub.ps) {
         // TCP and UDP port P are different service IDs to the IB CM: a listener on the other port space
         // is nobody listening on this one (REJ "invalid service ID", or SIDR status "unsupported").
-        WireMsg rej{};
-        fill_local(id, rej, MsgType::Rej);
-        rej.status = m.connected ? kRejInvalidServiceId : kSidrUnsupported;
-        send_msg(id, rej);
-        close_sock(id);
+        send_reject(id, nullptr, 0, m.connected ? kRejInvalidServiceId : kSidrUnsupported);
         id.state = State::Disconnected; // nothing was reported: reap_unreported() frees it
         return;
     }
@@ -434,6 +425,18 @@ int send_msg(Id &id, WireMsg &m) noexcept
         left -= static_cast<size_t>(n);
     }
     return 0;
+}
+
+int send_reject(Id &id, const void *data, uint8_t len, int status) noexcept
+{
+    WireMsg m{};
+    id.my_private.assign(static_cast<const uint8_t *>(data), static_cast<const uint8_t *>(data) + (data ? len : 0));
+    fill_local(id, m, MsgType::Rej);
+    m.status = status;
+    int err = send_msg(id, m);
+    close_sock(id);
+    id.state = State::Rejected;
+    return err;
 }
 
 void fill_local(Id &id, WireMsg &m, MsgType type) noexcept

@@ -41,24 +41,12 @@ void set_conn_param(Id &id, const rdma_conn_param *p) noexcept
     id.my_conn.private_data = nullptr;
 }
 
-int send_reject(Id &id, const void *data, uint8_t len, int status) noexcept
-{
-    WireMsg m{};
-    id.my_private.assign(static_cast<const uint8_t *>(data), static_cast<const uint8_t *>(data) + (data ? len : 0));
-    fill_local(id, m, MsgType::Rej);
-    m.status = status;
-    int err = send_msg(id, m);
-    close_sock(id);
-    id.state = State::Rejected;
-    return err;
-}
-
 } // namespace
 
 int destroy_locked(Id *id, std::unique_lock<std::mutex> &lk) noexcept
 {
     auto &g = global();
-    if (id->state == State::Connected && id->pub.qp_type == IBV_QPT_RC) {
+    if (id->state == State::Connected && connected_ps(*id)) {
         WireMsg m{};
         fill_local(*id, m, MsgType::Dreq);
         send_msg(*id, m);
@@ -146,7 +134,7 @@ int rdma_connect(rdma_cm_id *cid, rdma_conn_param *conn_param)
     std::unique_lock lk(global().mu);
     if (id.state != State::RouteResolved)
         return fail(EINVAL);
-    unsigned max_private = id.pub.qp_type == IBV_QPT_RC ? kReqPrivate : kSidrReqPrivate;
+    unsigned max_private = connected_ps(id) ? kReqPrivate : kSidrReqPrivate;
     if (conn_param && conn_param->private_data && conn_param->private_data_len > max_private)
         return fail(EINVAL);
     if (!id.pub.qp && !conn_param)
@@ -177,7 +165,7 @@ int rdma_accept(rdma_cm_id *cid, rdma_conn_param *conn_param)
     std::unique_lock lk(global().mu);
     if (id.state != State::ReqReceived)
         return fail(EINVAL);
-    bool rc = id.pub.qp_type == IBV_QPT_RC;
+    bool rc = connected_ps(id);
     if (conn_param && conn_param->private_data && conn_param->private_data_len > (rc ? kRepPrivate : kSidrRepPrivate))
         return fail(EINVAL);
     if (!id.pub.qp && !conn_param)
@@ -223,7 +211,7 @@ int reject_request(rdma_cm_id *cid, const void *private_data, uint8_t private_da
         return fail(EINVAL);
     if (private_data_len > kRejPrivate)
         return fail(EINVAL);
-    int err = send_reject(id, private_data, private_data_len, id.pub.qp_type == IBV_QPT_RC ? rc_reason : kSidrReject);
+    int err = send_reject(id, private_data, private_data_len, connected_ps(id) ? rc_reason : kSidrReject);
     return err ? fail(ECONNREFUSED) : 0;
 }
 } // namespace

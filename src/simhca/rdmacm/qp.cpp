@@ -36,7 +36,7 @@ void fill_ud_ah(Id &id, ibv_ah_attr &ah) noexcept
 int fill_init_qp_attr(Id &id, ibv_qp_attr &attr, int &mask) noexcept
 {
     auto &g = global();
-    bool rc = id.pub.qp_type == IBV_QPT_RC;
+    bool rc = connected_ps(id);
     switch (attr.qp_state) {
     case IBV_QPS_INIT:
         attr.pkey_index = 0;
