@@ -66,7 +66,7 @@ void ParallelCopy::work(uint8_t *bounce) {
 
 int ParallelCopy::run(size_t total, ChunkFn fn, void *ctx, uint8_t *bounce) {
     uint64_t chunks = (total + chunk_ - 1) / chunk_;
-    if (chunks > kFieldMask) return E2BIG; // (never: a message is at most 1 GiB, 16384 chunks of 64 KiB)
+    if (chunks > kFieldMask) return E2BIG; // (never: a message is at most 1 GiB, 8192 chunks of 128 KiB)
     // next_ still says "nothing left" (the last run() returned after every chunk was claimed and the
     // helper left the one it copied), so nobody reads the job fields now.
     fn_ = fn;
