@@ -149,9 +149,17 @@ CM_RACE_RETRIES=4
 cm_startup_race() { # CLIENT_OUTPUT: did the client lose perftest's start-up race?
     grep -qE 'RDMA_CM_EVENT_(UNREACHABLE; error: 1|REJECTED; error: 8)\.' "$1"
 }
-cm_race_note() { # LABEL ATTEMPT
+cm_race_restart() { # LABEL SERVER_PID ATTEMPT: stop the server (it waits for a client that is gone), say so
+    kill -TERM "$2" 2>/dev/null
+    wait "$2" 2>/dev/null
     echo "NOTE: $1: the client's request reached the server before its RDMA CM listener (perftest -R" \
-        "start-up race, see conf-common.sh); attempt $2 of $((CM_RACE_RETRIES + 1)) repeated"
+        "start-up race, see conf-common.sh); attempt $3 of $((CM_RACE_RETRIES + 1)) repeated"
+}
+
+# wait_listening PORT PID: until something listens on TCP PORT, at most 10 s, or until PID is gone.
+wait_listening() {
+    _i=0
+    while ! listening "$1" && [ $_i -lt 100 ] && kill -0 "$2" 2>/dev/null; do _i=$((_i + 1)); sleep 0.1; done
 }
 
 # run_pair LABEL SECONDS PORT SERVER_CMD... -- CLIENT_CMD...
@@ -170,18 +178,11 @@ run_pair() {
         timeout -k 5 "$secs" $server > "$out.server" 2>&1 < /dev/null &
         spid=$!
         pids="$pids $spid"
-        i=0
-        while ! listening "$port"; do
-            i=$((i + 1))
-            if [ $i -gt 100 ] || ! kill -0 "$spid" 2>/dev/null; then break; fi
-            sleep 0.1
-        done
+        wait_listening "$port" "$spid"
         timeout -k 5 "$secs" "$@" > "$out.client" 2>&1 < /dev/null
         crc=$?
         if [ $crc -ne 0 ] && [ $attempt -le $CM_RACE_RETRIES ] && cm_startup_race "$out.client"; then
-            kill -TERM "$spid" 2>/dev/null   # it waits for a client that is gone
-            wait "$spid" 2>/dev/null
-            cm_race_note "$label" $attempt
+            cm_race_restart "$label" "$spid" $attempt
             attempt=$((attempt + 1))
             continue
         fi

@@ -57,8 +57,7 @@ out="$scratch/cmtime"
 timeout -k 5 60 cmtime -p "$port" -c 20 > "$out.server" 2>&1 < /dev/null &
 spid=$!
 pids="$pids $spid"
-i=0
-while ! listening "$port" && [ $i -lt 100 ] && kill -0 $spid 2> /dev/null; do i=$((i + 1)); sleep 0.1; done
+wait_listening "$port" $spid
 timeout -k 5 60 cmtime -s 127.0.0.1 -p "$port" -c 20 > "$out.client" 2>&1 < /dev/null
 crc=$?
 alive=1

@@ -66,9 +66,7 @@ pair() {
         for p in $cpids; do wait "$p" || ok=1; done
         if [ $ok -ne 0 ] && [ "$nclients" -eq 1 ] && [ $attempt -le $CM_RACE_RETRIES ] &&
            cm_startup_race "$out.client1"; then
-            kill -TERM "$spid" 2>/dev/null   # it waits for a client that is gone
-            wait "$spid" 2>/dev/null
-            cm_race_note "$label" $attempt
+            cm_race_restart "$label" "$spid" $attempt
             attempt=$((attempt + 1))
             port=$((port + 1))
             continue
