@@ -58,18 +58,13 @@ std::vector<std::uint8_t> encode_address(const ProcessAddress &address) {
         w.put<std::uint8_t>(p.port_num);
         w.put<std::uint8_t>(p.mtu);
         w.put_bytes(p.gid, sizeof(p.gid));
-        w.put<std::uint32_t>(p.node_index);
+        w.put<std::uint32_t>(p.node_id);
+        w.put<std::uint32_t>(p.cm_qpn);
+        w.put<std::uint64_t>(p.token);
         w.put<std::uint16_t>(static_cast<std::uint16_t>(p.srqs.size()));
-        w.put<std::uint32_t>(static_cast<std::uint32_t>(p.ini_qp_by_node.size()));
-        w.put<std::uint32_t>(static_cast<std::uint32_t>(p.tgt_qps.size()));
         for (const auto &srq : p.srqs) {
             w.put<std::uint32_t>(srq.buffer_size);
             w.put<std::uint32_t>(srq.srq_num);
-        }
-        for (auto qpn : p.ini_qp_by_node) w.put<std::uint32_t>(qpn);
-        for (const auto &t : p.tgt_qps) {
-            w.put<std::uint32_t>(t.sender_rank);
-            w.put<std::uint32_t>(t.qp_num);
         }
     }
     return out;
@@ -90,30 +85,22 @@ std::string decode_address(std::span<const std::uint8_t> bytes, ProcessAddress &
     out.ports.resize(ports);
     for (auto &p : out.ports) {
         std::uint16_t srqs = 0;
-        std::uint32_t nodes = 0, tgts = 0;
         if (!r.get(p.lid) || !r.get(p.port_num) || !r.get(p.mtu) || !r.get_bytes(p.gid, sizeof(p.gid)) ||
-            !r.get(p.node_index) || !r.get(srqs) || !r.get(nodes) || !r.get(tgts))
+            !r.get(p.node_id) || !r.get(p.cm_qpn) || !r.get(p.token) || !r.get(srqs))
             return "truncated port record";
+        if (p.mtu < 1 || p.mtu > 5) return "bad MTU code " + std::to_string(p.mtu);
+        if (p.cm_qpn < 2 || p.cm_qpn > 0xffffff) return "bad connection manager QP number";
+        if (p.token == 0) return "no connection token";
         if (srqs == 0 || srqs > kMaxReceiveClassesOnWire) return "bad receive class count " + std::to_string(srqs);
-        if (nodes > kMaxNodesOnWire || p.node_index >= nodes) return "bad node count or node index";
-        if (tgts > kMaxTgtEntriesOnWire) return "bad TGT QP count";
-        // Check the remaining length before allocating: a hostile count must not make us allocate gigabytes.
-        const std::size_t need = 8u * srqs + 4u * static_cast<std::size_t>(nodes) + 8u * static_cast<std::size_t>(tgts);
-        if (r.remaining() < need) return "truncated QP tables";
+        if (r.remaining() < 8u * srqs) return "truncated receive classes";
         p.srqs.resize(srqs);
         for (auto &srq : p.srqs) {
             r.get(srq.buffer_size);
             r.get(srq.srq_num);
+            if (srq.srq_num > 0xffffff) return "bad SRQ number";
         }
         for (std::size_t i = 1; i < p.srqs.size(); ++i)
             if (p.srqs[i].buffer_size <= p.srqs[i - 1].buffer_size) return "receive classes not ascending";
-        p.ini_qp_by_node.resize(nodes);
-        for (auto &v : p.ini_qp_by_node) r.get(v);
-        p.tgt_qps.resize(tgts);
-        for (auto &t : p.tgt_qps) {
-            r.get(t.sender_rank);
-            r.get(t.qp_num);
-        }
     }
     if (r.remaining() != 0) return std::to_string(r.remaining()) + " unexpected trailing bytes";
     return {};

@@ -1,10 +1,14 @@
 // What one process publishes through the PMIx modex, in one versioned binary blob, and the only code that
-// reads and writes it. Everything a peer needs to connect without a connection manager:
-//   per port (module): LID, GID, MTU, the node the process runs on, its XRC SRQ number and buffer size per receive class,
-//   its XRC INI QP number toward every node of the job, and the TGT QPs it created for remote senders.
+// reads and writes it. Per port (module): LID, GID, MTU, the node the process runs on, its connection manager's
+// UD QP number and random token, and its XRC SRQ number and buffer size per receive class. Its size depends on
+// neither the number of nodes nor the number of ranks: 8 + 38 + 8 * classes bytes per port (70 B with the default
+// three classes). QP numbers of connections are never published: connections are made through the connection
+// manager (connection_manager.h).
 // Decoding never trusts the bytes: every count and length is checked, so a malformed blob is an error, not a
 // crash.
 #pragma once
+
+#include "wire_format.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -14,19 +18,8 @@
 
 namespace xrc {
 
-inline constexpr std::uint32_t kAddressMagic = 0x31435258;  // "XRC1"
-inline constexpr std::uint16_t kAddressVersion = 1;
 inline constexpr std::size_t kMaxPortsPerProcess = 16;
 inline constexpr std::size_t kMaxReceiveClassesOnWire = 16;
-inline constexpr std::size_t kMaxNodesOnWire = 1u << 20;
-inline constexpr std::size_t kMaxTgtEntriesOnWire = 1u << 24;
-
-struct TgtEntry {
-    std::uint32_t sender_rank = 0;  // the remote sending process this TGT QP serves
-    std::uint32_t qp_num = 0;
-
-    bool operator==(const TgtEntry &) const = default;
-};
 
 struct SrqEntry {
     std::uint32_t buffer_size = 0;  // the receive class's buffer size
@@ -40,10 +33,10 @@ struct PortAddress {
     std::uint8_t port_num = 0;
     std::uint8_t mtu = 0;  // ibv_mtu
     std::uint8_t gid[16] = {};
-    std::uint32_t node_index = 0;                // index of the process's node in the job's node list
-    std::vector<SrqEntry> srqs;                  // one per receive class, ascending size
-    std::vector<std::uint32_t> ini_qp_by_node;   // INI QP number toward node k (k = node index)
-    std::vector<TgtEntry> tgt_qps;               // TGT QPs this process created, by sender
+    std::uint32_t node_id = 0;   // the launcher's id of the process's node (PMIx node id)
+    std::uint32_t cm_qpn = 0;    // the connection manager's UD QP
+    std::uint64_t token = 0;     // random, nonzero: proves a connection request comes from the job
+    std::vector<SrqEntry> srqs;  // one per receive class, ascending size
 
     bool operator==(const PortAddress &) const = default;
 };
@@ -53,6 +46,11 @@ struct ProcessAddress {
 
     bool operator==(const ProcessAddress &) const = default;
 };
+
+// Bytes encode_address writes for `ports` ports of `classes` receive classes each.
+constexpr std::size_t encoded_address_size(std::size_t ports, std::size_t classes) noexcept {
+    return 8 + ports * (38 + 8 * classes);
+}
 
 std::vector<std::uint8_t> encode_address(const ProcessAddress &address);
 

@@ -34,25 +34,17 @@
 // whose length makes no sense stops the ring (the receiver cannot know where the next message would be).
 #pragma once
 
+#include "wire_format.h"
+
 #include <cstddef>
 #include <cstdint>
 
 namespace xrc {
 
-inline constexpr std::uint32_t kEagerFooterSize = 24;
 inline constexpr std::uint32_t kEagerMinSlotSize = 64;
 inline constexpr std::uint32_t kEagerMaxSlotSize = 65536;
 inline constexpr std::uint32_t kEagerMaxSlots = 1024;
 
-struct EagerFooter {
-    std::uint32_t length;
-    std::uint32_t marker_tag;  // kEagerMarker | BTL tag
-    std::uint64_t ack;         // messages the writer consumed from the reader's writes (piggybacked credit)
-    std::uint64_t seq;
-};
-static_assert(sizeof(EagerFooter) == kEagerFooterSize);
-
-inline constexpr std::uint32_t kEagerMarker = 0x45520000u;  // "ER"
 inline constexpr std::uint32_t eager_padded(std::uint32_t length) noexcept { return (length + 7u) & ~7u; }
 // Bytes a message of `length` occupies at the end of a slot, footer included.
 inline constexpr std::uint32_t eager_wire_size(std::uint32_t length) noexcept {
@@ -190,21 +182,6 @@ private:
     std::uint64_t acked_ = 0;  // consumed position piggybacked on the peer's messages
     const std::uint64_t *consumed_word_ = nullptr;
 };
-
-// Set-up messages, sent over the SRQ path.
-enum class EagerControlType : std::uint32_t { Request = 1, Grant = 2, Refuse = 3 };
-
-struct EagerControl {
-    std::uint32_t magic_version;  // kEagerControlMagic
-    EagerControlType type;
-    std::uint32_t rank;  // the sender of this message
-    std::uint32_t rkey;
-    std::uint64_t addr;  // Request: the credit word; Grant: the ring
-    std::uint32_t slots;
-    std::uint32_t slot_size;
-};
-static_assert(sizeof(EagerControl) == 32);
-inline constexpr std::uint32_t kEagerControlMagic = 0x58454302u;  // "XEC" version 2 (spans in one ring)
 
 // Validates a received control message; false (with `out` untouched) for anything malformed.
 bool decode_eager_control(const void *data, std::size_t length, EagerControl &out) noexcept;

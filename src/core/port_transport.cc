@@ -1,8 +1,11 @@
 #include "port_transport.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 namespace xrc {
 namespace {
@@ -17,31 +20,31 @@ int modify(ibv_qp *qp, const QpTransition &t) noexcept {
     return ibv_modify_qp(qp, &attr, t.mask);
 }
 
-ibv_qp_state query_state(ibv_qp *qp) noexcept {
-    ibv_qp_attr attr{};
-    ibv_qp_init_attr init{};
-    if (ibv_query_qp(qp, &attr, IBV_QP_STATE, &init) != 0) return IBV_QPS_UNKNOWN;
-    return attr.qp_state;
-}
-
 ibv_gid gid_of(const PortAddress &a) {
     ibv_gid gid{};
     std::memcpy(gid.raw, a.gid, sizeof(gid.raw));
     return gid;
 }
 
-const TgtEntry *find_tgt(const PortAddress &owner, std::uint32_t sender) {
-    for (const auto &t : owner.tgt_qps)
-        if (t.sender_rank == sender) return &t;
-    return nullptr;
+// A random, nonzero token: the proof, in every connection request, that the sender read our modex address.
+std::uint64_t new_token() noexcept {
+    std::uint64_t token = 0;
+    while (token == 0) {
+        if (getrandom(&token, sizeof(token), 0) != static_cast<ssize_t>(sizeof(token))) {
+            timespec ts{};
+            clock_gettime(CLOCK_REALTIME, &ts);
+            token = (std::uint64_t(ts.tv_nsec) << 32) ^ std::uint64_t(ts.tv_sec) ^ (std::uint64_t(getpid()) << 16);
+        }
+    }
+    return token;
 }
 
 }  // namespace
 
 PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port,
-                             const TransportConfig &config, const NodeMap &map, std::uint32_t my_rank,
+                             const TransportConfig &config, AddressLookup lookup, Listener listener,
                              std::string &error)
-    : device_(std::move(device)), port_(port), map_(map), my_rank_(my_rank), my_node_(map.node_of(my_rank)),
+    : device_(std::move(device)), port_(port), lookup_(std::move(lookup)), listener_(std::move(listener)),
       path_(config.path) {
     ibv_context *ctx = device_->context.get();
     path_.port_num = port_.port;
@@ -51,37 +54,41 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
         std::min<int>(path_.max_rd_atomic, std::max(1, std::min(device_->device_attr.max_qp_rd_atom,
                                                                 device_->device_attr.max_qp_init_rd_atom))));
     poll_batch_ = static_cast<std::uint32_t>(config.poll_batch);
+    depth_ = static_cast<std::uint32_t>(std::min(config.send_queue_depth, device_->device_attr.max_qp_wr));
+    signal_interval_ = static_cast<std::uint32_t>(config.signal_interval);
+    inline_wanted_ = config.max_inline < 0 ? 256u : static_cast<std::uint32_t>(config.max_inline);
+    max_inline_ = inline_wanted_;
+    loopback_queue_ = std::make_unique<SendQueue>(depth_, signal_interval_, config.cm.my_node,
+                                                  &PortTransport::loopback_blocked, this);
 
     pd_.reset(ibv_alloc_pd(ctx));
     if (!pd_) {
         error = errno_text("ibv_alloc_pd");
         return;
     }
-    // One CQ takes every receive completion (at most the posted SRQ buffers) and every send completion (at
-    // most a full send queue per node): size it so it can never overrun, shrinking the send queues if the
-    // device's CQ limit forces it.
+    // One CQ takes every receive completion (at most the posted SRQ buffers), the UD channel's, and every send
+    // completion (at most a full send queue per INI QP). It starts with room for the links expected at once and
+    // grows as more are made (reserve_completions), so a process that talks to few nodes never pins a CQ for N.
     std::size_t receive_entries = 0;
     for (const auto &cls : config.receive_classes) receive_entries += cls.count;
-    const std::size_t nodes = map_.node_count();
-    const std::size_t max_cqe = static_cast<std::size_t>(device_->device_attr.max_cqe);  // (+1 node: loopback)
-    std::size_t depth = static_cast<std::size_t>(std::min(config.send_queue_depth, device_->device_attr.max_qp_wr));
-    if (receive_entries + nodes * depth > max_cqe) {
-        if (receive_entries + nodes * 16 > max_cqe) {
-            error = "the device's completion queues (" + std::to_string(max_cqe) + " entries) cannot hold " +
-                    std::to_string(receive_entries) + " receive buffers plus 16 sends toward each of " +
-                    std::to_string(nodes) + " nodes: lower the counts in btl_xrc_receive_queues";
-            return;
-        }
-        depth = (max_cqe - receive_entries) / nodes;
-    }
-    const int cqe = static_cast<int>(
-        std::min(max_cqe, std::max(static_cast<std::size_t>(config.cq_size), receive_entries + nodes * depth)));
-    cq_.reset(ibv_create_cq(ctx, cqe, nullptr, nullptr, 0));
-    if (!cq_) {
-        error = errno_text("ibv_create_cq") + " (" + std::to_string(cqe) + " entries)";
+    fixed_cqes_ = receive_entries + config.cm_receives + 64;
+    const std::size_t max_cqe = static_cast<std::size_t>(device_->device_attr.max_cqe);
+    if (fixed_cqes_ + 2 * std::size_t(depth_) > max_cqe) {
+        error = "the device's completion queues (" + std::to_string(max_cqe) + " entries) cannot hold " +
+                std::to_string(receive_entries) + " receive buffers plus two send queues of " +
+                std::to_string(depth_) + ": lower the counts in btl_xrc_receive_queues or btl_xrc_send_queue_depth";
         return;
     }
-    domain_ = std::make_unique<XrcDomain>(ctx, config.xrcd_dir, config.job_name, device_->name, error);
+    const std::size_t want = fixed_cqes_ + std::size_t(depth_) * (1 + config.expected_links);
+    cqe_ = static_cast<int>(std::min(max_cqe, std::max<std::size_t>(config.cq_size, want)));
+    cq_.reset(ibv_create_cq(ctx, cqe_, nullptr, nullptr, 0));
+    if (!cq_) {
+        error = errno_text("ibv_create_cq") + " (" + std::to_string(cqe_) + " entries)";
+        return;
+    }
+    cqe_ = cq_->cqe;
+    domain_ = std::make_unique<XrcDomain>(ctx, config.xrcd_dir, config.job_name, device_->name, port_.port,
+                                          config.local_ranks, error);
     if (!error.empty()) return;
     for (const auto &cls : config.receive_classes) {
         pools_.push_back(std::make_unique<RecvPool>(ctx, pd_.get(), cq_.get(), domain_->get(),
@@ -99,44 +106,110 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     address_.port_num = port_.port;
     address_.mtu = static_cast<std::uint8_t>(path_.mtu);
     std::memcpy(address_.gid, gid.raw, sizeof(address_.gid));
-    address_.node_index = my_node_;
+    address_.node_id = config.cm.my_node;
+    address_.token = new_token();
     for (const auto &pool : pools_) address_.srqs.push_back({pool->buffer_size(), pool->srq_num()});
 
-    // One INI QP per remote node, and the TGT QPs this process owns on its node: one per sending process of
-    // another node assigned to it. On-node peers go through the HCA's loopback, on QPs made only when xrc
-    // actually carries on-node traffic (loopback_queue): with vader present that never happens, and the node
-    // holds exactly 2*P*(N-1) XRC QPs.
-    depth_ = static_cast<std::uint32_t>(depth);
-    signal_interval_ = static_cast<std::uint32_t>(config.signal_interval);
-    inline_wanted_ = config.max_inline < 0 ? 256u : static_cast<std::uint32_t>(config.max_inline);
-    max_inline_ = inline_wanted_;
-    for (std::uint32_t node = 0; node < map_.node_count(); ++node) {
-        ini_qps_.emplace_back();
-        send_queues_.emplace_back();
-        ini_ready_.push_back(false);
-        if (node == my_node_) {
-            address_.ini_qp_by_node.push_back(0);
-            continue;
-        }
-        QpPtr qp = create_ini(error);
-        if (!qp) {
-            error += " (toward node " + map_.node_name(node) + ")";
-            return;
-        }
-        address_.ini_qp_by_node.push_back(qp->qp_num);
-        send_queues_[node] = std::make_unique<SendQueue>(qp.get(), depth_, signal_interval_, node);
-        ini_qps_[node] = std::move(qp);
+    ud_ = std::make_unique<UdChannel>(pd_.get(), cq_.get(), path_, cm_qkey(address_.token), config.cm_receives,
+                                      error);
+    if (!error.empty()) return;
+    address_.cm_qpn = ud_->qpn();
+
+    CmConfig cm = config.cm;
+    cm.my_token = address_.token;
+    cm.queue_depth = depth_;
+    cm.signal_interval = signal_interval_;
+    CmHost &host = *this;  // (a private base: converted here, where it is accessible)
+    cm_ = std::make_unique<ConnectionManager>(host, cm);
+}
+
+PortTransport::~PortTransport() {
+    // QPs first (they reference the SRQs' XRCD and the CQ), then the UD channel, SRQs, the domain, the CQ, the PD.
+    cm_.reset();
+    loopback_tgt_.reset();
+    loopback_ini_.reset();
+    ud_.reset();
+    pools_.clear();
+    domain_.reset();
+    cq_.reset();
+    pd_.reset();
+}
+
+TransportCounts PortTransport::counts() const noexcept {
+    TransportCounts c;
+    c.ini_qps = (cm_ ? cm_->live_ini_qps() : 0) + (loopback_ini_ != nullptr);
+    c.tgt_qps_owned = (cm_ ? cm_->owned_tgts() : 0) + (loopback_tgt_ != nullptr);
+    c.tgt_handles = cm_ ? cm_->held_handles() : 0;
+    c.srqs = pools_.size();
+    for (const auto &p : pools_) c.receive_bytes += p->registered_bytes();
+    return c;
+}
+
+void PortTransport::attach(Peer &peer, const PortAddress &address) {
+    peer.srqs = address.srqs;
+    if (address.node_id == address_.node_id) {
+        peer.queue = loopback_queue_.get();
+        peer.link = nullptr;
+        peer.imm_flags = 0;
+        return;
     }
-    for (const std::uint32_t sender : map_.tgt_qps_owned_by(my_rank_)) {
-        if (map_.node_of(sender) == my_node_) continue;
-        QpPtr qp = create_tgt(error);
-        if (!qp) return;
-        address_.tgt_qps.push_back({sender, qp->qp_num});
-        owned_tgts_.emplace(sender, std::move(qp));
+    cm_->attach(peer, cm_->link_for(address.node_id, peer.rank));
+}
+
+void PortTransport::connect_node(std::uint32_t node, std::uint32_t owner) {
+    cm_->connect(cm_->link_for(node, owner));
+}
+
+void PortTransport::on_cm_completion(const ibv_wc &wc) noexcept {
+    ud_->complete(wc, [this](std::span<const std::uint8_t> bytes, std::uint16_t slid, std::uint32_t src_qp) {
+        cm_->on_datagram(bytes, slid, src_qp);
+    });
+}
+
+void PortTransport::tick() noexcept {
+    if (loopback_failure_ != nullptr) {
+        const std::string why = loopback_error_;
+        loopback_failure_ = nullptr;
+        loopback_queue_->fail(IBV_WC_GENERAL_ERR);
+        if (listener_.link_failed) listener_.link_failed(nullptr, "cannot set up on-node XRC QPs: " + why);
+    }
+    cm_->tick();
+}
+
+bool PortTransport::all_reported() const noexcept {
+    bool all = loopback_queue_->outstanding_callbacks() == 0 && !loopback_queue_->has_pending();
+    cm_->for_each_link([&](const NodeLink &link) {
+        all = all && link.queue().outstanding_callbacks() == 0 && !link.queue().has_pending();
+    });
+    return all;
+}
+
+bool PortTransport::any_broken() const noexcept {
+    bool broken = loopback_queue_->broken();
+    cm_->for_each_link([&](const NodeLink &link) { broken = broken || link.queue().broken(); });
+    return broken;
+}
+
+void PortTransport::begin_finalize() noexcept {
+    cm_->begin_finalize();
+    loopback_queue_->stop();
+    if (loopback_queue_->needs_fence() && !address_.srqs.empty()) {
+        loopback_fence_ = SendOp{};
+        loopback_fence_.wr.opcode = IBV_WR_SEND_WITH_IMM;
+        loopback_fence_.wr.imm_data = htonl(kImmMarker | kImmNop);
+        loopback_fence_.wr.qp_type.xrc.remote_srqn = address_.srqs.front().srq_num;
+        loopback_fence_.on_complete = [](SendOp *, ibv_wc_status) noexcept {};
+        (void)loopback_queue_->post_fence(loopback_fence_);
     }
 }
 
-QpPtr PortTransport::create_ini(std::string &error) {
+// ------------------------------------------------------------------------------------------------------ CmHost
+
+void PortTransport::send_datagram(const PortAddress &to, const CmBytes &bytes) noexcept {
+    (void)ud_->send(to, bytes, remote_subnet(to));
+}
+
+ibv_qp *PortTransport::create_ini(std::string &error) noexcept {
     ibv_qp_init_attr_ex attr{};
     attr.qp_type = IBV_QPT_XRC_SEND;
     attr.send_cq = cq_.get();
@@ -161,10 +234,18 @@ QpPtr PortTransport::create_ini(std::string &error) {
         error = errno_text("XRC send QP RESET->INIT");
         return nullptr;
     }
-    return qp;
+    return qp.release();
 }
 
-QpPtr PortTransport::create_tgt(std::string &error) {
+std::string PortTransport::connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept {
+    const PathSettings path = path_toward(target);
+    const RemoteQp remote{target.lid, gid_of(target), tgt_qpn, initial_psn(tgt_qpn)};
+    if (modify(ini, ini_to_rtr(path, remote)) != 0) return errno_text("XRC send QP INIT->RTR");
+    if (modify(ini, ini_to_rts(path, initial_psn(ini->qp_num))) != 0) return errno_text("XRC send QP RTR->RTS");
+    return {};
+}
+
+ibv_qp *PortTransport::create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn, std::string &error) noexcept {
     ibv_qp_init_attr_ex attr{};
     attr.qp_type = IBV_QPT_XRC_RECV;
     attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
@@ -174,162 +255,97 @@ QpPtr PortTransport::create_tgt(std::string &error) {
         error = errno_text("creating an XRC receive (TGT) QP");
         return nullptr;
     }
-    if (modify(qp.get(), tgt_to_init(path_)) != 0) {
-        error = errno_text("XRC TGT QP RESET->INIT");
+    const PathSettings path = path_toward(initiator);
+    const RemoteQp ini{initiator.lid, gid_of(initiator), ini_qpn, initial_psn(ini_qpn)};
+    if (modify(qp.get(), tgt_to_init(path_)) != 0 || modify(qp.get(), tgt_to_rtr(path, ini)) != 0 ||
+        modify(qp.get(), tgt_to_rts(path, initial_psn(qp->qp_num))) != 0) {
+        error = errno_text("readying an XRC TGT QP");
         return nullptr;
     }
-    return qp;
+    return qp.release();
 }
 
-SendQueue *PortTransport::loopback_queue(std::string &error) {
-    if (send_queues_[my_node_]) return send_queues_[my_node_].get();
-    // The sender makes both ends: its INI QP and a TGT QP in the node's shared XRC domain, through which it
-    // reaches every local rank's SRQ. The TGT QP lives as long as its only user, the sender.
-    QpPtr ini = create_ini(error);
-    if (!ini) return nullptr;
-    QpPtr tgt = create_tgt(error);
-    if (!tgt) return nullptr;
-    ibv_gid gid{};
-    std::memcpy(gid.raw, address_.gid, sizeof(gid.raw));
-    const RemoteQp ini_end{address_.lid, gid, ini->qp_num, initial_psn(ini->qp_num)};
-    const RemoteQp tgt_end{address_.lid, gid, tgt->qp_num, initial_psn(tgt->qp_num)};
-    if (modify(tgt.get(), tgt_to_rtr(path_, ini_end)) != 0 ||
-        modify(tgt.get(), tgt_to_rts(path_, initial_psn(tgt->qp_num))) != 0) {
-        error = errno_text("readying the loopback XRC TGT QP");
+ibv_qp *PortTransport::open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept {
+    ibv_qp_open_attr attr{};
+    attr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+    attr.qp_num = tgt_qpn;
+    attr.xrcd = domain_->get();
+    attr.qp_type = IBV_QPT_XRC_RECV;
+    QpPtr qp(ibv_open_qp(context(), &attr));
+    if (!qp) {
+        error = errno_text("ibv_open_qp");
         return nullptr;
     }
-    if (modify(ini.get(), ini_to_rtr(path_, tgt_end)) != 0 ||
-        modify(ini.get(), ini_to_rts(path_, initial_psn(ini->qp_num))) != 0) {
-        error = errno_text("readying the loopback XRC send QP");
+    // The QP number may have been reused by another connection since the message arrived: hold only the QP that
+    // is connected to the message's initiator.
+    ibv_qp_attr qattr{};
+    ibv_qp_init_attr init{};
+    if (ibv_query_qp(qp.get(), &qattr, IBV_QP_DEST_QPN, &init) != 0 || qattr.dest_qp_num != ini_qpn) {
+        error = "it belongs to another connection now";
         return nullptr;
     }
-    send_queues_[my_node_] = std::make_unique<SendQueue>(ini.get(), depth_, signal_interval_, my_node_);
-    ini_qps_[my_node_] = std::move(ini);
+    return qp.release();
+}
+
+bool PortTransport::reserve_completions(std::size_t links) noexcept {
+    const std::size_t need = fixed_cqes_ + std::size_t(depth_) * (links + 1);  // +1: the loopback queue
+    if (need <= static_cast<std::size_t>(cqe_)) return true;
+    const std::size_t max_cqe = static_cast<std::size_t>(device_->device_attr.max_cqe);
+    if (need > max_cqe) return false;
+    const int grown = static_cast<int>(std::min(max_cqe, std::max(need, 2 * static_cast<std::size_t>(cqe_))));
+    if (ibv_resize_cq(cq_.get(), grown) != 0) return false;
+    cqe_ = cq_->cqe;
+    return static_cast<std::size_t>(cqe_) >= need;
+}
+
+std::uint64_t PortTransport::now_us() noexcept {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return std::uint64_t(ts.tv_sec) * 1000000u + std::uint64_t(ts.tv_nsec) / 1000u;
+}
+
+void PortTransport::link_failed(const NodeLink &link, const std::string &why) noexcept {
+    if (listener_.link_failed) listener_.link_failed(&link, why);
+}
+
+void PortTransport::note(const std::string &what) noexcept {
+    if (listener_.note) listener_.note(what);
+}
+
+// -------------------------------------------------------------------------------------------------- loopback
+
+void PortTransport::loopback_blocked(void *self) noexcept { static_cast<PortTransport *>(self)->open_loopback(); }
+
+// The first on-node send through the HCA: the sender makes both ends, its INI QP and a TGT QP in the node's shared
+// XRC domain, through which it reaches every local rank's SRQ. The TGT QP lives as long as the sender, which
+// leaves only when every local rank has stopped receiving (leave_node).
+void PortTransport::open_loopback() noexcept {
+    if (loopback_ini_ || loopback_failure_ != nullptr || loopback_queue_->broken()) return;
+    std::string error;
+    QpPtr ini(create_ini(error));
+    QpPtr tgt;
+    if (ini) tgt.reset(create_tgt(address_, ini->qp_num, error));
+    if (ini && tgt && !(error = connect_ini(ini.get(), address_, tgt->qp_num)).empty()) tgt.reset();
+    if (!ini || !tgt || !reserve_completions(cm_->live_ini_qps())) {
+        // Failing here would complete the send that is being queued inside its own post: report it from tick().
+        loopback_error_ = error.empty() ? "the completion queue cannot grow" : error;
+        loopback_failure_ = "loopback";
+        return;
+    }
+    loopback_ini_ = std::move(ini);
     loopback_tgt_ = std::move(tgt);
-    ini_ready_[my_node_] = true;
-    return send_queues_[my_node_].get();
-}
-
-PortTransport::~PortTransport() {
-    // QPs first (they reference the SRQs' XRCD and the CQ), then SRQs, the domain, the CQ, the PD.
-    loopback_tgt_.reset();
-    opened_tgts_.clear();
-    owned_tgts_.clear();
-    send_queues_.clear();
-    ini_qps_.clear();
-    pools_.clear();
-    domain_.reset();
-    cq_.reset();
-    pd_.reset();
-}
-
-TransportCounts PortTransport::counts() const noexcept {
-    TransportCounts c;
-    for (const auto &qp : ini_qps_) c.ini_qps += qp != nullptr;
-    c.tgt_qps_owned = owned_tgts_.size() + (loopback_tgt_ != nullptr);
-    c.tgt_handles = opened_tgts_.size();
-    c.srqs = pools_.size();
-    for (const auto &p : pools_) c.receive_bytes += p->registered_bytes();
-    return c;
+    loopback_queue_->open(loopback_ini_.get());
 }
 
 PathSettings PortTransport::path_toward(const PortAddress &remote) const noexcept {
     PathSettings path = path_;
     path.mtu = std::min(path_.mtu, static_cast<ibv_mtu>(remote.mtu));  // the smaller of the two ports' MTUs
-    path.use_grh = std::memcmp(remote.gid, address_.gid, 8) != 0;      // another subnet: route by GID
+    path.use_grh = remote_subnet(remote);
     return path;
 }
 
-std::string PortTransport::ready_tgt(ibv_qp *qp, std::uint32_t sender, const PortAddress &sender_address) {
-    if (sender_address.node_index >= map_.node_count() || my_node_ >= sender_address.ini_qp_by_node.size())
-        return "rank " + std::to_string(sender) + " published an address for a different node layout";
-    const PathSettings path = path_toward(sender_address);
-    const std::uint32_t ini_qpn = sender_address.ini_qp_by_node[my_node_];
-    const RemoteQp ini{sender_address.lid, gid_of(sender_address), ini_qpn, initial_psn(ini_qpn)};
-    // Several local ranks may race to ready the same shared TGT QP; whoever loses finds it ready.
-    if (query_state(qp) == IBV_QPS_INIT && modify(qp, tgt_to_rtr(path, ini)) != 0 && query_state(qp) == IBV_QPS_INIT)
-        return errno_text("XRC TGT QP INIT->RTR for rank " + std::to_string(sender));
-    if (query_state(qp) == IBV_QPS_RTR && modify(qp, tgt_to_rts(path, initial_psn(qp->qp_num))) != 0 &&
-        query_state(qp) == IBV_QPS_RTR)
-        return errno_text("XRC TGT QP RTR->RTS for rank " + std::to_string(sender));
-    return {};
-}
-
-std::string PortTransport::bring_up_owned_tgts(const AddressLookup &lookup) {
-    for (auto &[sender, qp] : owned_tgts_) {
-        const PortAddress *addr = lookup(sender);
-        if (addr == nullptr) return "no address of rank " + std::to_string(sender) + " for port " + device_->name;
-        if (auto why = ready_tgt(qp.get(), sender, *addr); !why.empty()) return why;
-    }
-    return {};
-}
-
-std::string PortTransport::ready_ini(std::uint32_t node, const AddressLookup &lookup) {
-    const std::uint32_t owner = map_.tgt_owner(my_rank_, node);
-    const PortAddress *owner_address = lookup(owner);
-    if (owner_address == nullptr) return "no address of rank " + std::to_string(owner);
-    const TgtEntry *tgt = find_tgt(*owner_address, my_rank_);
-    if (tgt == nullptr)
-        return "rank " + std::to_string(owner) + " on " + map_.node_name(node) + " has no TGT QP for this process";
-    const PathSettings path = path_toward(*owner_address);
-    ibv_qp *qp = ini_qps_[node].get();
-    const RemoteQp remote{owner_address->lid, gid_of(*owner_address), tgt->qp_num, initial_psn(tgt->qp_num)};
-    if (modify(qp, ini_to_rtr(path, remote)) != 0)
-        return errno_text("XRC send QP INIT->RTR toward " + map_.node_name(node));
-    if (modify(qp, ini_to_rts(path, initial_psn(qp->qp_num))) != 0)
-        return errno_text("XRC send QP RTR->RTS toward " + map_.node_name(node));
-    ini_ready_[node] = true;
-    return {};
-}
-
-ibv_qp *PortTransport::tgt_handle_for(std::uint32_t sender, const AddressLookup &lookup, std::string &error) {
-    if (auto it = owned_tgts_.find(sender); it != owned_tgts_.end()) return it->second.get();
-    if (auto it = opened_tgts_.find(sender); it != opened_tgts_.end()) return it->second.get();
-    const std::uint32_t owner = map_.tgt_owner(sender, my_node_);
-    const PortAddress *owner_address = lookup(owner);
-    const TgtEntry *tgt = owner_address != nullptr ? find_tgt(*owner_address, sender) : nullptr;
-    if (tgt == nullptr) {
-        error = "local rank " + std::to_string(owner) + " published no TGT QP for rank " + std::to_string(sender);
-        return nullptr;
-    }
-    ibv_qp_open_attr attr{};
-    attr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
-    attr.qp_num = tgt->qp_num;
-    attr.xrcd = domain_->get();
-    attr.qp_type = IBV_QPT_XRC_RECV;
-    QpPtr qp(ibv_open_qp(device_->context.get(), &attr));
-    if (!qp) {
-        error = errno_text("ibv_open_qp of the TGT QP for rank " + std::to_string(sender));
-        return nullptr;
-    }
-    ibv_qp *raw = qp.get();
-    opened_tgts_.emplace(sender, std::move(qp));
-    return raw;
-}
-
-std::string PortTransport::connect(std::uint32_t peer_rank, const AddressLookup &lookup, PeerRoute &route) {
-    const PortAddress *peer = lookup(peer_rank);
-    if (peer == nullptr) return "no address of rank " + std::to_string(peer_rank);
-    const std::uint32_t node = map_.node_of(peer_rank);
-    if (peer->node_index != node)
-        return "rank " + std::to_string(peer_rank) + " says it runs on node " + std::to_string(peer->node_index) +
-               ", the job's node map says " + std::to_string(node);
-    route.srqs = peer->srqs;
-    route.rank = peer_rank;
-    if (node == my_node_) {
-        route.queue = send_queues_[my_node_].get();  // null until on-node traffic needs it (loopback_queue)
-        return {};
-    }
-    if (!ini_ready_[node]) {
-        if (auto why = ready_ini(node, lookup); !why.empty()) return why;
-    }
-    // Receive side: hold our own handle on the TGT QP through which this peer reaches us.
-    std::string error;
-    ibv_qp *tgt = tgt_handle_for(peer_rank, lookup, error);
-    if (tgt == nullptr) return error;
-    if (auto why = ready_tgt(tgt, peer_rank, *peer); !why.empty()) return why;
-    route.queue = send_queues_[node].get();
-    return {};
+bool PortTransport::remote_subnet(const PortAddress &remote) const noexcept {
+    return std::memcmp(remote.gid, address_.gid, 8) != 0;  // another subnet prefix: route by GID
 }
 
 }  // namespace xrc

@@ -1,28 +1,30 @@
-// Everything one process holds on one device port, and the XRC wire-up:
-//   PD, one CQ, the job's XRC domain, one XRC SRQ per receive class (RecvPool),
-//   one XRC INI QP per remote node of the job (SendQueue), created in INIT before the modex fence,
-//   the TGT QPs this process owns (one per remote sending process it is the node's owner for), created in INIT,
-//   a loopback INI + TGT pair for on-node peers, made only when xrc carries on-node traffic,
-//   and ibv_open_qp handles on the TGT QPs other local ranks own, opened when a peer is connected.
-// After the fence: bring_up_owned_tgts() moves the owned TGT QPs to RTR/RTS (during MPI_Init, so they are ready
-// before any sender leaves MPI_Init), connect() readies the INI QP toward a peer's node and this process's handle
-// on the TGT QP through which that peer reaches it.
+// Everything one process holds on one device port:
+//   PD, one CQ (grown as connections are made), the job's XRC domain on the port (xrc_domain.h), one XRC SRQ per
+//   receive class (RecvPool), the connection manager (connection_manager.h) with its UD channel, the INI QPs and
+//   TGT QPs it makes, and a loopback INI + TGT pair for on-node peers, made only when xrc carries on-node traffic.
+// Peers (xrc::Peer, embedded in the BTL endpoints) attach to it: a remote peer sends through the link to its
+// node, an on-node peer through the loopback queue. Its address (address.h) is what the process publishes.
+//
+// Per process and port: O(receive classes) SRQs, one UD QP, O(nodes contacted) links, O(initiators that chose
+// this process) TGT QPs, O(TGT QPs received through) handles. Nothing is O(N) in the job's node count.
 #pragma once
 
 #include "address.h"
+#include "completion_kind.h"
+#include "connection_manager.h"
 #include "device_discovery.h"
-#include "node_map.h"
+#include "peer.h"
 #include "qp_attr.h"
 #include "receive_queue_spec.h"
 #include "recv_pool.h"
 #include "send_queue.h"
+#include "ud_channel.h"
 #include "verbs_owners.h"
 #include "xrc_domain.h"
 
 #include <functional>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace xrc {
@@ -37,36 +39,32 @@ struct TransportConfig {
     int mtu_bytes = 0;  // 0: the port's active MTU
     PathSettings path;
     std::string xrcd_dir;
-    std::string job_name;  // unique per job and user: part of the XRC domain file's name
-};
-
-// What sending to one peer needs (kept in the BTL endpoint).
-struct PeerRoute {
-    SendQueue *queue = nullptr;  // the INI QP toward the peer's node
-    std::vector<SrqEntry> srqs;  // the peer's SRQs, ascending buffer size
-    std::uint32_t rank = 0;
-
-    // The SRQ number of the smallest class that holds `bytes`, 0 if none does.
-    std::uint32_t srq_for(std::size_t bytes) const noexcept {
-        for (const auto &s : srqs)
-            if (s.buffer_size >= bytes) return s.srq_num;
-        return 0;
-    }
+    std::string job_name;       // unique per job and user: part of the XRC domain file's name
+    unsigned local_ranks = 1;   // the job's ranks on this node (they share the XRC domain)
+    std::uint32_t expected_links = 4;  // completion queue room made at start (eager mode: every remote node)
+    std::uint32_t cm_receives = 512;
+    CmConfig cm;  // my_rank, jobid, port_index, my_node, cap, timers (token and depths are filled in here)
 };
 
 struct TransportCounts {
     std::size_t ini_qps = 0, tgt_qps_owned = 0, tgt_handles = 0, srqs = 0, receive_bytes = 0;
 };
 
-class PortTransport {
+class PortTransport : private CmHost {
 public:
+    // The modex address of `rank` for this port, or null.
     using AddressLookup = std::function<const PortAddress *(std::uint32_t rank)>;
+    struct Listener {
+        // A connection failed (null: the on-node loopback pair could not be made); its sends have completed.
+        std::function<void(const NodeLink *link, const std::string &why)> link_failed;
+        std::function<void(const std::string &what)> note;
+    };
 
     PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port, const TransportConfig &config,
-                  const NodeMap &map, std::uint32_t my_rank, std::string &error);
+                  AddressLookup lookup, Listener listener, std::string &error);
     PortTransport(const PortTransport &) = delete;
     PortTransport &operator=(const PortTransport &) = delete;
-    ~PortTransport();
+    ~PortTransport() override;
 
     const PortAddress &address() const noexcept { return address_; }
     const std::string &device_name() const noexcept { return device_->name; }
@@ -77,61 +75,81 @@ public:
     std::uint32_t max_inline() const noexcept { return max_inline_; }
     std::uint32_t poll_batch() const noexcept { return poll_batch_; }
     TransportCounts counts() const noexcept;
+    const ConnectionManager &connections() const noexcept { return *cm_; }
 
-    // After the fence. Both return an empty string or why it failed.
-    std::string bring_up_owned_tgts(const AddressLookup &lookup);
-    std::string connect(std::uint32_t peer_rank, const AddressLookup &lookup, PeerRoute &route);
-    // The send queue to on-node peers (through the HCA's loopback), made on first use; nullptr + error if not.
-    SendQueue *loopback_queue(std::string &error);
+    // `peer` (rank and modex address given) sends through the link to its node, or the loopback queue.
+    void attach(Peer &peer, const PortAddress &address);
+    void detach(Peer &peer) noexcept { cm_->detach(peer); }
+    // Eager mode: connect to `node` now, through `owner`.
+    void connect_node(std::uint32_t node, std::uint32_t owner);
+
+    // A completion of the CQ whose kind is cm_receive or cm_send.
+    void on_cm_completion(const ibv_wc &wc) noexcept;
+    // A message flagged kImmFirst arrived through the TGT QP `tgt_qpn` (wc.qp_num) from `ini_qpn` (wc.src_qp).
+    void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept { cm_->hold_tgt(tgt_qpn, ini_qpn); }
+    // Connection timers are running: tick() wants calling from progress.
+    bool busy() const noexcept { return cm_->busy() || loopback_failure_ != nullptr; }
+    void tick() noexcept;
 
     // True when no operation that reports its completion is outstanding or queued on any send queue.
-    bool all_reported() const noexcept {
-        for (const auto &q : send_queues_)
-            if (q && (q->outstanding_callbacks() > 0 || q->has_pending())) return false;
-        return true;
-    }
-    bool any_broken() const noexcept {
-        for (const auto &q : send_queues_)
-            if (q && q->broken()) return true;
-        return false;
-    }
+    bool all_reported() const noexcept;
+    bool any_broken() const noexcept;
 
-    // After the fence all local ranks hold the XRCD: its file can go.
-    void release_domain_file() noexcept { domain_->unlink_file(); }
+    // Finalize: every send queue drains (fences retire unsignaled sends); new connections are refused.
+    void begin_finalize() noexcept;
+    bool drained() const noexcept { return cm_->drained() && loopback_queue_->idle(); }
+    // This process stops receiving; true once every other local rank has stopped too, so the TGT QPs it created
+    // may go (call again until then).
+    bool leave_node() noexcept { return domain_->leave(); }
 
 private:
+    // CmHost
+    const PortAddress *address_of(std::uint32_t rank) noexcept override { return lookup_(rank); }
+    void send_datagram(const PortAddress &to, const CmBytes &bytes) noexcept override;
+    ibv_qp *create_ini(std::string &error) noexcept override;
+    std::string connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept override;
+    ibv_qp *create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn, std::string &error) noexcept override;
+    ibv_qp *open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept override;
+    void destroy_qp(ibv_qp *qp) noexcept override { (void)ibv_destroy_qp(qp); }
+    bool reserve_completions(std::size_t links) noexcept override;
+    std::uint64_t now_us() noexcept override;
+    void link_failed(const NodeLink &link, const std::string &why) noexcept override;
+    void note(const std::string &what) noexcept override;
+
     // Our path settings toward a remote port: the common MTU, and a GRH when it is in another subnet.
     PathSettings path_toward(const PortAddress &remote) const noexcept;
-    QpPtr create_ini(std::string &error);
-    QpPtr create_tgt(std::string &error);
-    std::string ready_ini(std::uint32_t node, const AddressLookup &lookup);
-    std::string ready_tgt(ibv_qp *qp, std::uint32_t sender, const PortAddress &sender_address);
-    ibv_qp *tgt_handle_for(std::uint32_t sender, const AddressLookup &lookup, std::string &error);
+    bool remote_subnet(const PortAddress &remote) const noexcept;
+    static void loopback_blocked(void *self) noexcept;
+    void open_loopback() noexcept;
 
     std::shared_ptr<OpenedDevice> device_;
     UsablePort port_;
-    const NodeMap &map_;
-    std::uint32_t my_rank_;
-    std::uint32_t my_node_;
+    AddressLookup lookup_;
+    Listener listener_;
     PathSettings path_;
     std::uint32_t max_inline_ = 0;
     std::uint32_t inline_wanted_ = 0;
     std::uint32_t depth_ = 0;
     std::uint32_t signal_interval_ = 1;
     std::uint32_t poll_batch_ = 16;
+    std::size_t fixed_cqes_ = 0;  // receives and the UD channel's entries
+    int cqe_ = 0;
     PortAddress address_;
 
-    // Declaration order is destruction order reversed: QPs before SRQs before the XRCD, CQ and PD.
+    // Declaration order is destruction order reversed: QPs (the connection manager's and the loopback's) before
+    // the UD channel, SRQs, the XRCD, CQ and PD.
     PdPtr pd_;
     CqPtr cq_;
     std::unique_ptr<XrcDomain> domain_;
     std::vector<std::unique_ptr<RecvPool>> pools_;
-    std::vector<QpPtr> ini_qps_;                            // by node (own node: loopback, made on first use)
-    std::vector<std::unique_ptr<SendQueue>> send_queues_;   // by node
-    std::vector<bool> ini_ready_;                           // by node
-    std::unordered_map<std::uint32_t, QpPtr> owned_tgts_;   // by sender rank
-    std::unordered_map<std::uint32_t, QpPtr> opened_tgts_;  // by sender rank (owned by another local rank)
-    QpPtr loopback_tgt_;                                    // this process's own TGT QP for on-node traffic
+    std::unique_ptr<UdChannel> ud_;
+    std::unique_ptr<ConnectionManager> cm_;
+    std::unique_ptr<SendQueue> loopback_queue_;
+    QpPtr loopback_ini_;
+    QpPtr loopback_tgt_;
+    SendOp loopback_fence_;
+    const char *loopback_failure_ = nullptr;
+    std::string loopback_error_;
 };
 
 }  // namespace xrc

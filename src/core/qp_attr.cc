@@ -82,6 +82,31 @@ QpTransition tgt_to_rts(const PathSettings &path, std::uint32_t my_psn) noexcept
     return t;
 }
 
+QpTransition ud_to_init(const PathSettings &path, std::uint32_t qkey) noexcept {
+    QpTransition t;
+    t.attr.qp_state = IBV_QPS_INIT;
+    t.attr.pkey_index = path.pkey_index;
+    t.attr.port_num = path.port_num;
+    t.attr.qkey = qkey;
+    t.mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+    return t;
+}
+
+QpTransition ud_to_rtr() noexcept {
+    QpTransition t;
+    t.attr.qp_state = IBV_QPS_RTR;
+    t.mask = IBV_QP_STATE;
+    return t;
+}
+
+QpTransition ud_to_rts(std::uint32_t my_psn) noexcept {
+    QpTransition t;
+    t.attr.qp_state = IBV_QPS_RTS;
+    t.attr.sq_psn = my_psn;
+    t.mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+    return t;
+}
+
 ibv_mtu mtu_from_bytes(int bytes) noexcept {
     switch (bytes) {
     case 256: return IBV_MTU_256;

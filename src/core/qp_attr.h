@@ -47,6 +47,11 @@ QpTransition tgt_to_init(const PathSettings &path) noexcept;
 QpTransition tgt_to_rtr(const PathSettings &path, const RemoteQp &ini) noexcept;
 QpTransition tgt_to_rts(const PathSettings &path, std::uint32_t my_psn) noexcept;
 
+// UD (the connection manager's datagrams): RESET->INIT with the port, pkey and our Q_Key; RTR; RTS.
+QpTransition ud_to_init(const PathSettings &path, std::uint32_t qkey) noexcept;
+QpTransition ud_to_rtr() noexcept;
+QpTransition ud_to_rts(std::uint32_t my_psn) noexcept;
+
 // The initial packet sequence number of a QP, derived from its number so both ends compute it without an
 // extra exchange (24 bits).
 constexpr std::uint32_t initial_psn(std::uint32_t qp_num) noexcept { return (qp_num * 2654435761u) & 0xffffffu; }

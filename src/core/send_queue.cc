@@ -4,9 +4,10 @@
 
 namespace xrc {
 
-SendQueue::SendQueue(ibv_qp *qp, std::uint32_t depth, std::uint32_t signal_interval, std::uint32_t node)
-    : qp_(qp), depth_(depth), signal_interval_(signal_interval == 0 ? 1 : signal_interval), node_(node),
-      ring_(depth) {}
+SendQueue::SendQueue(std::uint32_t depth, std::uint32_t signal_interval, std::uint32_t node, BlockedFn blocked,
+                     void *owner)
+    : depth_(depth), signal_interval_(signal_interval == 0 ? 1 : signal_interval), node_(node), blocked_(blocked),
+      owner_(owner), ring_(depth), pending_head_(&closed_marker_), pending_tail_(&closed_marker_) {}
 
 int SendQueue::post_now(SendOp &op) noexcept {
     const bool wants_callback = op.on_complete != nullptr;
@@ -24,29 +25,67 @@ int SendQueue::post_now(SendOp &op) noexcept {
     ++tail_;
     since_signal_ = signal ? 0 : since_signal_ + 1;
     if (wants_callback) ++outstanding_callbacks_;
+    used_ = true;
     return 0;
 }
 
-int SendQueue::try_post(SendOp &op) noexcept {
-    if (broken_) return EPIPE;
-    if (credits() == 0 || pending_head_ != nullptr) return EAGAIN;  // keep order behind queued sends
-    return post_now(op);
-}
-
-int SendQueue::post_or_queue(SendOp &op) noexcept {
-    if (broken_) return EPIPE;
-    if (credits() > 0 && pending_head_ == nullptr) return post_now(op);
+void SendQueue::enqueue(SendOp &op) noexcept {
     op.next_pending = nullptr;
     if (pending_tail_ != nullptr)
         pending_tail_->next_pending = &op;
     else
         pending_head_ = &op;
     pending_tail_ = &op;
+}
+
+int SendQueue::try_post(SendOp &op) noexcept {
+    if (broken_) return EPIPE;
+    if (!can_post()) return EAGAIN;  // keeps order behind queued sends, and waits while not open
+    return post_now(op);
+}
+
+int SendQueue::post_or_queue(SendOp &op) noexcept {
+    if (broken_) return EPIPE;
+    if (can_post()) return post_now(op);
+    enqueue(op);
+    if (!open_ && blocked_ != nullptr) blocked_(owner_);
     return 0;
 }
 
+void SendQueue::open(ibv_qp *qp) noexcept {
+    if (broken_) return;
+    qp_ = qp;
+    open_ = true;
+    if (pending_head_ == &closed_marker_) {
+        pending_head_ = closed_marker_.next_pending;
+        if (pending_head_ == nullptr) pending_tail_ = nullptr;
+        closed_marker_.next_pending = nullptr;
+    }
+    drain_pending();
+}
+
+void SendQueue::stop() noexcept {
+    open_ = false;
+    if (pending_head_ == &closed_marker_) return;
+    closed_marker_.next_pending = pending_head_;
+    if (pending_head_ == nullptr) pending_tail_ = &closed_marker_;
+    pending_head_ = &closed_marker_;
+}
+
+int SendQueue::post_fence(SendOp &op) noexcept {
+    if (broken_) return EPIPE;
+    if (credits() == 0) return EAGAIN;
+    return post_now(op);
+}
+
+void SendQueue::detach() noexcept {
+    stop();
+    qp_ = nullptr;
+    since_signal_ = 0;
+}
+
 void SendQueue::drain_pending() noexcept {
-    while (pending_head_ != nullptr && credits() > 0) {
+    while (pending_head_ != nullptr && pending_head_ != &closed_marker_ && credits() > 0) {
         SendOp *op = pending_head_;
         pending_head_ = op->next_pending;
         if (pending_head_ == nullptr) pending_tail_ = nullptr;
@@ -68,18 +107,30 @@ void SendQueue::fail_all(ibv_wc_status status) noexcept {
             slot.op->on_complete(slot.op, status);
         }
     }
-    while (pending_head_ != nullptr) {
-        SendOp *op = pending_head_;
-        pending_head_ = op->next_pending;
-        if (op->on_complete != nullptr) op->on_complete(op, status);
+    SendOp *op = pending_head_;
+    pending_head_ = pending_tail_ = nullptr;
+    while (op != nullptr) {
+        SendOp *next = op->next_pending;
+        if (op == &closed_marker_)
+            closed_marker_.next_pending = nullptr;
+        else if (op->on_complete != nullptr)
+            op->on_complete(op, status);
+        op = next;
     }
-    pending_tail_ = nullptr;
+}
+
+void SendQueue::fail(ibv_wc_status status) noexcept {
+    if (broken_) return;
+    broken_ = true;
+    open_ = false;
+    fail_all(status);
 }
 
 ibv_wc_status SendQueue::on_completion(const ibv_wc &wc) noexcept {
     if (broken_) return IBV_WC_SUCCESS;  // flushes after the first error: already reported
     if (wc.status != IBV_WC_SUCCESS) {
         broken_ = true;
+        open_ = false;
         fail_all(wc.status);
         return wc.status;
     }

@@ -1,6 +1,13 @@
-// The send side of one XRC INI QP (one per remote node): credits, selective signaling, and a queue of sends
-// that found no credit. No allocation, lock or syscall on this path: operations are caller-owned SendOp
-// records (embedded in BTL fragments), the ring is sized at creation.
+// The send side of one XRC INI QP (one per remote node, and one for on-node peers through the HCA's loopback):
+// credits, selective signaling, and a queue of sends that cannot go out yet. No allocation, lock or syscall on
+// this path: operations are caller-owned SendOp records (embedded in BTL fragments), the ring is sized at
+// creation.
+//
+// The queue outlives its QPs: it starts closed (no QP), is opened when its connection is ready, stopped while a
+// connection is drained before it closes, and opened again on another QP later. While it is closed or stopped,
+// sends queue in order behind a marker at the head of the queue, so the fast path needs no test of its own
+// (has room = credits and nothing queued), and the first send that queues calls the owner's "blocked" hook, which
+// starts the connection.
 //
 // Selective signaling: a work request is signaled when its owner needs to hear of it (a callback), every
 // `signal_interval` requests, and whenever the credits left would fall below the interval, so the ring can never
@@ -28,26 +35,55 @@ struct SendOp {
 
 class SendQueue {
 public:
-    SendQueue(ibv_qp *qp, std::uint32_t depth, std::uint32_t signal_interval, std::uint32_t node);
+    using BlockedFn = void (*)(void *owner) noexcept;
+
+    // Closed until open(); `blocked` (may be null) is called when a send queues while the queue is not open.
+    SendQueue(std::uint32_t depth, std::uint32_t signal_interval, std::uint32_t node, BlockedFn blocked = nullptr,
+              void *owner = nullptr);
     SendQueue(const SendQueue &) = delete;
     SendQueue &operator=(const SendQueue &) = delete;
 
     ibv_qp *qp() const noexcept { return qp_; }
     std::uint32_t node() const noexcept { return node_; }
     bool broken() const noexcept { return broken_; }
+    bool is_open() const noexcept { return open_; }
     std::uint32_t credits() const noexcept { return depth_ - (tail_ - head_); }
+    // True when a send would go out now: credit, open, and nothing queued before it (order is kept).
+    bool can_post() const noexcept { return credits() > 0 && pending_head_ == nullptr; }
     std::uint32_t outstanding_callbacks() const noexcept { return outstanding_callbacks_; }
-    bool has_pending() const noexcept { return pending_head_ != nullptr; }
+    // Sends queued (not counting the marker of a closed queue).
+    bool has_pending() const noexcept {
+        return (pending_head_ == &closed_marker_ ? closed_marker_.next_pending : pending_head_) != nullptr;
+    }
+    // Nothing posted is still outstanding on the QP.
+    bool idle() const noexcept { return head_ == tail_; }
+    // Outstanding requests that only a later signaled one can retire: a fence must be posted before closing.
+    bool needs_fence() const noexcept { return head_ != tail_ && since_signal_ > 0; }
+    // Set by every post; the connection manager's eviction clock clears it (least recently used first).
+    bool used() const noexcept { return used_; }
+    void clear_used() noexcept { used_ = false; }
 
-    // Posts now, or returns EAGAIN when out of credit (nothing queued), or the post's errno. The op must stay
-    // valid until its completion if it has on_complete; otherwise (inline sends) it may be a temporary.
+    // Posts now, or returns EAGAIN when it cannot go out now (nothing queued), or the post's errno. The op must
+    // stay valid until its completion if it has on_complete; otherwise (inline sends) it may be a temporary.
     int try_post(SendOp &op) noexcept;
-    // Posts now or queues until credit returns (the op must stay valid). 0, or an errno if the QP is broken.
+    // Posts now or queues until it can go out (the op must stay valid). 0, or an errno if the queue is broken.
     int post_or_queue(SendOp &op) noexcept;
 
-    // A completion of this QP. Returns the failing status on the first error (the QP is then broken and
+    // The connection is ready on `qp`: queued sends go out.
+    void open(ibv_qp *qp) noexcept;
+    // No new posts (they queue); what was posted still completes. Idempotent.
+    void stop() noexcept;
+    // Posts `op` (signaled) even though the queue is stopped: the fence that retires unsignaled requests before
+    // the QP is closed. 0, EAGAIN without credit (then the outstanding ones include a signaled one), or an errno.
+    int post_fence(SendOp &op) noexcept;
+    // The QP is going away (idle() must hold): the queue is closed until the next open().
+    void detach() noexcept;
+
+    // A completion of this QP. Returns the failing status on the first error (the queue is then broken and
     // every outstanding and queued op has been completed with that status), IBV_WC_SUCCESS otherwise.
     ibv_wc_status on_completion(const ibv_wc &wc) noexcept;
+    // The connection could not be made: every queued op completes with `status`, and the queue is broken.
+    void fail(ibv_wc_status status) noexcept;
 
 private:
     struct Slot {
@@ -55,21 +91,27 @@ private:
         bool signaled;
     };
     int post_now(SendOp &op) noexcept;
+    void enqueue(SendOp &op) noexcept;
     void drain_pending() noexcept;
     void fail_all(ibv_wc_status status) noexcept;
 
-    ibv_qp *qp_;
+    ibv_qp *qp_ = nullptr;
     std::uint32_t depth_;
     std::uint32_t signal_interval_;
     std::uint32_t node_;
+    BlockedFn blocked_;
+    void *owner_;
     std::vector<Slot> ring_;
     std::uint32_t head_ = 0;  // oldest outstanding
     std::uint32_t tail_ = 0;  // next free
     std::uint32_t since_signal_ = 0;
     std::uint32_t outstanding_callbacks_ = 0;
+    SendOp closed_marker_;  // at the head of the pending list while the queue is not open
     SendOp *pending_head_ = nullptr;
     SendOp *pending_tail_ = nullptr;
+    bool open_ = false;
     bool broken_ = false;
+    bool used_ = false;
 };
 
 }  // namespace xrc

@@ -1,6 +1,7 @@
 #include "xrc_domain.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,22 +11,60 @@
 namespace xrc {
 
 XrcDomain::XrcDomain(ibv_context *context, const std::string &dir, const std::string &job, const std::string &device,
-                     std::string &error)
-    : path_(dir + "/btl_xrc_xrcd." + job + "." + device) {
+                     int port, unsigned local_ranks, std::string &error)
+    : path_(dir + "/btl_xrc_xrcd." + job + "." + device + "." + std::to_string(port)),
+      local_ranks_(local_ranks == 0 ? 1 : local_ranks) {
     // O_NOFOLLOW: a link planted in a shared directory must not redirect us into someone else's domain.
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, S_IRUSR | S_IWUSR);
-    if (fd < 0) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, S_IRUSR | S_IWUSR);
+    if (fd_ < 0) {
         error = "cannot open the XRC domain file " + path_ + ": " + std::strerror(errno);
         return;
     }
     ibv_xrcd_init_attr attr{};
     attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
-    attr.fd = fd;
+    attr.fd = fd_;
     attr.oflags = O_CREAT;
     xrcd_.reset(ibv_open_xrcd(context, &attr));
-    const int saved = errno;
-    ::close(fd);  // the XRCD holds the inode; the descriptor is not needed any more
-    if (!xrcd_) error = "ibv_open_xrcd on " + path_ + " failed: " + std::strerror(saved);
+    if (!xrcd_) {
+        error = "ibv_open_xrcd on " + path_ + " failed: " + std::strerror(errno);
+        return;
+    }
+    if (::flock(fd_, LOCK_SH) != 0) {
+        error = "cannot lock the XRC domain file " + path_ + ": " + std::strerror(errno);
+        return;
+    }
+    const char joined = 'j';
+    if (::write(fd_, &joined, 1) != 1) {
+        error = "cannot write the XRC domain file " + path_ + ": " + std::strerror(errno);
+        return;
+    }
+    (void)everyone_joined();
+}
+
+XrcDomain::~XrcDomain() {
+    xrcd_.reset();
+    if (fd_ >= 0) ::close(fd_);  // drops the lock
+}
+
+bool XrcDomain::everyone_joined() noexcept {
+    if (unlinked_) return true;
+    struct stat st{};
+    if (fd_ < 0 || ::fstat(fd_, &st) != 0) return false;
+    if (static_cast<unsigned long long>(st.st_size) < local_ranks_) return false;
+    unlink_file();
+    return true;
+}
+
+bool XrcDomain::leave() noexcept {
+    if (fd_ < 0) return true;
+    if (!left_) {
+        (void)::flock(fd_, LOCK_UN);
+        left_ = true;
+    }
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) return false;  // someone still receives (or is leaving right now)
+    (void)::flock(fd_, LOCK_UN);
+    unlink_file();
+    return true;
 }
 
 void XrcDomain::unlink_file() noexcept {

@@ -1,5 +1,6 @@
-// The modex blob: round trip, and malformed input (truncated, hostile counts, wrong version, trailing bytes)
-// rejected with a reason and without a crash.
+// The modex blob: round trip, a size that depends on nothing but ports and classes, and malformed input
+// (truncated, hostile counts, wrong version, trailing bytes, impossible fields) rejected with a reason and without
+// a crash.
 #include "src/core/address.h"
 
 #include <gtest/gtest.h>
@@ -16,10 +17,10 @@ ProcessAddress sample() {
     p.port_num = 1;
     p.mtu = 5;
     for (int i = 0; i < 16; ++i) p.gid[i] = static_cast<std::uint8_t>(i * 3);
-    p.node_index = 1;
+    p.node_id = 1;
+    p.cm_qpn = 0x2001;
+    p.token = 0x0123456789abcdefull;
     p.srqs = {{256, 0x100}, {4096, 0x101}, {65536, 0x102}};
-    p.ini_qp_by_node = {0x2001, 0x2002, 0x2003};
-    p.tgt_qps = {{0, 0x3000}, {4, 0x3001}};
     a.ports.push_back(p);
     p.port_num = 2;
     p.lid = 0x13;
@@ -59,15 +60,33 @@ TEST(Address, WrongVersionNamed) {
     EXPECT_NE(why.find("version 9"), std::string::npos) << why;
 }
 
+TEST(Address, SizeIsFixedByPortsAndClasses) {
+    const auto a = sample();
+    EXPECT_EQ(encode_address(a).size(), encoded_address_size(2, 3));
+    EXPECT_EQ(encoded_address_size(1, 3), 70u);  // the default: one port, three receive classes
+}
+
 TEST(Address, HostileCountsDoNotAllocate) {
     auto bytes = encode_address(sample());
-    // The first port's TGT count (offset: 8 header + 2+1+1+16+4+2+4 = 38) set to the maximum.
-    bytes[38] = 0xff;
-    bytes[39] = 0xff;
-    bytes[40] = 0xff;
-    bytes[41] = 0x00;
+    // The first port's class count (offset: 8 header + 2+1+1+16+4+4+8 = 44) set to the maximum.
+    bytes[44] = 0xff;
+    bytes[45] = 0xff;
     ProcessAddress b;
     EXPECT_NE(decode_address(bytes, b), "");
+}
+
+TEST(Address, ImpossibleFieldsRejected) {
+    auto check = [](auto mutate, const char *what) {
+        auto a = sample();
+        mutate(a.ports[0]);
+        ProcessAddress b;
+        EXPECT_NE(decode_address(encode_address(a), b), "") << what;
+    };
+    check([](PortAddress &p) { p.token = 0; }, "no token");
+    check([](PortAddress &p) { p.cm_qpn = 1; }, "QP1 as the connection manager");
+    check([](PortAddress &p) { p.cm_qpn = 0x1000000; }, "a 25-bit QP number");
+    check([](PortAddress &p) { p.mtu = 9; }, "no such MTU");
+    check([](PortAddress &p) { p.srqs[1].buffer_size = 100; }, "classes not ascending");
 }
 
 TEST(Address, RandomGarbageNeverCrashes) {

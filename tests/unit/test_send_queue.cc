@@ -1,5 +1,5 @@
-// SendQueue: credits, selective signaling, queued sends, in-order retirement and error flush, against a fake
-// QP whose post_send records what would reach the device.
+// SendQueue: credits, selective signaling, queued sends, in-order retirement and error flush, closed/stopped
+// queues (the connection's life), against a fake QP whose post_send records what would reach the device.
 #include "src/core/send_queue.h"
 
 #include <gtest/gtest.h>
@@ -48,7 +48,8 @@ ibv_wc completion(SendQueue &q, ibv_wc_status status = IBV_WC_SUCCESS) {
 
 TEST(SendQueue, SignalsEveryIntervalAndOnCallbacks) {
     FakeQp f;
-    SendQueue q(&f.qp, 64, 4, 0);
+    SendQueue q(64, 4, 0);
+    q.open(&f.qp);
     SendOp inline_op;
     for (int i = 0; i < 8; ++i) ASSERT_EQ(q.try_post(inline_op), 0);
     ASSERT_EQ(g_posted.size(), 8u);
@@ -65,7 +66,8 @@ TEST(SendQueue, SignalsEveryIntervalAndOnCallbacks) {
 
 TEST(SendQueue, NeverFillsWithUnsignaledRequests) {
     FakeQp f;
-    SendQueue q(&f.qp, 16, 100, 0);  // interval larger than the ring
+    SendQueue q(16, 100, 0);
+    q.open(&f.qp);  // interval larger than the ring
     SendOp op;
     while (q.credits() > 0) ASSERT_EQ(q.try_post(op), 0);
     EXPECT_TRUE(g_posted.back().flags & IBV_SEND_SIGNALED);  // the last ones signal: a completion will come
@@ -76,7 +78,8 @@ TEST(SendQueue, NeverFillsWithUnsignaledRequests) {
 
 TEST(SendQueue, QueuedSendsGoOutInOrderWhenCreditReturns) {
     FakeQp f;
-    SendQueue q(&f.qp, 16, 1, 0);  // every request signaled: one completion frees one credit
+    SendQueue q(16, 1, 0);
+    q.open(&f.qp);  // every request signaled: one completion frees one credit
     g_done.clear();
     std::vector<SendOp> ops(20);
     for (auto &op : ops) {
@@ -94,7 +97,8 @@ TEST(SendQueue, QueuedSendsGoOutInOrderWhenCreditReturns) {
 
 TEST(SendQueue, ErrorFailsEverythingOnceAndBreaksTheQueue) {
     FakeQp f;
-    SendQueue q(&f.qp, 4, 1, 0);
+    SendQueue q(4, 1, 0);
+    q.open(&f.qp);
     g_done.clear();
     std::vector<SendOp> ops(6);
     for (auto &op : ops) {
@@ -114,9 +118,111 @@ TEST(SendQueue, ErrorFailsEverythingOnceAndBreaksTheQueue) {
 
 TEST(SendQueue, PostFailureIsReturnedNotRecorded) {
     FakeQp f;
-    SendQueue q(&f.qp, 4, 1, 0);
+    SendQueue q(4, 1, 0);
+    q.open(&f.qp);
     g_post_result = ENOMEM;
     SendOp op;
     EXPECT_EQ(q.try_post(op), ENOMEM);
     EXPECT_EQ(q.credits(), 4u);
+}
+
+namespace {
+int g_blocked = 0;
+void count_blocked(void *owner) noexcept {
+    ++g_blocked;
+    (void)owner;
+}
+}  // namespace
+
+TEST(SendQueue, ClosedQueueQueuesInOrderAndCallsTheBlockedHookUntilOpened) {
+    FakeQp f;
+    g_blocked = 0;
+    g_done.clear();
+    SendQueue q(16, 1, 3, count_blocked, nullptr);
+    EXPECT_FALSE(q.is_open());
+    EXPECT_FALSE(q.can_post());
+    EXPECT_FALSE(q.has_pending());
+    SendOp inline_op;
+    EXPECT_EQ(q.try_post(inline_op), EAGAIN);  // sendi falls back to the queued path
+    std::vector<SendOp> ops(3);
+    for (auto &op : ops) {
+        op.on_complete = record;
+        ASSERT_EQ(q.post_or_queue(op), 0);
+    }
+    EXPECT_EQ(g_blocked, 3);
+    EXPECT_TRUE(q.has_pending());
+    EXPECT_TRUE(g_posted.empty());
+    q.open(&f.qp);
+    EXPECT_EQ(g_posted.size(), 3u);
+    EXPECT_FALSE(q.has_pending());
+    EXPECT_TRUE(q.can_post());
+    for (int i = 0; i < 3; ++i) q.on_completion(completion(q));
+    ASSERT_EQ(g_done.size(), 3u);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(g_done[i].first, &ops[i]);
+}
+
+TEST(SendQueue, StoppedQueueDrainsWhatWasPostedAndQueuesTheRestForTheNextQp) {
+    FakeQp f, g;
+    g_done.clear();
+    SendQueue q(16, 4, 0);
+    q.open(&f.qp);
+    SendOp a, b;
+    ASSERT_EQ(q.try_post(a), 0);  // unsignaled (interval 4)
+    ASSERT_EQ(q.try_post(b), 0);
+    EXPECT_TRUE(q.needs_fence());
+    q.stop();
+    SendOp later;
+    later.on_complete = record;
+    ASSERT_EQ(q.post_or_queue(later), 0);  // queued behind the stop
+    EXPECT_EQ(g_posted.size(), 2u);
+    SendOp fence;
+    fence.on_complete = record;
+    ASSERT_EQ(q.post_fence(fence), 0);
+    EXPECT_TRUE(g_posted.back().flags & IBV_SEND_SIGNALED);
+    EXPECT_FALSE(q.needs_fence());
+    EXPECT_FALSE(q.idle());
+    q.on_completion(completion(q));  // the fence's completion retires all three
+    EXPECT_TRUE(q.idle());
+    ASSERT_EQ(g_done.size(), 1u);
+    EXPECT_EQ(g_done[0].first, &fence);
+    q.detach();
+    EXPECT_EQ(q.qp(), nullptr);
+    EXPECT_TRUE(q.has_pending());
+    g_posted.clear();
+    q.open(&g.qp);  // a new connection: the queued send goes out on it
+    ASSERT_EQ(g_posted.size(), 1u);
+    q.on_completion(completion(q));
+    ASSERT_EQ(g_done.size(), 2u);
+    EXPECT_EQ(g_done[1].first, &later);
+}
+
+TEST(SendQueue, FailingAClosedQueueCompletesEveryQueuedOpOnce) {
+    g_done.clear();
+    SendQueue q(8, 1, 0);
+    std::vector<SendOp> ops(4);
+    for (auto &op : ops) {
+        op.on_complete = record;
+        ASSERT_EQ(q.post_or_queue(op), 0);
+    }
+    q.fail(IBV_WC_RETRY_EXC_ERR);
+    ASSERT_EQ(g_done.size(), 4u);
+    for (auto &[op, status] : g_done) EXPECT_EQ(status, IBV_WC_RETRY_EXC_ERR);
+    EXPECT_TRUE(q.broken());
+    EXPECT_FALSE(q.has_pending());
+    SendOp late;
+    EXPECT_EQ(q.post_or_queue(late), EPIPE);
+    q.fail(IBV_WC_RETRY_EXC_ERR);
+    EXPECT_EQ(g_done.size(), 4u);
+}
+
+TEST(SendQueue, UsedFlagMarksRecentPosts) {
+    FakeQp f;
+    SendQueue q(8, 1, 0);
+    q.open(&f.qp);
+    EXPECT_FALSE(q.used());
+    SendOp op;
+    ASSERT_EQ(q.try_post(op), 0);
+    EXPECT_TRUE(q.used());
+    q.clear_used();
+    EXPECT_FALSE(q.used());
 }

@@ -1,0 +1,96 @@
+#include "cm_message.h"
+
+namespace xrc {
+namespace {
+
+template <class T>
+void put(std::uint8_t *at, T value) noexcept {
+    for (std::size_t i = 0; i < sizeof(T); ++i) at[i] = static_cast<std::uint8_t>(value >> (8 * i));
+}
+
+template <class T>
+T get(const std::uint8_t *at) noexcept {
+    T value = 0;
+    for (std::size_t i = 0; i < sizeof(T); ++i) value |= static_cast<T>(static_cast<T>(at[i]) << (8 * i));
+    return value;
+}
+
+constexpr std::uint32_t kMaxQpn = 0xffffff;
+
+}  // namespace
+
+CmBytes encode_cm(const CmMessage &m) noexcept {
+    CmBytes b{};
+    put<std::uint32_t>(&b[0], kCmMagic);
+    b[4] = kCmVersion;
+    b[5] = static_cast<std::uint8_t>(m.type);
+    put<std::uint16_t>(&b[6], static_cast<std::uint16_t>(m.reason));
+    put<std::uint32_t>(&b[8], m.jobid);
+    put<std::uint32_t>(&b[12], m.src_rank);
+    put<std::uint32_t>(&b[16], m.dst_rank);
+    put<std::uint32_t>(&b[20], m.port_index);
+    put<std::uint64_t>(&b[24], m.token);
+    put<std::uint32_t>(&b[32], m.generation);
+    put<std::uint32_t>(&b[36], m.ini_qpn);
+    put<std::uint32_t>(&b[40], m.tgt_qpn);
+    put<std::uint32_t>(&b[44], 0);  // reserved
+    return b;
+}
+
+std::string decode_cm(std::span<const std::uint8_t> bytes, CmMessage &out) {
+    if (bytes.size() != kCmMessageSize)
+        return std::to_string(bytes.size()) + " bytes, a connection manager datagram has " +
+               std::to_string(kCmMessageSize);
+    const std::uint8_t *b = bytes.data();
+    if (get<std::uint32_t>(b) != kCmMagic) return "bad magic";
+    if (b[4] != kCmVersion)
+        return "version " + std::to_string(b[4]) + ", this build speaks " + std::to_string(kCmVersion);
+    CmMessage m;
+    const std::uint8_t type = b[5];
+    if (type < static_cast<std::uint8_t>(CmType::Connect) || type > static_cast<std::uint8_t>(CmType::CloseAck))
+        return "unknown type " + std::to_string(type);
+    m.type = static_cast<CmType>(type);
+    const std::uint16_t reason = get<std::uint16_t>(b + 6);
+    if (reason > static_cast<std::uint16_t>(CmReject::Unknown)) return "unknown reject reason";
+    m.reason = static_cast<CmReject>(reason);
+    if ((m.type == CmType::Reject) != (m.reason != CmReject::None)) return "reject reason on the wrong type";
+    m.jobid = get<std::uint32_t>(b + 8);
+    m.src_rank = get<std::uint32_t>(b + 12);
+    m.dst_rank = get<std::uint32_t>(b + 16);
+    m.port_index = get<std::uint32_t>(b + 20);
+    m.token = get<std::uint64_t>(b + 24);
+    m.generation = get<std::uint32_t>(b + 32);
+    m.ini_qpn = get<std::uint32_t>(b + 36);
+    m.tgt_qpn = get<std::uint32_t>(b + 40);
+    if (get<std::uint32_t>(b + 44) != 0) return "reserved bits set";
+    if (m.token == 0) return "no token";
+    if (m.generation == 0) return "generation 0";
+    if (m.ini_qpn < 2 || m.ini_qpn > kMaxQpn) return "bad INI QP number";
+    const bool names_tgt = m.type == CmType::Accept || m.type == CmType::Close || m.type == CmType::CloseAck;
+    if (names_tgt ? (m.tgt_qpn < 2 || m.tgt_qpn > kMaxQpn) : m.tgt_qpn != 0) return "bad TGT QP number";
+    out = m;
+    return {};
+}
+
+const char *cm_type_name(CmType type) noexcept {
+    switch (type) {
+    case CmType::Connect: return "CONNECT";
+    case CmType::Accept: return "ACCEPT";
+    case CmType::Reject: return "REJECT";
+    case CmType::Close: return "CLOSE";
+    case CmType::CloseAck: return "CLOSE_ACK";
+    }
+    return "?";
+}
+
+const char *cm_reject_name(CmReject reason) noexcept {
+    switch (reason) {
+    case CmReject::None: return "none";
+    case CmReject::Resources: return "the target cannot create an XRC receive QP";
+    case CmReject::Finalizing: return "the target is finalizing";
+    case CmReject::Unknown: return "the target cannot read this process's modex address";
+    }
+    return "?";
+}
+
+}  // namespace xrc

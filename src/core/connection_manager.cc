@@ -1,0 +1,469 @@
+#include "connection_manager.h"
+
+#include <algorithm>
+
+namespace xrc {
+
+NodeLink::NodeLink(ConnectionManager &cm, std::uint32_t node, std::uint32_t owner, std::uint32_t depth,
+                   std::uint32_t signal_interval)
+    : cm_(cm), node_(node), owner_(owner), queue_(depth, signal_interval, node, &NodeLink::blocked, this) {
+    fence_.on_complete = &NodeLink::fence_done;
+    fence_.wr.opcode = IBV_WR_SEND_WITH_IMM;
+    fence_.wr.num_sge = 0;
+    fence_.wr.sg_list = nullptr;
+}
+
+void NodeLink::blocked(void *self) noexcept {
+    auto *link = static_cast<NodeLink *>(self);
+    link->cm_.wanted(*link);
+}
+
+ConnectionManager::ConnectionManager(CmHost &host, const CmConfig &config) : host_(host), config_(config) {}
+
+ConnectionManager::~ConnectionManager() {
+    // INI QPs (in the links), then TGT QPs and handles: all through the host, before it goes.
+    links_.clear();
+    owned_.clear();
+    opened_.clear();
+}
+
+NodeLink &ConnectionManager::link_for(std::uint32_t node, std::uint32_t owner) {
+    auto &slot = links_[node];
+    if (!slot) slot = std::make_unique<NodeLink>(*this, node, owner, config_.queue_depth, config_.signal_interval);
+    return *slot;
+}
+
+void ConnectionManager::attach(Peer &peer, NodeLink &link) {
+    peer.link = &link;
+    peer.queue = &link.queue_;
+    // A connection under way (or made) before this peer existed: its first message still has to say so.
+    peer.imm_flags = kImmFirst;
+    link.peers_.push_back(&peer);
+}
+
+void ConnectionManager::detach(Peer &peer) noexcept {
+    if (peer.link == nullptr) return;
+    auto &peers = peer.link->peers_;
+    peers.erase(std::remove(peers.begin(), peers.end(), &peer), peers.end());
+    peer.link = nullptr;
+}
+
+void ConnectionManager::unlist(std::vector<NodeLink *> &list, NodeLink &link) noexcept {
+    list.erase(std::remove(list.begin(), list.end(), &link), list.end());
+}
+
+void ConnectionManager::connect(NodeLink &link) noexcept {
+    if (link.state_ != NodeLink::State::idle || finalizing_) return;
+    if (config_.max_ini_qps != 0 && live_ini_ >= config_.max_ini_qps) return;
+    (void)start(link);
+}
+
+// A send queued on a link that is not open: connect it, making room under the cap first if needed.
+void ConnectionManager::wanted(NodeLink &link) noexcept {
+    if (link.state_ != NodeLink::State::idle) return;
+    if (config_.max_ini_qps != 0 && live_ini_ >= config_.max_ini_qps) {
+        link.state_ = NodeLink::State::waiting;
+        waiting_.push_back(&link);
+        (void)make_room();
+        return;
+    }
+    (void)start(link);
+}
+
+bool ConnectionManager::start(NodeLink &link) noexcept {
+    const PortAddress *owner = host_.address_of(link.owner_);
+    if (owner == nullptr) {
+        fail(link, "rank " + std::to_string(link.owner_) + " published no usable xrc address");
+        return false;
+    }
+    if (!host_.reserve_completions(live_ini_ + 1)) {
+        fail(link, "the completion queue cannot grow for another connection");
+        return false;
+    }
+    std::string error;
+    ibv_qp *qp = host_.create_ini(error);
+    if (qp == nullptr) {
+        fail(link, error);
+        return false;
+    }
+    link.ini_ = HostQp(&host_, qp);
+    ++live_ini_;
+    counters_.ini_high_water = std::max<std::uint64_t>(counters_.ini_high_water, live_ini_);
+    link.generation_ = ++next_generation_;
+    link.tgt_qpn_ = 0;
+    link.fence_posted_ = false;
+    link.state_ = NodeLink::State::connecting;
+    const std::uint64_t now = host_.now_us();
+    link.attempts_ = 0;
+    link.retry_us_ = config_.first_retry_us;
+    link.deadline_us_ = now + config_.connect_timeout_us;
+    connecting_.push_back(&link);
+    ++counters_.connects_started;
+    send_connect(link, now);
+    return true;
+}
+
+void ConnectionManager::send(const PortAddress &to, CmMessage message) noexcept {
+    message.jobid = config_.jobid;
+    message.src_rank = config_.my_rank;
+    message.port_index = config_.port_index;
+    ++counters_.datagrams_sent;
+    host_.send_datagram(to, encode_cm(message));
+}
+
+void ConnectionManager::send_connect(NodeLink &link, std::uint64_t now) noexcept {
+    const PortAddress *owner = host_.address_of(link.owner_);
+    if (owner == nullptr) return;
+    CmMessage m;
+    m.type = CmType::Connect;
+    m.dst_rank = link.owner_;
+    m.token = owner->token;
+    m.generation = link.generation_;
+    m.ini_qpn = link.ini_qpn();
+    if (link.attempts_ > 0) ++counters_.retransmissions;
+    ++link.attempts_;
+    send(*owner, m);
+    link.next_retry_us_ = now + link.retry_us_;
+    link.retry_us_ = std::min(link.retry_us_ * 2, config_.max_retry_us);
+}
+
+// A connection that carries no send yet (made ahead of need: eager mode, or back toward an initiator) goes back to
+// idle quietly; one that sends are waiting for has failed.
+void ConnectionManager::give_up(NodeLink &link, const std::string &why) noexcept {
+    if (link.queue_.has_pending()) {
+        fail(link, why);
+        return;
+    }
+    unlist(connecting_, link);
+    if (link.ini_) --live_ini_;
+    link.ini_.reset();
+    link.state_ = NodeLink::State::idle;
+    host_.note("connection to node " + std::to_string(link.node_) + " not made (nothing to send yet): " + why);
+}
+
+void ConnectionManager::fail(NodeLink &link, const std::string &why) noexcept {
+    if (link.ini_) --live_ini_;
+    link.ini_.reset();
+    unlist(connecting_, link);
+    unlist(connected_, link);
+    unlist(draining_, link);
+    unlist(waiting_, link);
+    link.state_ = NodeLink::State::failed;
+    ++counters_.failures;
+    link.queue_.fail(IBV_WC_RETRY_EXC_ERR);
+    host_.link_failed(link, why);
+}
+
+// Stops posting on a connected link and posts the fence that retires what was posted unsignaled.
+void ConnectionManager::close(NodeLink &link) noexcept {
+    unlist(connected_, link);
+    link.state_ = NodeLink::State::draining;
+    link.queue_.stop();
+    draining_.push_back(&link);
+}
+
+void ConnectionManager::finish_close(NodeLink &link) noexcept {
+    unlist(draining_, link);
+    link.queue_.detach();
+    const std::uint32_t ini_qpn = link.ini_qpn();
+    link.ini_.reset();
+    --live_ini_;
+    ++counters_.connections_closed;
+    link.state_ = NodeLink::State::idle;
+    if (!finalizing_) {
+        // The TGT QP's creator and every rank that was sent a first message over this connection (and so may
+        // hold a handle on the TGT QP) drop it; acknowledged, retransmitted until then.
+        const std::uint64_t now = host_.now_us();
+        auto notify = [&](std::uint32_t rank) {
+            notices_.push_back({rank, link.generation_, ini_qpn, link.tgt_qpn_, 0, now, config_.first_retry_us,
+                                now + config_.connect_timeout_us});
+        };
+        notify(link.owner_);
+        for (const Peer *peer : link.peers_)
+            if (peer->rank != link.owner_ && (peer->imm_flags & kImmFirst) == 0) notify(peer->rank);
+        resend_notices(now);
+    }
+    // What is prepared from now on goes over the next connection: its first message to each peer says so.
+    for (Peer *peer : link.peers_) peer->imm_flags = kImmFirst;
+    host_.note("closed the connection to node " + std::to_string(link.node_) + " (through rank " +
+               std::to_string(link.owner_) + ")");
+    if (link.queue_.has_pending()) wanted(link);
+}
+
+// The least recently used connected link without queued sends is drained (a clock: a link used since the hand
+// last passed it gets another round).
+bool ConnectionManager::make_room() noexcept {
+    if (!draining_.empty()) return true;  // one is on its way out already
+    for (std::size_t step = 0; step < 2 * connected_.size(); ++step) {
+        clock_hand_ %= connected_.size();
+        NodeLink &candidate = *connected_[clock_hand_];
+        if (candidate.queue_.used()) {
+            candidate.queue_.clear_used();
+            ++clock_hand_;
+            continue;
+        }
+        if (candidate.queue_.has_pending()) {
+            ++clock_hand_;
+            continue;
+        }
+        ++counters_.evictions;
+        host_.note("evicting the connection to node " + std::to_string(candidate.node_) +
+                   " (btl_xrc_max_ini_qps reached)");
+        close(candidate);
+        return true;
+    }
+    return false;
+}
+
+void ConnectionManager::tick() noexcept {
+    const std::uint64_t now = host_.now_us();
+    for (std::size_t i = 0; i < connecting_.size();) {
+        NodeLink &link = *connecting_[i];
+        if (now >= link.deadline_us_) {
+            give_up(link, "no answer from rank " + std::to_string(link.owner_) + "'s connection manager within " +
+                              std::to_string(config_.connect_timeout_us / 1000000) + " s (" +
+                              std::to_string(link.attempts_) + " CONNECT datagrams sent)");
+            continue;  // give_up() removed it from the list
+        }
+        if (now >= link.next_retry_us_) send_connect(link, now);
+        ++i;
+    }
+    for (std::size_t i = 0; i < draining_.size();) {
+        NodeLink &link = *draining_[i];
+        if (link.queue_.broken()) {
+            fail(link, "the connection failed while it was being closed");
+            continue;
+        }
+        if (link.queue_.needs_fence() && !link.fence_posted_) {
+            const PortAddress *owner = host_.address_of(link.owner_);
+            link.fence_.wr.imm_data = htonl(kImmMarker | kImmNop);
+            link.fence_.wr.qp_type.xrc.remote_srqn = owner != nullptr ? owner->srqs.front().srq_num : 0;
+            link.fence_posted_ = link.queue_.post_fence(link.fence_) == 0;
+        }
+        if (link.queue_.idle()) {
+            finish_close(link);
+            continue;
+        }
+        ++i;
+    }
+    while (!waiting_.empty() && (config_.max_ini_qps == 0 || live_ini_ < config_.max_ini_qps)) {
+        NodeLink &link = *waiting_.front();
+        waiting_.erase(waiting_.begin());
+        link.state_ = NodeLink::State::idle;
+        (void)start(link);
+    }
+    if (!waiting_.empty() && draining_.empty()) (void)make_room();
+    resend_notices(now);
+}
+
+void ConnectionManager::resend_notices(std::uint64_t now) noexcept {
+    for (std::size_t i = 0; i < notices_.size();) {
+        CloseNotice &n = notices_[i];
+        const PortAddress *to = host_.address_of(n.rank);
+        if (to == nullptr || now >= n.deadline_us) {
+            host_.note("gave up telling rank " + std::to_string(n.rank) + " to close TGT QP " +
+                       std::to_string(n.tgt_qpn));
+            notices_.erase(notices_.begin() + static_cast<std::ptrdiff_t>(i));
+            continue;
+        }
+        if (now >= n.next_retry_us) {
+            CmMessage m;
+            m.type = CmType::Close;
+            m.dst_rank = n.rank;
+            m.token = to->token;
+            m.generation = n.generation;
+            m.ini_qpn = n.ini_qpn;
+            m.tgt_qpn = n.tgt_qpn;
+            if (n.attempts > 0) ++counters_.retransmissions;
+            ++n.attempts;
+            send(*to, m);
+            n.next_retry_us = now + n.retry_us;
+            n.retry_us = std::min(n.retry_us * 2, config_.max_retry_us);
+        }
+        ++i;
+    }
+}
+
+// Sends the BTL accepted are delivered even when the process finalizes right after: a connection still being
+// made (or waiting for room) completes and drains like the others; only reciprocal connects are not started.
+void ConnectionManager::begin_finalize() noexcept {
+    finalizing_ = true;
+    for (NodeLink *link : std::vector<NodeLink *>(connected_)) close(*link);
+    notices_.clear();
+}
+
+CmMessage ConnectionManager::reply_to(const CmMessage &request, CmType type) const noexcept {
+    CmMessage m;
+    m.type = type;
+    m.dst_rank = request.src_rank;
+    m.generation = request.generation;
+    m.ini_qpn = request.ini_qpn;
+    return m;
+}
+
+void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::uint16_t slid,
+                                    std::uint32_t src_qp) noexcept {
+    ++counters_.datagrams_received;
+    CmMessage m;
+    if (const std::string why = decode_cm(bytes, m); !why.empty()) {
+        ++counters_.rejected;
+        host_.note("dropped a connection manager datagram: " + why);
+        return;
+    }
+    // For this process, from this job, by someone who read our token from the modex.
+    if (m.jobid != config_.jobid || m.dst_rank != config_.my_rank || m.port_index != config_.port_index ||
+        m.token != config_.my_token) {
+        ++counters_.rejected;
+        host_.note(std::string("dropped a ") + cm_type_name(m.type) + " that is not for this process (job, rank, " +
+                   "port or token differ)");
+        return;
+    }
+    // From the process it names: its modex address has this UD source.
+    const PortAddress *from = m.src_rank != config_.my_rank ? host_.address_of(m.src_rank) : nullptr;
+    if (from == nullptr || from->lid != slid || from->cm_qpn != src_qp) {
+        ++counters_.rejected;
+        host_.note(std::string("dropped a ") + cm_type_name(m.type) + " claiming to come from rank " +
+                   std::to_string(m.src_rank) + ": its address does not match the datagram's source");
+        return;
+    }
+    switch (m.type) {
+    case CmType::Connect: on_connect(m, *from); break;
+    case CmType::Accept: on_accept(m, *from); break;
+    case CmType::Reject: on_reject(m); break;
+    case CmType::Close: on_close(m, *from); break;
+    case CmType::CloseAck: on_close_ack(m); break;
+    }
+}
+
+void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) noexcept {
+    const std::uint64_t k = key(m.src_rank, m.generation);
+    if (auto it = owned_.find(k); it != owned_.end()) {
+        if (it->second.ini_qpn != m.ini_qpn) {
+            ++counters_.stale;
+            return;
+        }
+        ++counters_.duplicates;  // our ACCEPT was lost or is still on its way: the same answer again
+        CmMessage a = reply_to(m, CmType::Accept);
+        a.token = from.token;
+        a.tgt_qpn = it->second.tgt.get()->qp_num;
+        send(from, a);
+        return;
+    }
+    if (auto it = closed_generation_.find(m.src_rank); it != closed_generation_.end() && m.generation <= it->second) {
+        ++counters_.stale;  // a late copy of a connection that was closed since
+        return;
+    }
+    CmMessage r = reply_to(m, CmType::Reject);
+    r.token = from.token;
+    if (finalizing_) {
+        r.reason = CmReject::Finalizing;
+        send(from, r);
+        return;
+    }
+    std::string error;
+    ibv_qp *tgt = host_.create_tgt(from, m.ini_qpn, error);
+    if (tgt == nullptr) {
+        host_.note("cannot accept rank " + std::to_string(m.src_rank) + "'s connection: " + error);
+        r.reason = CmReject::Resources;
+        send(from, r);
+        return;
+    }
+    owned_.emplace(k, OwnedTgt{m.src_rank, m.generation, m.ini_qpn, HostQp(&host_, tgt)});
+    owned_qpns_[tgt->qp_num] = m.src_rank;
+    ++counters_.tgts_created;
+    CmMessage a = reply_to(m, CmType::Accept);
+    a.token = from.token;
+    a.tgt_qpn = tgt->qp_num;
+    send(from, a);
+    host_.note("accepted rank " + std::to_string(m.src_rank) + "'s connection (TGT QP " +
+               std::to_string(tgt->qp_num) + ")");
+    if (config_.reciprocate && from.node_id != config_.my_node) {
+        NodeLink &back = link_for(from.node_id, m.src_rank);
+        connect(back);
+    }
+}
+
+void ConnectionManager::on_accept(const CmMessage &m, const PortAddress &from) noexcept {
+    for (NodeLink *link : connecting_) {
+        if (link->generation_ != m.generation) continue;
+        if (link->owner_ != m.src_rank || link->ini_qpn() != m.ini_qpn) break;
+        const std::string why = host_.connect_ini(link->ini_.get(), from, m.tgt_qpn);
+        if (!why.empty()) {
+            fail(*link, why);
+            return;
+        }
+        link->tgt_qpn_ = m.tgt_qpn;
+        unlist(connecting_, *link);
+        connected_.push_back(link);
+        link->state_ = NodeLink::State::connected;
+        ++counters_.connections_opened;
+        host_.note("connected to node " + std::to_string(link->node_) + " through rank " +
+                   std::to_string(link->owner_) + " (INI QP " + std::to_string(m.ini_qpn) + " -> TGT QP " +
+                   std::to_string(m.tgt_qpn) + ", " + std::to_string(link->attempts_) + " CONNECT datagrams)");
+        link->queue_.open(link->ini_.get());
+        if (finalizing_) close(*link);
+        return;
+    }
+    ++counters_.duplicates;  // connected already (a retransmitted CONNECT was answered twice), or closed since
+}
+
+void ConnectionManager::on_reject(const CmMessage &m) noexcept {
+    for (NodeLink *link : connecting_) {
+        if (link->generation_ != m.generation || link->owner_ != m.src_rank || link->ini_qpn() != m.ini_qpn)
+            continue;
+        give_up(*link, std::string("rank ") + std::to_string(m.src_rank) + " refused the connection: " +
+                           cm_reject_name(m.reason));
+        return;
+    }
+    ++counters_.stale;
+}
+
+void ConnectionManager::on_close(const CmMessage &m, const PortAddress &from) noexcept {
+    if (auto it = owned_.find(key(m.src_rank, m.generation));
+        it != owned_.end() && it->second.ini_qpn == m.ini_qpn && it->second.tgt.get()->qp_num == m.tgt_qpn) {
+        owned_qpns_.erase(m.tgt_qpn);
+        owned_.erase(it);
+        ++counters_.tgts_destroyed;
+        auto &newest = closed_generation_[m.src_rank];
+        newest = std::max(newest, m.generation);
+    }
+    if (auto it = opened_.find(m.tgt_qpn); it != opened_.end() && it->second.ini_qpn == m.ini_qpn) {
+        opened_.erase(it);
+        ++counters_.handles_closed;
+    }
+    CmMessage a = reply_to(m, CmType::CloseAck);  // also for a CLOSE seen before: its ACK was lost
+    a.token = from.token;
+    a.tgt_qpn = m.tgt_qpn;
+    send(from, a);
+}
+
+void ConnectionManager::on_close_ack(const CmMessage &m) noexcept {
+    for (std::size_t i = 0; i < notices_.size(); ++i) {
+        const CloseNotice &n = notices_[i];
+        if (n.rank == m.src_rank && n.generation == m.generation && n.tgt_qpn == m.tgt_qpn) {
+            notices_.erase(notices_.begin() + static_cast<std::ptrdiff_t>(i));
+            return;
+        }
+    }
+    ++counters_.duplicates;
+}
+
+void ConnectionManager::hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {
+    if (owned_qpns_.count(tgt_qpn) != 0) return;  // our own: we hold it already
+    if (auto it = opened_.find(tgt_qpn); it != opened_.end()) {
+        if (it->second.ini_qpn == ini_qpn) return;
+        opened_.erase(it);  // a handle on a QP number that has been reused since
+        ++counters_.handles_closed;
+    }
+    std::string error;
+    ibv_qp *handle = host_.open_tgt(tgt_qpn, ini_qpn, error);
+    if (handle == nullptr) {
+        // Closed already (its CLOSE overtook our poll), or never ours: nothing to hold.
+        host_.note("no handle on TGT QP " + std::to_string(tgt_qpn) + ": " + error);
+        return;
+    }
+    opened_.emplace(tgt_qpn, OpenedTgt{ini_qpn, HostQp(&host_, handle)});
+    ++counters_.handles_opened;
+}
+
+}  // namespace xrc

@@ -1,0 +1,280 @@
+// Connections on demand: one XRC INI QP per (process, remote node), connected to one TGT QP on that node, made
+// through a small datagram protocol (wire_format.h, CmMessage) between the processes' connection managers, one
+// per port per process on a UD QP. Nothing here trusts the launcher: a send never reaches a TGT QP before its
+// creator said it is ready, whatever the job's fences did.
+//
+// Initiator (this process -> node K), a NodeLink per node:
+//   idle -> connecting: the first send that queues on the link's SendQueue (or, in eager mode, MPI_Init) creates
+//     the INI QP and sends CONNECT to one rank R of K (the link's `owner`: the first peer on K this process
+//     wanted to reach, or in eager mode one chosen to spread the load), retransmitting with exponential backoff;
+//     sends to K queue in order meanwhile.
+//   connecting -> connected: R's ACCEPT names the TGT QP it made; the INI QP goes to RTR/RTS and the queued sends
+//     go out. Every rank of K is now reached through it: the work requests name each rank's SRQ, whose number is
+//     in its modex blob, so no further handshake is needed.
+//   connected -> draining -> idle: eviction (more nodes wanted than btl_xrc_max_ini_qps) or finalize: no new
+//     posts, a signaled fence retires what was posted, then the INI QP is destroyed and CLOSE tells R and every
+//     rank of K that may hold a handle on the TGT QP to drop it. Sends that queued meanwhile reconnect the link.
+//   any -> failed: no answer within the connect timeout, a REJECT, or a QP that cannot be made: queued sends
+//     complete with an error and the host is told (the BTL's error callback names peer, node, device, port).
+// Target (some process -> this node), per accepted CONNECT: a TGT QP in the node's XRC domain, made and readied
+//   toward the initiator's INI QP before ACCEPT goes out, and kept until CLOSE. A duplicate CONNECT (the ACCEPT
+//   was lost) gets the same ACCEPT again; a CONNECT older than a closed generation is ignored. Every other rank
+//   that receives through the TGT QP opens its own handle on its first message (hold_tgt), so the QP lives as
+//   long as someone receives through it.
+// Datagrams are validated before anything is made: size, magic, version, job, destination rank and port, the
+// destination's random token (only the job's processes can read it from the modex), and the sender's UD address
+// against its modex blob. Anything else is counted and dropped.
+//
+// Scale: per process, a NodeLink per node it talks to (O(nodes contacted), never O(N)), a TGT QP per initiator
+// that chose it, a handle per TGT QP it received a first message through.
+#pragma once
+
+#include "address.h"
+#include "cm_message.h"
+#include "peer.h"
+#include "send_queue.h"
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace xrc {
+
+class NodeLink;
+
+// What the connection manager needs from the verbs world and tells its owner. PortTransport implements it with
+// real verbs and the UD channel; the unit tests with fakes. Control path only.
+class CmHost {
+public:
+    virtual ~CmHost() = default;
+    // A peer's modex address for this port, or null (no xrc there, or malformed).
+    virtual const PortAddress *address_of(std::uint32_t rank) noexcept = 0;
+    // One datagram to the connection manager at `to`. A datagram that cannot be posted is lost like any other.
+    virtual void send_datagram(const PortAddress &to, const CmBytes &bytes) noexcept = 0;
+    // An INI QP in INIT; null with `error` set when it cannot be made.
+    virtual ibv_qp *create_ini(std::string &error) noexcept = 0;
+    // INIT -> RTR -> RTS toward the TGT QP `tgt_qpn` of the process at `target`. Empty, or why not.
+    virtual std::string connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept = 0;
+    // A TGT QP in RTS toward the INI QP `ini_qpn` of the process at `initiator`; null with `error` when not.
+    virtual ibv_qp *create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn, std::string &error) noexcept = 0;
+    // This process's own handle on the TGT QP `tgt_qpn` if it is connected to `ini_qpn`; null with `error` if not.
+    virtual ibv_qp *open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept = 0;
+    virtual void destroy_qp(ibv_qp *qp) noexcept = 0;
+    // Room in the completion queue for `links` INI QPs with full send queues; false if it cannot grow.
+    virtual bool reserve_completions(std::size_t links) noexcept = 0;
+    virtual std::uint64_t now_us() noexcept = 0;
+    // The link failed: its queued sends have completed with an error already.
+    virtual void link_failed(const NodeLink &link, const std::string &why) noexcept = 0;
+    // A line for the verbose output (connection set-up level).
+    virtual void note(const std::string &what) noexcept = 0;
+};
+
+// A QP made by the host, destroyed through it exactly once.
+class HostQp {
+public:
+    HostQp() = default;
+    HostQp(CmHost *host, ibv_qp *qp) noexcept : host_(host), qp_(qp) {}
+    HostQp(HostQp &&other) noexcept : host_(other.host_), qp_(other.qp_) { other.qp_ = nullptr; }
+    HostQp &operator=(HostQp &&other) noexcept {
+        if (this != &other) {
+            reset();
+            host_ = other.host_;
+            qp_ = other.qp_;
+            other.qp_ = nullptr;
+        }
+        return *this;
+    }
+    HostQp(const HostQp &) = delete;
+    HostQp &operator=(const HostQp &) = delete;
+    ~HostQp() { reset(); }
+    ibv_qp *get() const noexcept { return qp_; }
+    explicit operator bool() const noexcept { return qp_ != nullptr; }
+    void reset() noexcept {
+        if (qp_ != nullptr) host_->destroy_qp(qp_);
+        qp_ = nullptr;
+    }
+
+private:
+    CmHost *host_ = nullptr;
+    ibv_qp *qp_ = nullptr;
+};
+
+struct CmConfig {
+    std::uint32_t my_rank = 0;
+    std::uint32_t jobid = 0;
+    std::uint32_t port_index = 0;
+    std::uint32_t my_node = 0;
+    std::uint64_t my_token = 0;
+    std::uint32_t queue_depth = 512;
+    std::uint32_t signal_interval = 32;
+    std::uint32_t max_ini_qps = 0;  // 0: no cap
+    std::uint64_t first_retry_us = 2000;
+    std::uint64_t max_retry_us = 500000;
+    std::uint64_t connect_timeout_us = 60000000;
+    // Accepting a connection from a node this process has no connection to starts one back (MPI traffic almost
+    // always goes both ways: replies, rendezvous acknowledgements), unless the cap would need an eviction.
+    bool reciprocate = true;
+};
+
+struct CmCounters {
+    std::uint64_t connects_started = 0, connections_opened = 0, connections_closed = 0, evictions = 0;
+    std::uint64_t tgts_created = 0, tgts_destroyed = 0, handles_opened = 0, handles_closed = 0;
+    std::uint64_t datagrams_sent = 0, datagrams_received = 0, retransmissions = 0;
+    std::uint64_t rejected = 0;    // malformed, foreign (token, job), or from an address that is not the sender's
+    std::uint64_t duplicates = 0;  // answered again or ignored: a retransmission crossed our answer
+    std::uint64_t stale = 0;       // for a connection that no longer exists
+    std::uint64_t failures = 0;
+    std::uint64_t ini_high_water = 0;
+};
+
+class NodeLink {
+public:
+    enum class State : std::uint8_t { idle, waiting, connecting, connected, draining, failed };
+
+    std::uint32_t node() const noexcept { return node_; }
+    State state() const noexcept { return state_; }
+    SendQueue &queue() noexcept { return queue_; }
+    const SendQueue &queue() const noexcept { return queue_; }
+    std::uint32_t owner() const noexcept { return owner_; }
+    std::uint32_t generation() const noexcept { return generation_; }
+    std::uint32_t ini_qpn() const noexcept { return ini_ ? ini_.get()->qp_num : 0; }
+    std::uint32_t tgt_qpn() const noexcept { return tgt_qpn_; }
+    const std::vector<Peer *> &peers() const noexcept { return peers_; }
+
+    NodeLink(class ConnectionManager &cm, std::uint32_t node, std::uint32_t owner, std::uint32_t depth,
+             std::uint32_t signal_interval);
+    NodeLink(const NodeLink &) = delete;
+    NodeLink &operator=(const NodeLink &) = delete;
+
+private:
+    friend class ConnectionManager;
+    static void blocked(void *self) noexcept;
+    static void fence_done(SendOp *, ibv_wc_status) noexcept {}
+
+    class ConnectionManager &cm_;
+    std::uint32_t node_;
+    std::uint32_t owner_;
+    State state_ = State::idle;
+    SendQueue queue_;
+    HostQp ini_;
+    std::uint32_t generation_ = 0;
+    std::uint32_t tgt_qpn_ = 0;
+    std::uint32_t attempts_ = 0;
+    std::uint64_t next_retry_us_ = 0;
+    std::uint64_t retry_us_ = 0;
+    std::uint64_t deadline_us_ = 0;
+    std::vector<Peer *> peers_;
+    SendOp fence_;
+    bool fence_posted_ = false;
+};
+
+class ConnectionManager {
+public:
+    ConnectionManager(CmHost &host, const CmConfig &config);
+    ConnectionManager(const ConnectionManager &) = delete;
+    ConnectionManager &operator=(const ConnectionManager &) = delete;
+    ~ConnectionManager();
+
+    const CmConfig &config() const noexcept { return config_; }
+    const CmCounters &counters() const noexcept { return counters_; }
+
+    // The link to `node` (made idle on first use; `owner` is the rank it will connect through).
+    NodeLink &link_for(std::uint32_t node, std::uint32_t owner);
+    // `peer` is on the link's node: it sends through the link's queue and is told when a connection starts.
+    void attach(Peer &peer, NodeLink &link);
+    void detach(Peer &peer) noexcept;
+    // Connects the link now if it is idle (eager mode), without evicting anything.
+    void connect(NodeLink &link) noexcept;
+
+    // A datagram arrived on the UD QP from (slid, src_qp).
+    void on_datagram(std::span<const std::uint8_t> bytes, std::uint16_t slid, std::uint32_t src_qp) noexcept;
+    // A message flagged kImmFirst arrived through the TGT QP `tgt_qpn` from the INI QP `ini_qpn`.
+    void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept;
+
+    // Timers are running (connections being made or drained, CLOSEs unacknowledged): tick() wants calling.
+    bool busy() const noexcept {
+        return !connecting_.empty() || !draining_.empty() || !waiting_.empty() || !notices_.empty();
+    }
+    void tick() noexcept;
+
+    // Finalize: every link drains (its fence retires what was posted) and new CONNECTs are refused.
+    void begin_finalize() noexcept;
+    // Every link has drained: nothing outstanding on any INI QP, nothing queued waiting for a connection.
+    bool drained() const noexcept { return draining_.empty() && connecting_.empty() && waiting_.empty(); }
+
+    std::size_t live_ini_qps() const noexcept { return live_ini_; }
+    std::size_t owned_tgts() const noexcept { return owned_.size(); }
+    std::size_t held_handles() const noexcept { return opened_.size(); }
+    // Every link, for status listings.
+    template <class F>
+    void for_each_link(F &&f) const {
+        for (const auto &[node, link] : links_) f(*link);
+    }
+
+private:
+    friend class NodeLink;
+    struct OwnedTgt {
+        std::uint32_t sender;
+        std::uint32_t generation;
+        std::uint32_t ini_qpn;
+        HostQp tgt;
+    };
+    struct OpenedTgt {
+        std::uint32_t ini_qpn;
+        HostQp handle;
+    };
+    struct CloseNotice {
+        std::uint32_t rank;
+        std::uint32_t generation;
+        std::uint32_t ini_qpn;
+        std::uint32_t tgt_qpn;
+        std::uint32_t attempts;
+        std::uint64_t next_retry_us;
+        std::uint64_t retry_us;
+        std::uint64_t deadline_us;
+    };
+
+    void wanted(NodeLink &link) noexcept;
+    bool start(NodeLink &link) noexcept;
+    void send_connect(NodeLink &link, std::uint64_t now) noexcept;
+    void give_up(NodeLink &link, const std::string &why) noexcept;
+    void fail(NodeLink &link, const std::string &why) noexcept;
+    void close(NodeLink &link) noexcept;
+    void finish_close(NodeLink &link) noexcept;
+    bool make_room() noexcept;
+    void unlist(std::vector<NodeLink *> &list, NodeLink &link) noexcept;
+    void send(const PortAddress &to, CmMessage message) noexcept;
+    CmMessage reply_to(const CmMessage &request, CmType type) const noexcept;
+
+    void on_connect(const CmMessage &m, const PortAddress &from) noexcept;
+    void on_accept(const CmMessage &m, const PortAddress &from) noexcept;
+    void on_reject(const CmMessage &m) noexcept;
+    void on_close(const CmMessage &m, const PortAddress &from) noexcept;
+    void on_close_ack(const CmMessage &m) noexcept;
+    void resend_notices(std::uint64_t now) noexcept;
+
+    static std::uint64_t key(std::uint32_t sender, std::uint32_t generation) noexcept {
+        return (std::uint64_t(sender) << 32) | generation;
+    }
+
+    CmHost &host_;
+    CmConfig config_;
+    CmCounters counters_;
+    std::uint32_t next_generation_ = 0;
+    std::size_t live_ini_ = 0;
+    bool finalizing_ = false;
+    std::unordered_map<std::uint32_t, std::unique_ptr<NodeLink>> links_;  // by node
+    std::vector<NodeLink *> connecting_, connected_, draining_, waiting_;
+    std::size_t clock_hand_ = 0;
+    std::unordered_map<std::uint64_t, OwnedTgt> owned_;          // by (sender, generation)
+    std::unordered_map<std::uint32_t, std::uint32_t> owned_qpns_;  // TGT QPN -> sender, for hold_tgt
+    std::unordered_map<std::uint32_t, std::uint32_t> closed_generation_;  // by sender: newest generation closed
+    std::unordered_map<std::uint32_t, OpenedTgt> opened_;        // by TGT QPN
+    std::vector<CloseNotice> notices_;
+};
+
+}  // namespace xrc

@@ -1,0 +1,113 @@
+// Everything one process decides about sending to one peer process, in one place: where its messages go (its
+// SRQs, the send queue toward its node), whether a message takes the peer's eager RDMA ring or the SRQ path and
+// how the work request looks, the ring set-up handshake's state, and the first-message flag that tells the peer
+// to hold its own handle on the TGT QP a new connection reaches it through. The BTL endpoint embeds one; the BTL
+// send path calls prepare() once and posts what it filled in.
+#pragma once
+
+#include "address.h"
+#include "eager_rdma.h"
+#include "send_queue.h"
+#include "wire_format.h"
+
+#include <arpa/inet.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace xrc {
+
+class NodeLink;
+
+enum class EagerState : std::uint8_t {
+    counting,   // counting SRQ sends toward the threshold
+    requested,  // asked the peer for a ring
+    active,     // writing into the peer's ring
+    off,        // refused, or eager RDMA is off
+};
+
+class Peer {
+public:
+    std::uint32_t rank = 0;
+    std::vector<SrqEntry> srqs;  // the peer's SRQs, ascending buffer size
+    SendQueue *queue = nullptr;  // toward the peer's node (never null once attached)
+    NodeLink *link = nullptr;    // the connection to the peer's node; null for on-node peers (HCA loopback)
+    // Flags for the next SRQ message's immediate data: kImmFirst from the start of every connection of the link
+    // until the first SRQ message to this peer is prepared on it.
+    std::uint32_t imm_flags = 0;
+
+    EagerChannel eager;          // toward the peer's ring, once granted
+    EagerRing *granted = nullptr;  // the ring this process granted the peer: our messages carry its consumed count
+    EagerState eager_state = EagerState::off;
+    std::uint32_t eager_sends = 0;  // SRQ sends so far while counting
+    std::uint32_t eager_word = 0;   // index of our credit word while requested/active
+
+    // The SRQ number of the smallest class that holds `bytes`, 0 if none does.
+    std::uint32_t srq_for(std::size_t bytes) const noexcept {
+        for (const auto &s : srqs)
+            if (s.buffer_size >= bytes) return s.srq_num;
+        return 0;
+    }
+    std::uint32_t largest_class() const noexcept { return srqs.empty() ? 0 : srqs.back().buffer_size; }
+
+    // Fills `op` with the message of `len` bytes at `data` (a registered buffer of `capacity` bytes, lkey 0 for an
+    // inline send from the stack): into the peer's eager ring when it granted one with room, the footer fits
+    // behind the data and nothing waits in the send queue (order), else a SEND_WITH_IMM into its smallest SRQ that
+    // holds it. Returns true for the ring.
+    bool prepare(SendOp &op, unsigned char *data, std::uint32_t len, std::uint32_t lkey, std::uint8_t tag,
+                 std::size_t capacity) noexcept {
+        if (eager.can_send(len) && eager_wire_size(len) <= capacity && queue->can_post()) {
+            prepare_ring(op, data, len, lkey, tag);
+            return true;
+        }
+        prepare_srq(op, data, len, lkey, make_imm(tag));
+        return false;
+    }
+    // A SEND_WITH_IMM of `len` bytes with immediate `imm` (flags added) into the smallest SRQ that holds it.
+    void prepare_srq(SendOp &op, const void *data, std::uint32_t len, std::uint32_t lkey, std::uint32_t imm) noexcept {
+        op.sge.addr = reinterpret_cast<std::uintptr_t>(data);
+        op.sge.length = len;
+        op.sge.lkey = lkey;
+        op.wr.sg_list = &op.sge;
+        op.wr.num_sge = 1;
+        op.wr.opcode = IBV_WR_SEND_WITH_IMM;
+        op.wr.imm_data = htonl(imm | imm_flags);
+        op.wr.send_flags = 0;
+        op.wr.qp_type.xrc.remote_srqn = srq_for(len);
+        imm_flags = 0;
+    }
+    // The prepared message could not be posted after all (sendi gives up): what prepare() took goes back.
+    void unprepare(const SendOp &op, bool ring) noexcept {
+        if (ring)
+            eager.unclaim();
+        else
+            imm_flags |= ntohl(op.wr.imm_data) & kImmFirst;
+    }
+
+    // After an SRQ send: true when it is time to ask the peer for a ring.
+    bool count_srq_send(std::uint32_t threshold) noexcept {
+        return eager_state == EagerState::counting && ++eager_sends >= threshold;
+    }
+
+private:
+    void prepare_ring(SendOp &op, unsigned char *data, std::uint32_t len, std::uint32_t lkey,
+                      std::uint8_t tag) noexcept {
+        auto *footer = reinterpret_cast<EagerFooter *>(data + eager_padded(len));
+        // Piggyback how much of the peer's ring traffic we consumed: that report needs no RDMA WRITE of its own.
+        const std::uint64_t ack = granted != nullptr ? granted->consumed() : 0;
+        const std::uint64_t remote = eager.claim(len, tag, ack, footer);
+        if (granted != nullptr) granted->reported(ack);
+        op.sge.addr = reinterpret_cast<std::uintptr_t>(data);
+        op.sge.length = eager_wire_size(len);
+        op.sge.lkey = lkey;
+        op.wr.sg_list = &op.sge;
+        op.wr.num_sge = 1;
+        op.wr.opcode = IBV_WR_RDMA_WRITE;
+        op.wr.send_flags = 0;
+        op.wr.wr.rdma.remote_addr = remote;
+        op.wr.wr.rdma.rkey = eager.rkey();
+        op.wr.qp_type.xrc.remote_srqn = srqs.front().srq_num;
+    }
+};
+
+}  // namespace xrc

@@ -1,0 +1,113 @@
+// Every format btl-xrc puts on the wire or into another process's memory, in one place, each with its own
+// magic and version so that mixed builds in one job are detected, never misread:
+//   the immediate data of every SRQ send (tag and flags),
+//   the footer of an eager RDMA ring message and the ring set-up messages (EagerControl),
+//   the connection manager's datagrams (CmMessage),
+//   the modex blob's header (its codec is address.cc).
+// All multi-byte fields of the datagrams and the blob are little endian, written and read field by field by
+// their codecs; the eager footer and control messages are read only by the same build on the same machine
+// type (a job runs one build), so they are plain structs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace xrc {
+
+// ------------------------------------------------------------------------------------------------ immediate data
+// SEND_WITH_IMM on the SRQ path: [31:16] marker "XR", [15:8] flags, [7:0] the BTL tag. A message whose marker is
+// wrong or whose flags are unknown is dropped, never handed to a tag callback.
+inline constexpr std::uint32_t kImmMarker = 0x58520000u;
+inline constexpr std::uint32_t kImmMarkerMask = 0xffff0000u;
+inline constexpr std::uint32_t kImmFlagMask = 0x0000ff00u;
+// An eager RDMA set-up message (EagerControl), for the BTL itself.
+inline constexpr std::uint32_t kImmControl = 0x0100u;
+// Carries nothing: a signaled send that retires the unsignaled ones before a connection is closed.
+inline constexpr std::uint32_t kImmNop = 0x0200u;
+// The first message this sender sends the receiver over a new connection: the receiver opens its own handle on
+// the TGT QP it arrived through (wc.qp_num), so the QP lives as long as someone receives through it.
+inline constexpr std::uint32_t kImmFirst = 0x0400u;
+inline constexpr std::uint32_t kImmKnownFlags = kImmControl | kImmNop | kImmFirst;
+
+inline constexpr std::uint32_t make_imm(std::uint8_t tag) noexcept { return kImmMarker | tag; }
+inline constexpr bool imm_valid(std::uint32_t imm) noexcept {
+    return (imm & kImmMarkerMask) == kImmMarker && (imm & kImmFlagMask & ~kImmKnownFlags) == 0;
+}
+inline constexpr std::uint8_t imm_tag(std::uint32_t imm) noexcept { return static_cast<std::uint8_t>(imm & 0xffu); }
+
+// ---------------------------------------------------------------------------------------- eager RDMA ring footer
+// The last 24 bytes of every span a writer puts into a peer's ring (layout in eager_rdma.h).
+inline constexpr std::uint32_t kEagerFooterSize = 24;
+struct EagerFooter {
+    std::uint32_t length;
+    std::uint32_t marker_tag;  // kEagerMarker | BTL tag
+    std::uint64_t ack;         // ring position the writer consumed of the reader's writes (piggybacked credit)
+    std::uint64_t seq;         // messages written so far, from 1: the word the reader polls
+};
+static_assert(sizeof(EagerFooter) == kEagerFooterSize);
+inline constexpr std::uint32_t kEagerMarker = 0x45520000u;  // "ER"
+
+// Ring set-up, sent over the SRQ path with kImmControl.
+enum class EagerControlType : std::uint32_t { Request = 1, Grant = 2, Refuse = 3 };
+struct EagerControl {
+    std::uint32_t magic_version;  // kEagerControlMagic
+    EagerControlType type;
+    std::uint32_t rank;  // the sender of this message
+    std::uint32_t rkey;
+    std::uint64_t addr;  // Request: the credit word; Grant: the ring
+    std::uint32_t slots;
+    std::uint32_t slot_size;
+};
+static_assert(sizeof(EagerControl) == 32);
+inline constexpr std::uint32_t kEagerControlMagic = 0x58454302u;  // "XEC" version 2 (spans in one ring)
+
+// ------------------------------------------------------------------------------------ connection manager datagram
+// One UD datagram, always kCmMessageSize bytes (a shorter or longer one is malformed).
+//   CONNECT   initiator -> the rank of the target node it chose: make a TGT QP for my INI QP `ini_qpn`
+//   ACCEPT    -> initiator: the TGT QP `tgt_qpn` is ready (RTR) toward your INI QP
+//   REJECT    -> initiator: `reason` (CmReject)
+//   CLOSE     initiator -> the TGT's creator and every rank that may hold a handle on it: drop it
+//   CLOSE_ACK -> initiator
+// `token` is the destination's random token from its modex blob: only the job's processes can read it, so a
+// datagram from anyone else (another job, garbage) is rejected before it can create anything. `generation`
+// counts the initiator's connection attempts (per process, from 1), so a duplicate of an old CONNECT is told
+// apart from a new one and never resurrects a closed connection.
+inline constexpr std::uint32_t kCmMagic = 0x314d4358u;  // "XCM1"
+inline constexpr std::uint8_t kCmVersion = 1;
+inline constexpr std::size_t kCmMessageSize = 48;
+
+// The Q_Key of a process's connection manager QP, from its token: a datagram from anyone who does not know the
+// token is dropped by the receiving HCA already (the high bit, which marks privileged Q_Keys, stays clear).
+inline constexpr std::uint32_t cm_qkey(std::uint64_t token) noexcept {
+    return static_cast<std::uint32_t>(token ^ (token >> 32)) & 0x7fffffffu;
+}
+
+enum class CmType : std::uint8_t { Connect = 1, Accept = 2, Reject = 3, Close = 4, CloseAck = 5 };
+enum class CmReject : std::uint16_t {
+    None = 0,
+    Resources = 1,   // the target could not create or ready a TGT QP
+    Finalizing = 2,  // the target is leaving the job
+    Unknown = 3,     // the target cannot read the initiator's modex address
+};
+
+struct CmMessage {
+    CmType type = CmType::Connect;
+    CmReject reason = CmReject::None;
+    std::uint32_t jobid = 0;
+    std::uint32_t src_rank = 0;
+    std::uint32_t dst_rank = 0;
+    std::uint64_t token = 0;
+    std::uint32_t generation = 0;
+    std::uint32_t ini_qpn = 0;
+    std::uint32_t tgt_qpn = 0;
+    std::uint32_t port_index = 0;  // which of the processes' ports (modules) this connection is for
+
+    bool operator==(const CmMessage &) const = default;
+};
+
+// ------------------------------------------------------------------------------------------------- modex blob
+// The magic stays across versions, so that a blob of another version is named as such.
+inline constexpr std::uint32_t kAddressMagic = 0x31435258u;  // "XRC1"
+inline constexpr std::uint16_t kAddressVersion = 2;
+
+}  // namespace xrc

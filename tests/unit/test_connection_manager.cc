@@ -1,0 +1,623 @@
+// The connection manager at message level, without MPI or a device: processes on simulated nodes exchange its
+// datagrams through a fake network that can lose, duplicate, delay and reorder them, over fake QPs that record
+// what would reach the device. Connect on first send, loss and retransmission, duplicates, both sides connecting
+// at once, forged and garbage datagrams, eviction under a cap with close on both sides, stale requests, a peer
+// that never answers, first-message handles, and draining at finalize.
+#include "src/core/connection_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+
+using namespace xrc;
+
+namespace {
+
+int fake_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **);
+
+struct FakeQp {
+    ibv_context context{};
+    ibv_qp qp{};
+    enum class Kind { ini, tgt, handle } kind = Kind::ini;
+    std::uint32_t owner_rank = 0;
+    std::uint32_t node = 0;
+    std::uint32_t peer_qpn = 0;  // INI: the TGT it is connected to; TGT/handle: the INI
+    bool connected = false;
+    std::vector<ibv_send_wr> posted;
+    FakeQp() {
+        context.ops.post_send = fake_post_send;
+        qp.context = &context;
+    }
+};
+
+FakeQp *fake_of(ibv_qp *qp) {
+    return reinterpret_cast<FakeQp *>(reinterpret_cast<char *>(qp) - offsetof(FakeQp, qp));
+}
+
+int fake_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **) {
+    FakeQp *f = fake_of(qp);
+    if (!f->connected) return EINVAL;  // posting before RTS would be a bug
+    f->posted.push_back(*wr);
+    return 0;
+}
+
+struct Datagram {
+    std::uint32_t from, to;
+    CmBytes bytes;
+    std::uint64_t due;
+};
+
+class Net;
+
+class Process : public CmHost {
+public:
+    Process(Net &net, std::uint32_t rank, std::uint32_t node, CmConfig config);
+    ConnectionManager &cm() { return *cm_; }
+    std::uint32_t rank() const { return rank_; }
+    const PortAddress &address() const { return address_; }
+
+    const PortAddress *address_of(std::uint32_t rank) noexcept override;
+    void send_datagram(const PortAddress &to, const CmBytes &bytes) noexcept override;
+    ibv_qp *create_ini(std::string &error) noexcept override;
+    std::string connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept override;
+    ibv_qp *create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn, std::string &error) noexcept override;
+    ibv_qp *open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept override;
+    void destroy_qp(ibv_qp *qp) noexcept override;
+    bool reserve_completions(std::size_t) noexcept override { return true; }
+    std::uint64_t now_us() noexcept override;
+    void link_failed(const NodeLink &, const std::string &why) noexcept override { failures.push_back(why); }
+    void note(const std::string &) noexcept override {}
+
+    // A peer object for `rank` attached to its node's link (what the BTL's add_procs does).
+    Peer &peer(std::uint32_t rank);
+    std::vector<std::string> failures;
+    bool fail_tgt_creation = false;
+
+private:
+    Net &net_;
+    std::uint32_t rank_, node_;
+    PortAddress address_;
+    std::map<std::uint32_t, std::unique_ptr<Peer>> peers_;
+    std::unique_ptr<ConnectionManager> cm_;
+};
+
+class Net {
+public:
+    std::vector<std::unique_ptr<Process>> procs;
+    std::deque<Datagram> wire;
+    std::uint64_t clock = 1000;
+    std::uint32_t next_qpn = 0x100;
+    std::map<std::uint32_t, std::unique_ptr<FakeQp>> qps;  // every live QP object (INI, TGT, handles) by address
+    std::map<std::uint32_t, int> tgt_users;                   // TGT QPN -> handles (creator included)
+    std::function<bool(const Datagram &)> lose = [](const Datagram &) { return false; };
+    std::function<int(const Datagram &)> copies = [](const Datagram &) { return 1; };
+    std::uint64_t delay_us = 0;
+    bool reorder = false;
+    std::mt19937 rng{12345};
+
+    // P ranks per node, N nodes, block mapping (ranks n*P .. n*P+P-1 on node n).
+    Net(std::uint32_t nodes, std::uint32_t ppn, CmConfig base = {}) {
+        for (std::uint32_t n = 0; n < nodes; ++n)
+            for (std::uint32_t p = 0; p < ppn; ++p) {
+                CmConfig c = base;
+                c.my_rank = n * ppn + p;
+                c.my_node = n;
+                c.jobid = 7;
+                procs.push_back(std::make_unique<Process>(*this, c.my_rank, n, c));
+            }
+    }
+    ~Net() { procs.clear(); }  // the processes destroy their QPs through the maps below
+    Process &operator[](std::uint32_t rank) { return *procs[rank]; }
+
+    // Delivers until nothing is in flight and no timer wants anything, advancing the clock; bounded.
+    void run(std::uint64_t max_us = 120000000) {
+        const std::uint64_t end = clock + max_us;
+        while (clock < end) {
+            bool any = false;
+            if (reorder && wire.size() > 1) std::shuffle(wire.begin(), wire.end(), rng);
+            std::deque<Datagram> now;
+            for (auto it = wire.begin(); it != wire.end();) {
+                if (it->due <= clock) {
+                    now.push_back(*it);
+                    it = wire.erase(it);
+                } else {
+                    ++it;
+                }
+            }
+            for (const auto &d : now) {
+                any = true;
+                if (lose(d)) continue;
+                for (int c = 0; c < copies(d); ++c) {
+                    Process &to = *procs[d.to];
+                    to.cm().on_datagram(d.bytes, procs[d.from]->address().lid, procs[d.from]->address().cm_qpn);
+                }
+            }
+            for (auto &p : procs)
+                if (p->cm().busy()) {
+                    p->cm().tick();
+                    any = true;
+                }
+            if (!any && wire.empty()) return;
+            clock += 500;
+        }
+    }
+    std::size_t live_tgts() const {
+        std::size_t n = 0;
+        for (const auto &[qpn, users] : tgt_users) n += users > 0;
+        return n;
+    }
+    std::size_t live_of(FakeQp::Kind kind) const {
+        std::size_t n = 0;
+        for (const auto &[key, qp] : qps) n += qp->kind == kind;
+        return n;
+    }
+};
+
+Process::Process(Net &net, std::uint32_t rank, std::uint32_t node, CmConfig config)
+    : net_(net), rank_(rank), node_(node) {
+    address_.lid = static_cast<std::uint16_t>(node + 1);
+    address_.port_num = 1;
+    address_.mtu = 5;
+    address_.node_id = node;
+    address_.cm_qpn = 0x10000 + rank;
+    address_.token = 0xabc0000000000000ull + rank * 7919 + 1;
+    address_.srqs = {{256, 0x500 + rank * 4}, {65536, 0x501 + rank * 4}};
+    config.my_token = address_.token;
+    cm_ = std::make_unique<ConnectionManager>(*this, config);
+}
+
+const PortAddress *Process::address_of(std::uint32_t rank) noexcept {
+    return rank < net_.procs.size() ? &net_.procs[rank]->address() : nullptr;
+}
+
+void Process::send_datagram(const PortAddress &to, const CmBytes &bytes) noexcept {
+    const std::uint32_t dst = to.cm_qpn - 0x10000;
+    net_.wire.push_back({rank_, dst, bytes, net_.clock + net_.delay_us});
+}
+
+ibv_qp *Process::create_ini(std::string &) noexcept {
+    auto f = std::make_unique<FakeQp>();
+    f->kind = FakeQp::Kind::ini;
+    f->owner_rank = rank_;
+    f->node = node_;
+    f->qp.qp_num = net_.next_qpn++;
+    ibv_qp *qp = &f->qp;
+    net_.qps[qp->qp_num] = std::move(f);
+    return qp;
+}
+
+std::string Process::connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept {
+    FakeQp *f = fake_of(ini);
+    if (net_.tgt_users[tgt_qpn] == 0) return "no such TGT QP";
+    if (target.node_id == node_) return "INI toward its own node";
+    f->peer_qpn = tgt_qpn;
+    f->connected = true;
+    return {};
+}
+
+ibv_qp *Process::create_tgt(const PortAddress &, std::uint32_t ini_qpn, std::string &error) noexcept {
+    if (fail_tgt_creation) {
+        error = "out of QPs";
+        return nullptr;
+    }
+    auto f = std::make_unique<FakeQp>();
+    f->kind = FakeQp::Kind::tgt;
+    f->owner_rank = rank_;
+    f->node = node_;
+    f->peer_qpn = ini_qpn;
+    f->qp.qp_num = net_.next_qpn++;
+    ibv_qp *qp = &f->qp;
+    net_.tgt_users[qp->qp_num] = 1;
+    net_.qps[qp->qp_num] = std::move(f);
+    return qp;
+}
+
+ibv_qp *Process::open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept {
+    auto it = net_.qps.find(tgt_qpn);
+    if (it == net_.qps.end() || net_.tgt_users[tgt_qpn] == 0 || it->second->node != node_ ||
+        it->second->peer_qpn != ini_qpn) {
+        error = "no such TGT QP in this domain";
+        return nullptr;
+    }
+    auto f = std::make_unique<FakeQp>();
+    f->kind = FakeQp::Kind::handle;
+    f->owner_rank = rank_;
+    f->node = node_;
+    f->peer_qpn = tgt_qpn;  // for handles: the TGT they hold
+    f->qp.qp_num = net_.next_qpn++ | 0x800000;  // a handle object of its own (the real QP number is tgt_qpn)
+    ++net_.tgt_users[tgt_qpn];
+    ibv_qp *qp = &f->qp;
+    net_.qps[qp->qp_num] = std::move(f);
+    return qp;
+}
+
+void Process::destroy_qp(ibv_qp *qp) noexcept {
+    FakeQp *f = fake_of(qp);
+    if (f->kind == FakeQp::Kind::tgt) --net_.tgt_users[qp->qp_num];
+    if (f->kind == FakeQp::Kind::handle) --net_.tgt_users[f->peer_qpn];
+    net_.qps.erase(qp->qp_num);
+}
+
+std::uint64_t Process::now_us() noexcept { return net_.clock; }
+
+Peer &Process::peer(std::uint32_t rank) {
+    auto &slot = peers_[rank];
+    if (!slot) {
+        slot = std::make_unique<Peer>();
+        const PortAddress &a = net_.procs[rank]->address();
+        slot->rank = rank;
+        slot->srqs = a.srqs;
+        cm_->attach(*slot, cm_->link_for(a.node_id, rank));
+    }
+    return *slot;
+}
+
+// A send as the BTL makes it: prepared by the peer, queued on its link's queue.
+struct Message {
+    SendOp op;
+    unsigned char data[16] = {};
+    bool done = false;
+    ibv_wc_status status = IBV_WC_SUCCESS;
+};
+void message_done(SendOp *op, ibv_wc_status status) noexcept {
+    auto *m = reinterpret_cast<Message *>(reinterpret_cast<char *>(op) - offsetof(Message, op));
+    m->done = true;
+    m->status = status;
+}
+void send(Process &from, std::uint32_t to, Message &m) {
+    Peer &p = from.peer(to);
+    p.prepare_srq(m.op, m.data, sizeof(m.data), 0, make_imm(0x41));
+    m.op.on_complete = message_done;
+    ASSERT_EQ(p.queue->post_or_queue(m.op), 0);
+}
+// Completes everything posted on a link's queue (the HCA's ACKs).
+void complete_all(NodeLink &link) {
+    while (!link.queue().idle()) {
+        ibv_wc wc{};
+        wc.wr_id = reinterpret_cast<std::uintptr_t>(&link.queue());
+        wc.status = IBV_WC_SUCCESS;
+        link.queue().on_completion(wc);
+    }
+}
+FakeQp *ini_of(NodeLink &link) {
+    return link.queue().qp() != nullptr ? fake_of(link.queue().qp()) : nullptr;
+}
+std::uint32_t imm_of(const ibv_send_wr &wr) { return ntohl(wr.imm_data); }
+
+}  // namespace
+
+TEST(ConnectionManager, FirstSendConnectsAndQueuedSendsGoOutInOrder) {
+    Net net(2, 2);
+    Message a, b;
+    send(net[0], 2, a);
+    send(net[0], 3, b);  // another rank of the same node: same link, no second handshake
+    NodeLink &link = *net[0].peer(2).link;
+    EXPECT_EQ(link.state(), NodeLink::State::connecting);
+    EXPECT_EQ(&link, net[0].peer(3).link);
+    net.run();
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    FakeQp *ini = ini_of(link);
+    ASSERT_NE(ini, nullptr);
+    ASSERT_EQ(ini->posted.size(), 2u);
+    EXPECT_EQ(ini->posted[0].qp_type.xrc.remote_srqn, net[2].address().srqs.front().srq_num);
+    EXPECT_EQ(ini->posted[1].qp_type.xrc.remote_srqn, net[3].address().srqs.front().srq_num);
+    // Both are the first message to their receiver over this connection.
+    EXPECT_TRUE(imm_of(ini->posted[0]) & kImmFirst);
+    EXPECT_TRUE(imm_of(ini->posted[1]) & kImmFirst);
+    EXPECT_EQ(net[2].cm().owned_tgts(), 1u);  // the first destination made the TGT QP
+    EXPECT_EQ(net[3].cm().owned_tgts(), 0u);
+    EXPECT_EQ(net[0].cm().counters().connects_started, 1u);
+    Message c;
+    send(net[0], 2, c);
+    ASSERT_EQ(ini->posted.size(), 3u);
+    EXPECT_FALSE(imm_of(ini->posted[2]) & kImmFirst);  // not the first any more
+    complete_all(link);
+    EXPECT_TRUE(a.done && b.done && c.done);
+    EXPECT_EQ(a.status, IBV_WC_SUCCESS);
+}
+
+TEST(ConnectionManager, ReceiverHoldsItsOwnHandleFromItsFirstMessage) {
+    Net net(2, 2);
+    Message a;
+    send(net[0], 3, a);  // rank 3 is the owner
+    Message b;
+    send(net[0], 2, b);
+    net.run();
+    NodeLink &link = *net[0].peer(3).link;
+    const std::uint32_t tgt = link.tgt_qpn();
+    EXPECT_EQ(net.tgt_users[tgt], 1);
+    net[3].cm().hold_tgt(tgt, link.ini_qpn());  // the owner holds it already
+    EXPECT_EQ(net.tgt_users[tgt], 1);
+    net[2].cm().hold_tgt(tgt, link.ini_qpn());
+    EXPECT_EQ(net.tgt_users[tgt], 2);
+    net[2].cm().hold_tgt(tgt, link.ini_qpn());  // once
+    EXPECT_EQ(net.tgt_users[tgt], 2);
+    net[2].cm().hold_tgt(tgt, link.ini_qpn() + 99);  // not this QP's initiator: nothing opened
+    EXPECT_EQ(net[2].cm().held_handles(), 0u);  // the stale handle was dropped, no new one made
+    net[2].cm().hold_tgt(tgt, link.ini_qpn());
+    EXPECT_EQ(net[2].cm().held_handles(), 1u);
+}
+
+TEST(ConnectionManager, LostDatagramsAreRetransmittedAndDuplicatesAnsweredWithTheSameQp) {
+    Net net(2, 1);
+    int dropped = 0;
+    net.lose = [&](const Datagram &) { return dropped++ < 5; };  // CONNECTs and ACCEPTs alike
+    net.copies = [](const Datagram &) { return 2; };               // and everything that gets through, twice
+    Message a;
+    send(net[0], 1, a);
+    net.run();
+    NodeLink &link = *net[0].peer(1).link;
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    EXPECT_GT(net[0].cm().counters().retransmissions, 0u);
+    EXPECT_GT(net[1].cm().counters().duplicates + net[0].cm().counters().duplicates, 0u);
+    EXPECT_EQ(net[1].cm().owned_tgts(), 1u);  // one TGT QP however many CONNECTs arrived
+    EXPECT_EQ(net.live_tgts(), 2u);           // (and one for rank 1's connection back)
+    EXPECT_EQ(ini_of(link)->peer_qpn, link.tgt_qpn());
+}
+
+TEST(ConnectionManager, ReorderedAndDelayedDatagramsStillConnectOnce) {
+    Net net(4, 2);
+    net.reorder = true;
+    net.delay_us = 30000;
+    std::vector<std::unique_ptr<Message>> msgs;
+    for (std::uint32_t s = 0; s < 8; ++s)
+        for (std::uint32_t r = 0; r < 8; ++r) {
+            if (s / 2 == r / 2) continue;
+            msgs.push_back(std::make_unique<Message>());
+            send(net[s], r, *msgs.back());
+        }
+    net.run();
+    // A connection storm from cold: every process reaches the three other nodes, one INI QP each, and every node
+    // holds exactly one TGT QP per remote sender.
+    for (std::uint32_t s = 0; s < 8; ++s) {
+        EXPECT_EQ(net[s].cm().live_ini_qps(), 3u) << s;
+        EXPECT_EQ(net[s].cm().counters().failures, 0u);
+    }
+    EXPECT_EQ(net.live_tgts(), 8u * 3);
+}
+
+TEST(ConnectionManager, BothSidesConnectingAtOnceMakeTwoIndependentConnections) {
+    Net net(2, 1);
+    Message a, b;
+    send(net[0], 1, a);
+    send(net[1], 0, b);
+    net.run();
+    EXPECT_EQ(net[0].peer(1).link->state(), NodeLink::State::connected);
+    EXPECT_EQ(net[1].peer(0).link->state(), NodeLink::State::connected);
+    EXPECT_EQ(net.live_tgts(), 2u);
+    EXPECT_EQ(net[0].cm().counters().failures + net[1].cm().counters().failures, 0u);
+}
+
+TEST(ConnectionManager, AcceptingStartsTheReverseConnection) {
+    Net net(2, 1);
+    Message a;
+    send(net[0], 1, a);
+    net.run();
+    NodeLink &back = net[1].cm().link_for(0, 0);
+    EXPECT_EQ(back.state(), NodeLink::State::connected);  // before rank 1 sends anything
+    Message reply;
+    send(net[1], 0, reply);
+    EXPECT_EQ(ini_of(back)->posted.size(), 1u);  // posted at once, no handshake in the way
+}
+
+TEST(ConnectionManager, ForgedGarbageAndForeignDatagramsCreateNothing) {
+    Net net(2, 1);
+    ConnectionManager &cm = net[1].cm();
+    const PortAddress &from = net[0].address();
+    CmMessage m;
+    m.type = CmType::Connect;
+    m.jobid = 7;
+    m.src_rank = 0;
+    m.dst_rank = 1;
+    m.token = net[1].address().token;
+    m.generation = 1;
+    m.ini_qpn = 0x4242;
+    auto deliver = [&](const CmMessage &x, std::uint16_t slid, std::uint32_t qpn) {
+        const CmBytes b = encode_cm(x);
+        cm.on_datagram(b, slid, qpn);
+    };
+    CmMessage bad = m;
+    bad.token ^= 1;  // another job's (or a guessed) token
+    deliver(bad, from.lid, from.cm_qpn);
+    bad = m;
+    bad.jobid = 8;
+    deliver(bad, from.lid, from.cm_qpn);
+    bad = m;
+    bad.dst_rank = 0;
+    deliver(bad, from.lid, from.cm_qpn);
+    deliver(m, from.lid + 1, from.cm_qpn);  // right words, from an address that is not rank 0's
+    deliver(m, from.lid, from.cm_qpn + 1);
+    bad = m;
+    bad.src_rank = 999;  // no such rank
+    deliver(bad, from.lid, from.cm_qpn);
+    const CmBytes good = encode_cm(m);
+    for (std::size_t n = 0; n < good.size(); ++n) cm.on_datagram(std::span(good.data(), n), from.lid, from.cm_qpn);
+    std::mt19937 rng(7);
+    for (int i = 0; i < 2000; ++i) {
+        CmBytes junk;
+        for (auto &byte : junk) byte = static_cast<std::uint8_t>(rng());
+        cm.on_datagram(junk, from.lid, from.cm_qpn);
+        // A bit flipped anywhere in who it is from, for, or the token (a flip in the generation or QP number
+        // would be a different, genuine-looking request).
+        CmBytes flipped = good;
+        flipped[rng() % 32] ^= static_cast<std::uint8_t>(1u << (rng() % 8));
+        cm.on_datagram(flipped, from.lid, from.cm_qpn);
+    }
+    EXPECT_EQ(cm.owned_tgts() > 0, false) << "a forged request made a TGT QP";
+    EXPECT_EQ(net.live_tgts(), 0u);
+    EXPECT_GE(cm.counters().rejected, 6u + good.size());
+    deliver(m, from.lid, from.cm_qpn);  // the genuine article is accepted
+    EXPECT_EQ(cm.owned_tgts(), 1u);
+}
+
+TEST(ConnectionManager, EvictionUnderTheCapDrainsClosesBothSidesAndReconnects) {
+    CmConfig c;
+    c.max_ini_qps = 1;
+    c.reciprocate = false;
+    Net net(3, 1, c);
+    Message a;
+    send(net[0], 1, a);
+    net.run();
+    NodeLink &to1 = *net[0].peer(1).link;
+    ASSERT_EQ(to1.state(), NodeLink::State::connected);
+    const std::uint32_t first_tgt = to1.tgt_qpn(), first_gen = to1.generation();
+    // An inline send nobody waits for: unsignaled, so only a later signaled request can retire it.
+    SendOp inline_op;
+    net[0].peer(1).prepare_srq(inline_op, nullptr, 0, 0, make_imm(0x41));
+    ASSERT_EQ(to1.queue().try_post(inline_op), 0);
+    ASSERT_TRUE(to1.queue().needs_fence());
+    // Rank 0 now wants node 2: node 1's connection has to go first, and the fence retires what is outstanding
+    // before the QP is destroyed: nothing in flight is lost.
+    to1.queue().clear_used();
+    Message b;
+    send(net[0], 2, b);
+    NodeLink &to2 = *net[0].peer(2).link;
+    EXPECT_EQ(to2.state(), NodeLink::State::waiting);
+    net[0].cm().tick();
+    EXPECT_EQ(to1.state(), NodeLink::State::draining);
+    EXPECT_TRUE(imm_of(ini_of(to1)->posted.back()) & kImmNop);
+    EXPECT_FALSE(a.done);
+    complete_all(to1);
+    EXPECT_TRUE(a.done);
+    EXPECT_EQ(a.status, IBV_WC_SUCCESS);
+    net.run();
+    EXPECT_EQ(to1.state(), NodeLink::State::idle);
+    EXPECT_EQ(to2.state(), NodeLink::State::connected);
+    EXPECT_LE(net[0].cm().counters().ini_high_water, 1u);
+    EXPECT_EQ(net[1].cm().owned_tgts(), 0u);  // closed on the remote side too
+    EXPECT_EQ(net.tgt_users[first_tgt], 0);
+    EXPECT_EQ(net[0].cm().counters().evictions, 1u);
+    // Back to node 1: a new connection, with a new generation.
+    to2.queue().clear_used();
+    complete_all(to2);
+    Message c2;
+    send(net[0], 1, c2);
+    net.run();
+    complete_all(to2);
+    net.run();
+    EXPECT_EQ(to1.state(), NodeLink::State::connected);
+    EXPECT_GT(to1.generation(), first_gen);
+    EXPECT_NE(to1.tgt_qpn(), first_tgt);
+    EXPECT_EQ(net.live_of(FakeQp::Kind::ini), 1u);
+}
+
+TEST(ConnectionManager, ClosingTellsEveryReceiverThatMayHoldAHandle) {
+    CmConfig c;
+    c.max_ini_qps = 1;
+    c.reciprocate = false;
+    Net net(3, 2, c);
+    Message a, b;
+    send(net[0], 2, a);  // owner: rank 2
+    send(net[0], 3, b);
+    net.run();
+    NodeLink &link = *net[0].peer(2).link;
+    net[3].cm().hold_tgt(link.tgt_qpn(), link.ini_qpn());  // rank 3's first message arrived
+    const std::uint32_t tgt = link.tgt_qpn();
+    EXPECT_EQ(net.tgt_users[tgt], 2);
+    complete_all(link);
+    link.queue().clear_used();
+    Message d;
+    send(net[0], 4, d);  // evicts node 1's connection
+    net.run();
+    complete_all(link);
+    net.run();
+    EXPECT_EQ(net.tgt_users[tgt], 0) << "a handle on the closed connection's TGT QP was left behind";
+    EXPECT_EQ(net[3].cm().held_handles(), 0u);
+}
+
+TEST(ConnectionManager, ALateCopyOfAClosedConnectionsConnectIsIgnored) {
+    CmConfig c;
+    c.max_ini_qps = 1;
+    c.reciprocate = false;
+    Net net(3, 1, c);
+    std::vector<Datagram> seen;
+    net.lose = [&](const Datagram &d) {
+        seen.push_back(d);
+        return false;
+    };
+    Message a;
+    send(net[0], 1, a);
+    net.run();
+    const CmBytes first_connect = seen.front().bytes;
+    complete_all(*net[0].peer(1).link);
+    net[0].peer(1).link->queue().clear_used();
+    Message b;
+    send(net[0], 2, b);
+    net.run();
+    ASSERT_EQ(net[1].cm().owned_tgts(), 0u);
+    net[1].cm().on_datagram(first_connect, net[0].address().lid, net[0].address().cm_qpn);
+    EXPECT_EQ(net[1].cm().owned_tgts(), 0u);
+    EXPECT_GE(net[1].cm().counters().stale, 1u);
+}
+
+TEST(ConnectionManager, APeerThatNeverAnswersFailsTheLinkAndItsQueuedSends) {
+    CmConfig c;
+    c.connect_timeout_us = 2000000;
+    Net net(2, 1, c);
+    net.lose = [](const Datagram &d) { return d.to == 1; };
+    Message a, b;
+    send(net[0], 1, a);
+    send(net[0], 1, b);
+    net.run();
+    NodeLink &link = *net[0].peer(1).link;
+    EXPECT_EQ(link.state(), NodeLink::State::failed);
+    EXPECT_TRUE(a.done && b.done);
+    EXPECT_EQ(a.status, IBV_WC_RETRY_EXC_ERR);
+    ASSERT_EQ(net[0].failures.size(), 1u);
+    EXPECT_NE(net[0].failures[0].find("no answer from rank 1"), std::string::npos) << net[0].failures[0];
+    EXPECT_GT(net[0].cm().counters().retransmissions, 3u);
+    EXPECT_EQ(net.live_of(FakeQp::Kind::ini), 0u);  // the INI QP was not left behind
+    Message late;
+    Peer &p = net[0].peer(1);
+    p.prepare_srq(late.op, late.data, 8, 0, make_imm(1));
+    late.op.on_complete = message_done;
+    EXPECT_NE(p.queue->post_or_queue(late.op), 0);  // the failure is final, reported once
+}
+
+TEST(ConnectionManager, ARejectedConnectionFailsWithTheTargetsReason) {
+    Net net(2, 1);
+    net[1].fail_tgt_creation = true;
+    Message a;
+    send(net[0], 1, a);
+    net.run();
+    ASSERT_EQ(net[0].failures.size(), 1u);
+    EXPECT_NE(net[0].failures[0].find("cannot create an XRC receive QP"), std::string::npos) << net[0].failures[0];
+    EXPECT_EQ(a.status, IBV_WC_RETRY_EXC_ERR);
+}
+
+TEST(ConnectionManager, FinalizeDrainsEverythingAcceptedIncludingConnectionsStillBeingMade) {
+    Net net(3, 1);
+    Message a, b;
+    send(net[0], 1, a);
+    net.run();
+    send(net[0], 2, b);  // connecting when finalize begins
+    net[0].cm().begin_finalize();
+    EXPECT_FALSE(net[0].cm().drained());
+    net.run(100000);
+    NodeLink &to1 = *net[0].peer(1).link, &to2 = *net[0].peer(2).link;
+    EXPECT_EQ(to2.state(), NodeLink::State::draining);  // it connected, posted b, and drains
+    EXPECT_EQ(ini_of(to2)->posted.size(), 1u);
+    complete_all(to1);
+    complete_all(to2);
+    net.run();
+    EXPECT_TRUE(net[0].cm().drained());
+    EXPECT_TRUE(a.done && b.done);
+    EXPECT_EQ(a.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(b.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(net[0].cm().live_ini_qps(), 0u);
+    // Rank 2's connection back toward node 0 was refused quietly (it carried nothing); a send to the finalized
+    // process is refused with the reason.
+    EXPECT_EQ(net[2].failures.size(), 0u);
+    Message c;
+    send(net[2], 0, c);
+    net.run();
+    ASSERT_EQ(net[2].failures.size(), 1u);
+    EXPECT_NE(net[2].failures[0].find("finalizing"), std::string::npos) << net[2].failures[0];
+    EXPECT_EQ(c.status, IBV_WC_RETRY_EXC_ERR);
+}
