@@ -7,7 +7,8 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
-#include <unordered_set>
+#include <string>
+#include <unordered_map>
 
 // Values of the MCA parameters, filled by the MCA variable system (storage registered in btl_xrc_params.cc).
 struct mca_btl_xrc_params_t {
@@ -39,12 +40,17 @@ struct mca_btl_xrc_params_t {
     int max_eager_rdma;
     int eager_rdma_num;
     int eager_rdma_slot_size;
+    char *connect;         // auto | eager | on-demand
+    int eager_max_nodes;   // auto: eager up to this many nodes
+    int max_ini_qps;       // 0: no cap
+    int connect_timeout;   // seconds
+    int cm_receives;
+    int finalize_wait;     // seconds
 };
 
 namespace xrc {
-class NodeMap;
+class NodeLink;
 class PortTransport;
-struct ProcessAddress;
 struct PortAddress;
 struct SendOp;
 }  // namespace xrc
@@ -83,7 +89,8 @@ struct mca_btl_xrc_module_t {
     opal_free_list_t max_frags;    // send fragments of btl_max_send_size bytes
     opal_free_list_t rdma_frags;   // put/get/atomic descriptors (no payload)
     bool lists_ready;
-    bool wired;  // owned TGT QPs brought up (first add_procs, during MPI_Init)
+    bool wired;  // first add_procs done (eager mode: every node's connection started)
+    bool finalizing;
     mca_btl_base_module_error_cb_fn_t error_cb;
     opal_event_t async_event;
     bool async_event_active;
@@ -91,9 +98,10 @@ struct mca_btl_xrc_module_t {
     uint64_t *atomic_scratch;
     struct ibv_mr *atomic_scratch_mr;
     mca_btl_base_registration_handle_t atomic_scratch_handle;
-    // The endpoints this module created. The BML may hand the same endpoint to del_procs more than once (it
-    // sits in several of its BTL arrays), so only endpoints still listed here are released.
-    std::unordered_set<struct mca_btl_base_endpoint_t *> *endpoints;
+    // The endpoints this module created, by rank (O(peers added): Open MPI adds remote peers on first use). The
+    // BML may hand the same endpoint to del_procs more than once (it sits in several of its BTL arrays), so only
+    // endpoints still listed here are released.
+    std::unordered_map<uint32_t, struct mca_btl_base_endpoint_t *> *endpoints;
     // Eager RDMA rings (btl_xrc_eager.cc); null when btl_xrc_use_eager_rdma is off.
     struct mca_btl_xrc_eager_t *eager;
     // Progress calls in a row that found eager RDMA messages and skipped the completion queue.
@@ -120,6 +128,9 @@ int mca_btl_xrc_module_init(mca_btl_xrc_module_t *module) noexcept;
 int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *module) noexcept;
 void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,
                               const char *what) noexcept;
+// A connection failed (its sends have completed with an error): reported with the rank it went through.
+void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *module, const xrc::NodeLink *link,
+                                     const std::string &why) noexcept;
 
 // btl_xrc_params.cc
 int mca_btl_xrc_register_params() noexcept;

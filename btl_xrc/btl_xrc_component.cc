@@ -61,7 +61,7 @@ void report_no_usable_port(const xrc::DiscoveryReport &report) {
     }
 }
 
-xrc::TransportConfig transport_config(const xrc::ReceiveQueueSpec &spec) {
+xrc::TransportConfig transport_config(const xrc::ReceiveQueueSpec &spec, const mca_btl_xrc_job_t &job) {
     const auto &P = mca_btl_xrc_component.params;
     xrc::TransportConfig c;
     c.receive_classes = spec.classes;
@@ -82,6 +82,15 @@ xrc::TransportConfig transport_config(const xrc::ReceiveQueueSpec &spec) {
                  : opal_process_info.job_session_dir != nullptr ? opal_process_info.job_session_dir
                                                                 : "/tmp";
     c.job_name = std::to_string(OPAL_PROC_MY_NAME.jobid) + "." + std::to_string(getuid());
+    c.local_ranks = job.local_ranks;
+    // Eager mode connects to every remote node at once: room for all of them from the start.
+    c.expected_links = job.eager ? static_cast<uint32_t>(job.node_count) : 4u;
+    c.cm_receives = static_cast<uint32_t>(P.cm_receives);
+    c.cm.my_rank = job.my_rank;
+    c.cm.jobid = static_cast<uint32_t>(job.jobid);
+    c.cm.my_node = job.my_node_id;
+    c.cm.max_ini_qps = static_cast<uint32_t>(P.max_ini_qps);
+    c.cm.connect_timeout_us = static_cast<uint64_t>(P.connect_timeout) * 1000000u;
     return c;
 }
 
@@ -114,7 +123,7 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
         return nullptr;
     }
     int n = 0;
-    auto config = transport_config(spec);
+    auto config = transport_config(spec, job);
     for (auto &opened : report.devices) {
         auto device = std::make_shared<xrc::OpenedDevice>(std::move(opened));
         for (const auto &port : device->ports) {
@@ -128,14 +137,23 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
                 continue;
             }
             config.path.pkey_index = static_cast<uint16_t>(pkey);
-            auto transport = std::make_unique<xrc::PortTransport>(device, port, config, *job.map, job.my_rank, error);
+            config.cm.port_index = static_cast<uint32_t>(n);
+            auto *module = new mca_btl_xrc_module_t{};
+            xrc::PortTransport::Listener listener;
+            listener.link_failed = [module](const xrc::NodeLink *link, const std::string &why) {
+                mca_btl_xrc_report_link_failure(module, link, why);
+            };
+            listener.note = [](const std::string &what) { BTL_XRC_VERBOSE(10, "btl:xrc: %s", what.c_str()); };
+            const int index = n;
+            auto lookup = [index](uint32_t rank) { return mca_btl_xrc_component.job->port_address(rank, index); };
+            auto transport = std::make_unique<xrc::PortTransport>(device, port, config, lookup, listener, error);
             if (!error.empty()) {
                 opal_output(0, "btl:xrc: %s: %s:%u is not usable: %s", opal_process_info.nodename,
                             port.device.c_str(), port.port, error.c_str());
                 error.clear();
+                delete module;
                 continue;
             }
-            auto *module = new mca_btl_xrc_module_t{};
             module->super = mca_btl_xrc_module_template;
             module->transport = transport.release();
             module->index = n;
@@ -148,8 +166,9 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
             array[n] = &module->super;
             modules[n] = module;
             ++n;
-            BTL_XRC_VERBOSE(1, "btl:xrc: %s: using %s:%u (LID %u) for %zu nodes", opal_process_info.nodename,
-                            port.device.c_str(), port.port, port.port_attr.lid, job.map->node_count());
+            BTL_XRC_VERBOSE(1, "btl:xrc: %s: using %s:%u (LID %u), connections %s (%zu nodes)",
+                            opal_process_info.nodename, port.device.c_str(), port.port, port.port_attr.lid,
+                            job.eager ? "eager" : "on demand", job.node_count);
         }
     }
     if (n == 0 || mca_btl_xrc_modex_publish(modules, n) != OPAL_SUCCESS) {

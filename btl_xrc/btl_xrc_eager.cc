@@ -5,6 +5,8 @@
 #include "btl_xrc_frag.h"
 #include "btl_xrc_job.h"
 
+#include "src/core/port_transport.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -15,15 +17,12 @@ namespace {
 constexpr size_t kWordStride = 8;  // one credit or report word per 64-byte line
 
 mca_btl_base_endpoint_t *endpoint_of_rank(mca_btl_xrc_module_t *m, uint32_t rank) {
-    for (auto *endpoint : *m->endpoints)
-        if (endpoint->route.rank == rank) return endpoint;
-    return nullptr;
+    auto it = m->endpoints->find(rank);
+    return it != m->endpoints->end() ? it->second : nullptr;
 }
 
 // Sends one control message to the peer over the SRQ path. False if it could not be posted or queued.
 bool send_control(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const xrc::EagerControl &control) {
-    xrc::SendQueue *queue = mca_btl_xrc_endpoint_queue(endpoint);
-    if (queue == nullptr) return false;
     mca_btl_xrc_frag_t *frag = mca_btl_xrc_frag_get(&m->eager_frags);
     if (frag == nullptr) return false;
     frag->module = m;
@@ -31,10 +30,10 @@ bool send_control(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, co
     frag->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
     frag->base.des_cbfunc = nullptr;
     std::memcpy(frag->segment.seg_addr.pval, &control, sizeof(control));
-    mca_btl_xrc_prepare_send(frag->op, endpoint, frag->segment.seg_addr.pval, sizeof(control), frag->lkey,
-                             kImmControl);
+    endpoint->peer.prepare_srq(frag->op, frag->segment.seg_addr.pval, sizeof(control), frag->lkey,
+                               xrc::kImmMarker | xrc::kImmControl);
     frag->op.on_complete = mca_btl_xrc_frag_return_on_complete;
-    if (queue->post_or_queue(frag->op) != 0) {
+    if (endpoint->peer.queue->post_or_queue(frag->op) != 0) {
         mca_btl_xrc_frag_return(frag);
         return false;
     }
@@ -55,10 +54,9 @@ xrc::EagerControl control_of(xrc::EagerControlType type) {
 void on_request(mca_btl_xrc_module_t *m, const xrc::EagerControl &request) {
     mca_btl_base_endpoint_t *endpoint = endpoint_of_rank(m, request.rank);
     if (endpoint == nullptr) return;  // not a peer of this module: nothing to answer through
-    xrc::SendQueue *queue = mca_btl_xrc_endpoint_queue(endpoint);
+    xrc::SendQueue *queue = endpoint->peer.queue;
     const char *refusal = m->eager == nullptr                          ? "eager RDMA is off here"
                           : m->eager->rings_used == m->eager->max_peers ? "all given, btl_xrc_max_eager_rdma"
-                          : queue == nullptr                           ? "no send queue toward it"
                                                                        : nullptr;
     if (refusal != nullptr) {
         BTL_XRC_VERBOSE(10, "btl:xrc: refused an eager RDMA ring to rank %u (%s)", request.rank, refusal);
@@ -71,7 +69,7 @@ void on_request(mca_btl_xrc_module_t *m, const xrc::EagerControl &request) {
     unsigned char *base = e.memory + size_t(index) * e.slots * e.slot_size;
     r.ring.init(base, e.slots, e.slot_size);
     r.queue = queue;
-    r.remote_srqn = endpoint->route.srqs.front().srq_num;
+    r.remote_srqn = endpoint->peer.srqs.front().srq_num;
     r.credit_addr = request.addr;
     r.credit_rkey = request.rkey;
     r.writer = endpoint;
@@ -83,6 +81,7 @@ void on_request(mca_btl_xrc_module_t *m, const xrc::EagerControl &request) {
     grant.slot_size = e.slot_size;
     if (!send_control(m, endpoint, grant)) return;
     endpoint->eager_ring = &r;
+    endpoint->peer.granted = &r.ring;
     ++e.rings_used;  // polled from now on
     BTL_XRC_VERBOSE(10, "btl:xrc: eager RDMA ring %u (%u x %u bytes) granted to rank %u", index, e.slots,
                     e.slot_size, request.rank);
@@ -90,19 +89,19 @@ void on_request(mca_btl_xrc_module_t *m, const xrc::EagerControl &request) {
 
 void on_grant(mca_btl_xrc_module_t *m, const xrc::EagerControl &grant) {
     mca_btl_base_endpoint_t *endpoint = endpoint_of_rank(m, grant.rank);
-    if (endpoint == nullptr || endpoint->eager_state != mca_btl_xrc_eager_state_t::requested) return;
-    const uint64_t *word = m->eager->credit_words + size_t(endpoint->eager_word) * kWordStride;
-    endpoint->eager.activate(grant.addr, grant.rkey, grant.slots, grant.slot_size, word);
-    endpoint->eager_state = mca_btl_xrc_eager_state_t::active;
+    if (endpoint == nullptr || endpoint->peer.eager_state != xrc::EagerState::requested) return;
+    const uint64_t *word = m->eager->credit_words + size_t(endpoint->peer.eager_word) * kWordStride;
+    endpoint->peer.eager.activate(grant.addr, grant.rkey, grant.slots, grant.slot_size, word);
+    endpoint->peer.eager_state = xrc::EagerState::active;
     BTL_XRC_VERBOSE(10, "btl:xrc: writing into rank %u's eager RDMA ring (%u x %u bytes)", grant.rank, grant.slots,
                     grant.slot_size);
 }
 
 void on_refuse(mca_btl_xrc_module_t *m, const xrc::EagerControl &refuse) {
     mca_btl_base_endpoint_t *endpoint = endpoint_of_rank(m, refuse.rank);
-    if (endpoint == nullptr || endpoint->eager_state != mca_btl_xrc_eager_state_t::requested) return;
-    endpoint->eager_state = mca_btl_xrc_eager_state_t::off;
-    m->eager->free_words[m->eager->free_count++] = endpoint->eager_word;  // nobody reports into it
+    if (endpoint == nullptr || endpoint->peer.eager_state != xrc::EagerState::requested) return;
+    endpoint->peer.eager_state = xrc::EagerState::off;
+    m->eager->free_words[m->eager->free_count++] = endpoint->peer.eager_word;  // nobody reports into it
     BTL_XRC_VERBOSE(10, "btl:xrc: rank %u has no eager RDMA ring for us; its messages stay on the SRQs", refuse.rank);
 }
 
@@ -186,31 +185,31 @@ void mca_btl_xrc_eager_fini(mca_btl_xrc_module_t *m) noexcept {
 }
 
 void mca_btl_xrc_eager_endpoint_init(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexcept {
-    endpoint->eager_state =
-        m->eager != nullptr ? mca_btl_xrc_eager_state_t::counting : mca_btl_xrc_eager_state_t::off;
-    endpoint->eager_sends = 0;
+    endpoint->peer.eager_state = m->eager != nullptr ? xrc::EagerState::counting : xrc::EagerState::off;
+    endpoint->peer.eager_sends = 0;
 }
 
 void mca_btl_xrc_eager_endpoint_fini(mca_btl_base_endpoint_t *endpoint) noexcept {
     if (endpoint->eager_ring != nullptr) endpoint->eager_ring->writer = nullptr;
     endpoint->eager_ring = nullptr;
+    endpoint->peer.granted = nullptr;
 }
 
 void mca_btl_xrc_eager_request(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexcept {
     mca_btl_xrc_eager_t &e = *m->eager;
     if (e.free_count == 0) {  // every credit word is in use: this peer stays on the SRQ path
-        endpoint->eager_state = mca_btl_xrc_eager_state_t::off;
+        endpoint->peer.eager_state = xrc::EagerState::off;
         return;
     }
     const uint32_t word = e.free_words[--e.free_count];
     xrc::EagerControl request = control_of(xrc::EagerControlType::Request);
     request.addr = reinterpret_cast<uintptr_t>(e.credit_words + size_t(word) * kWordStride);
     request.rkey = e.mr->rkey;
-    endpoint->eager_word = word;
-    endpoint->eager_state = mca_btl_xrc_eager_state_t::requested;
+    endpoint->peer.eager_word = word;
+    endpoint->peer.eager_state = xrc::EagerState::requested;
     if (!send_control(m, endpoint, request)) {
         e.free_words[e.free_count++] = word;
-        endpoint->eager_state = mca_btl_xrc_eager_state_t::off;
+        endpoint->peer.eager_state = xrc::EagerState::off;
     }
 }
 
@@ -244,7 +243,7 @@ int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *m) noexcept {
         xrc::EagerRing::Message message;
         while (r.ring.peek(message)) {
             const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[message.tag];
-            if (message.well_formed && r.writer != nullptr) r.writer->eager.note_ack(message.ack);
+            if (message.well_formed && r.writer != nullptr) r.writer->peer.eager.note_ack(message.ack);
             if (message.well_formed && reg->cbfunc != nullptr) {
                 r.busy = true;
                 mca_btl_xrc_deliver(m, reg, message.tag, const_cast<unsigned char *>(message.data), message.length);

@@ -47,42 +47,15 @@ void mca_btl_xrc_eager_control(mca_btl_xrc_module_t *module, const void *data, s
 // Polls the granted rings: dispatches what arrived, sends credit reports. Returns messages handled.
 int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *module) noexcept;
 
-// Counts a send that did not go through the peer's ring.
-inline void mca_btl_xrc_eager_count(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint) noexcept {
-    if (OPAL_UNLIKELY(endpoint->eager_state == mca_btl_xrc_eager_state_t::counting) &&
-        ++endpoint->eager_sends >= module->eager->threshold)
-        mca_btl_xrc_eager_request(module, endpoint);
-}
-
-// A send was posted, into the peer's ring or through the SRQs: counts it, and counts SRQ sends toward the request.
+// A send was posted, into the peer's ring or through the SRQs: counts it, and asks the peer for a ring once enough
+// SRQ sends went its way.
 inline void mca_btl_xrc_sent(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint, bool ring) noexcept {
     if (ring) {
         ++module->stats.ring_sends;
         return;
     }
     ++module->stats.srq_sends;
-    if (endpoint->eager_state == mca_btl_xrc_eager_state_t::active) ++module->stats.srq_sends_ring_active;
-    mca_btl_xrc_eager_count(module, endpoint);
-}
-
-// Makes `op` an RDMA WRITE of the `length` bytes at `data` into the peer's next span. The buffer must have
-// xrc::eager_wire_size(length) bytes: the footer goes right after the padded payload.
-inline void mca_btl_xrc_eager_prepare(xrc::SendOp &op, mca_btl_base_endpoint_t *endpoint, unsigned char *data,
-                                      uint32_t length, uint32_t lkey, mca_btl_base_tag_t tag) noexcept {
-    auto *footer = reinterpret_cast<xrc::EagerFooter *>(data + xrc::eager_padded(length));
-    // Piggyback how much of the peer's ring traffic we consumed: that report needs no RDMA WRITE of its own.
-    mca_btl_xrc_eager_ring_t *ring = endpoint->eager_ring;
-    const uint64_t ack = ring != nullptr ? ring->ring.consumed() : 0;
-    const uint64_t remote = endpoint->eager.claim(length, tag, ack, footer);
-    if (ring != nullptr) ring->ring.reported(ack);
-    op.sge.addr = reinterpret_cast<uintptr_t>(data);
-    op.sge.length = xrc::eager_wire_size(length);
-    op.sge.lkey = lkey;
-    op.wr.sg_list = &op.sge;
-    op.wr.num_sge = 1;
-    op.wr.opcode = IBV_WR_RDMA_WRITE;
-    op.wr.send_flags = 0;
-    op.wr.wr.rdma.remote_addr = remote;
-    op.wr.wr.rdma.rkey = endpoint->eager.rkey();
-    op.wr.qp_type.xrc.remote_srqn = endpoint->route.srqs.front().srq_num;
+    if (endpoint->peer.eager_state == xrc::EagerState::active) ++module->stats.srq_sends_ring_active;
+    if (OPAL_UNLIKELY(endpoint->peer.count_srq_send(module->eager != nullptr ? module->eager->threshold : 0)))
+        mca_btl_xrc_eager_request(module, endpoint);
 }

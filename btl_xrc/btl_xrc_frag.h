@@ -8,8 +8,6 @@
 
 #include "src/core/send_queue.h"
 
-#include <arpa/inet.h>
-
 struct mca_btl_xrc_frag_t {
     mca_btl_base_descriptor_t base;  // must be first: the free list item Open MPI sees
     mca_btl_base_segment_t segment;
@@ -37,28 +35,6 @@ inline mca_btl_xrc_frag_t *mca_btl_xrc_frag_get(opal_free_list_t *list) noexcept
 
 inline void mca_btl_xrc_frag_return(mca_btl_xrc_frag_t *frag) noexcept {
     opal_free_list_return(frag->list, &frag->base.super);
-}
-
-// The immediate data of every send carries the BTL tag and a marker, so a stray or corrupted message is
-// recognised and dropped instead of being handed to a random callback.
-inline constexpr uint32_t kImmMarker = 0x58520000u;  // "XR" in the upper half
-inline constexpr uint32_t make_imm(mca_btl_base_tag_t tag) noexcept { return kImmMarker | tag; }
-inline constexpr bool imm_valid(uint32_t imm) noexcept { return (imm & 0xffffff00u) == kImmMarker; }
-// The BTL's own messages (eager RDMA set-up) carry this immediate value; no tag callback ever sees them.
-inline constexpr uint32_t kImmControl = kImmMarker | 0x100u;
-
-// Makes `op` a SEND_WITH_IMM of the `len` bytes at `data` into the peer's smallest SRQ that holds them.
-inline void mca_btl_xrc_prepare_send(xrc::SendOp &op, mca_btl_base_endpoint_t *endpoint, const void *data,
-                                     uint32_t len, uint32_t lkey, uint32_t imm) noexcept {
-    op.sge.addr = reinterpret_cast<uintptr_t>(data);
-    op.sge.length = len;
-    op.sge.lkey = lkey;
-    op.wr.sg_list = &op.sge;
-    op.wr.num_sge = 1;
-    op.wr.opcode = IBV_WR_SEND_WITH_IMM;
-    op.wr.imm_data = htonl(imm);
-    op.wr.send_flags = 0;
-    op.wr.qp_type.xrc.remote_srqn = endpoint->route.srq_for(len);
 }
 
 // Completion of a fragment nobody waits for (the BTL owns it): it goes back to its list.

@@ -1,5 +1,6 @@
-// What the component knows about the job: its rank -> node map (built in btl_init from PMIx, before the
-// fence) and the peers' decoded modex addresses (fetched once, after the fence, when first needed).
+// What the component knows about the job: its size, this process's node, the connection mode, the peers'
+// decoded modex addresses (fetched from PMIx when first needed, kept by rank: O(peers contacted)), and in eager
+// mode who runs where (to start every node's connection during MPI_Init).
 #pragma once
 
 #include "btl_xrc.h"
@@ -9,18 +10,25 @@
 
 #include <memory>
 #include <optional>
-#include <vector>
+#include <string>
+#include <unordered_map>
 
 struct mca_btl_xrc_job_t {
-    std::unique_ptr<xrc::NodeMap> map;
     uint32_t my_rank = 0;
+    uint32_t size = 0;
     opal_jobid_t jobid = 0;
-    std::vector<std::optional<xrc::ProcessAddress>> addresses;  // by rank; empty until fetched
-    std::vector<bool> address_failed;
+    uint32_t my_node_id = 0;  // the launcher's id of this node (PMIx), in every address this process publishes
+    unsigned local_ranks = 1;
+    std::size_t node_count = 1;  // entries of the launcher's node list
+    bool eager = false;          // connect to every node during MPI_Init (else on first use)
+    std::unique_ptr<xrc::NodeMap> map;  // eager mode only
+    std::unordered_map<uint32_t, std::optional<xrc::ProcessAddress>> addresses;  // nullopt: none, or malformed
 
     // The address of `rank`'s port `port_index`, fetching it from the modex on first use; nullptr if the peer
     // published none (or a malformed one: reported once).
     const xrc::PortAddress *port_address(uint32_t rank, int port_index) noexcept;
+    // The host `rank` runs on, for messages ("?" when PMIx does not say).
+    std::string hostname_of(uint32_t rank) noexcept;
 };
 
 // btl_xrc_modex.cc

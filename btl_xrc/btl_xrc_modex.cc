@@ -1,10 +1,14 @@
-// The PMIx modex: the job's rank -> node map (from the node list and every rank's hostname, both known before the
-// fence), publishing this process's address blob inside btl_init, and reading peers' blobs after the fence.
+// The PMIx modex: what the job looks like from btl_init (size, this node's id, the connection mode; in eager mode
+// the rank -> node map from the node list and every rank's hostname, all known before the fence), publishing this
+// process's fixed-size address blob inside btl_init, and reading peers' blobs after the fence, one peer at a time
+// as they are needed.
 #include "btl_xrc_job.h"
 
 #include "src/core/port_transport.h"
+#include "src/core/text_list.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace {
@@ -16,6 +20,28 @@ opal_process_name_t name_of(const mca_btl_xrc_job_t &job, uint32_t rank) {
     return name;
 }
 
+// The launcher's id of this node; without one (a launcher that does not say), a hash of the host name, which is
+// just as good for telling nodes apart.
+uint32_t my_node_id() {
+    uint32_t id = 0, *id_ptr = &id;
+    int rc = OPAL_SUCCESS;
+    opal_process_name_t me = OPAL_PROC_MY_NAME;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_NODEID, &me, &id_ptr, OPAL_UINT32);
+    if (rc == OPAL_SUCCESS) return id;
+    uint32_t hash = 2166136261u;  // FNV-1a
+    for (const char *c = opal_process_info.nodename; c != nullptr && *c != '\0'; ++c)
+        hash = (hash ^ static_cast<unsigned char>(*c)) * 16777619u;
+    return hash | 0x80000000u;
+}
+
+bool eager_mode(std::size_t nodes) {
+    const auto &P = mca_btl_xrc_component.params;
+    const std::string mode = P.connect != nullptr ? P.connect : "auto";
+    if (mode == "eager") return true;
+    if (mode == "on-demand") return false;
+    return nodes <= static_cast<std::size_t>(P.eager_max_nodes);
+}
+
 }  // namespace
 
 mca_btl_xrc_job_t *mca_btl_xrc_job_create(std::string &error) noexcept {
@@ -23,6 +49,8 @@ mca_btl_xrc_job_t *mca_btl_xrc_job_create(std::string &error) noexcept {
         auto job = std::make_unique<mca_btl_xrc_job_t>();
         job->my_rank = OPAL_PROC_MY_NAME.vpid;
         job->jobid = OPAL_PROC_MY_NAME.jobid;
+        job->local_ranks = static_cast<unsigned>(opal_process_info.num_local_peers) + 1;
+        job->my_node_id = my_node_id();
         opal_process_name_t wildcard = OPAL_PROC_MY_NAME;
         wildcard.vpid = OPAL_VPID_WILDCARD;
         uint32_t size = 0, *size_ptr = &size;
@@ -32,28 +60,33 @@ mca_btl_xrc_job_t *mca_btl_xrc_job_create(std::string &error) noexcept {
             error = "the job size is not available from PMIx";
             return nullptr;
         }
+        job->size = size;
         char *node_list = nullptr;
         OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_NODE_LIST, &wildcard, &node_list, OPAL_STRING);
-        std::string nodes = (rc == OPAL_SUCCESS && node_list != nullptr) ? node_list : "";
+        const std::string nodes = (rc == OPAL_SUCCESS && node_list != nullptr) ? node_list : "";
         free(node_list);
-        std::vector<std::string> hosts(size);
-        for (uint32_t r = 0; r < size; ++r) {
-            opal_process_name_t name = name_of(*job, r);
-            char *host = nullptr;
-            OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_HOSTNAME, &name, &host, OPAL_STRING);
-            if (rc != OPAL_SUCCESS || host == nullptr) {
-                error = "the host name of rank " + std::to_string(r) + " is not available from PMIx";
-                return nullptr;
+        job->node_count = std::max<std::size_t>(1, xrc::split_list(nodes, ',').size());
+        job->eager = eager_mode(job->node_count);
+        if (job->eager) {
+            // Who runs where, to start every node's connection during MPI_Init: every rank's host name, known
+            // before the fence (O(ranks), which the eager threshold bounds).
+            std::vector<std::string> hosts(size);
+            for (uint32_t r = 0; r < size; ++r) {
+                opal_process_name_t name = name_of(*job, r);
+                char *host = nullptr;
+                OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_HOSTNAME, &name, &host, OPAL_STRING);
+                if (rc != OPAL_SUCCESS || host == nullptr) {
+                    error = "the host name of rank " + std::to_string(r) + " is not available from PMIx";
+                    return nullptr;
+                }
+                hosts[r] = host;
+                free(host);
             }
-            hosts[r] = host;
-            free(host);
+            job->map = std::make_unique<xrc::NodeMap>(nodes, hosts);
         }
-        job->map = std::make_unique<xrc::NodeMap>(nodes, hosts);
-        job->addresses.resize(size);
-        job->address_failed.resize(size, false);
         return job.release();
     } catch (...) {
-        error = "out of memory building the job's node map";
+        error = "out of memory describing the job";
         return nullptr;
     }
 }
@@ -65,8 +98,7 @@ int mca_btl_xrc_modex_publish(mca_btl_xrc_module_t **modules, int count) noexcep
         auto blob = xrc::encode_address(address);
         int rc = OPAL_SUCCESS;
         OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL, &mca_btl_xrc_component.super.btl_version, blob.data(), blob.size());
-        BTL_XRC_VERBOSE(10, "btl:xrc: published a %zu-byte address (%d port(s), %zu nodes)", blob.size(), count,
-                        address.ports.empty() ? size_t{0} : address.ports[0].ini_qp_by_node.size());
+        BTL_XRC_VERBOSE(10, "btl:xrc: published a %zu-byte address (%d port(s))", blob.size(), count);
         return rc;
     } catch (...) {
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -74,35 +106,50 @@ int mca_btl_xrc_modex_publish(mca_btl_xrc_module_t **modules, int count) noexcep
 }
 
 const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int port_index) noexcept {
-    if (rank >= addresses.size() || address_failed[rank]) return nullptr;
-    if (!addresses[rank]) {
-        try {
+    if (rank >= size) return nullptr;
+    try {
+        auto it = addresses.find(rank);
+        if (it == addresses.end()) {
             opal_process_name_t name = name_of(*this, rank);
             uint8_t *data = nullptr;
-            size_t size = 0;
+            size_t bytes = 0;
             int rc = OPAL_SUCCESS;
             OPAL_MODEX_RECV(rc, &mca_btl_xrc_component.super.btl_version, &name, reinterpret_cast<void **>(&data),
-                            &size);
+                            &bytes);
+            std::optional<xrc::ProcessAddress> decoded;
             if (rc != OPAL_SUCCESS || data == nullptr) {
                 // The peer has no usable xrc port: not an error, it is just not reachable through xrc.
                 BTL_XRC_VERBOSE(10, "btl:xrc: rank %u published no xrc address", rank);
-                address_failed[rank] = true;
-                return nullptr;
+            } else {
+                xrc::ProcessAddress address;
+                const std::string why = xrc::decode_address({data, bytes}, address);
+                if (why.empty())
+                    decoded = std::move(address);
+                else
+                    opal_output(0, "btl:xrc: %s: ignoring rank %u's malformed xrc address: %s",
+                                opal_process_info.nodename, rank, why.c_str());
             }
-            xrc::ProcessAddress decoded;
-            const std::string why = xrc::decode_address({data, size}, decoded);
             free(data);
-            if (!why.empty()) {
-                opal_output(0, "btl:xrc: %s: ignoring rank %u's malformed xrc address: %s",
-                            opal_process_info.nodename, rank, why.c_str());
-                address_failed[rank] = true;
-                return nullptr;
-            }
-            addresses[rank] = std::move(decoded);
-        } catch (...) {
-            return nullptr;
+            it = addresses.emplace(rank, std::move(decoded)).first;
         }
+        if (!it->second) return nullptr;
+        const auto &ports = it->second->ports;
+        return port_index < static_cast<int>(ports.size()) ? &ports[port_index] : nullptr;
+    } catch (...) {
+        return nullptr;
     }
-    const auto &ports = addresses[rank]->ports;
-    return port_index < static_cast<int>(ports.size()) ? &ports[port_index] : nullptr;
+}
+
+std::string mca_btl_xrc_job_t::hostname_of(uint32_t rank) noexcept {
+    try {
+        opal_process_name_t name = name_of(*this, rank);
+        char *host = nullptr;
+        int rc = OPAL_SUCCESS;
+        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_HOSTNAME, &name, &host, OPAL_STRING);
+        std::string result = (rc == OPAL_SUCCESS && host != nullptr) ? host : "?";
+        free(host);
+        return result;
+    } catch (...) {
+        return "?";
+    }
 }

@@ -6,70 +6,70 @@
 #include "btl_xrc_job.h"
 #include "btl_xrc_rdma.h"
 
+#include "src/core/port_transport.h"
+
 #include <arpa/inet.h>
 
 #include <cstring>
+#include <ctime>
 #include <new>
 
 namespace {
 
 mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) { return reinterpret_cast<mca_btl_xrc_module_t *>(btl); }
 
-xrc::PortTransport::AddressLookup lookup_for(mca_btl_xrc_module_t *m) {
-    mca_btl_xrc_job_t *job = mca_btl_xrc_component.job;
-    return [job, m](uint32_t rank) { return job->port_address(rank, m->index); };
-}
-
-// First add_procs (during MPI_Init, after the fence, before the final MPI_Init barrier): ready the TGT QPs this
-// process owns, so every sender finds them ready when it leaves MPI_Init; every local rank holds the XRC domain
-// by now, so its file can go.
-int wire_up(mca_btl_xrc_module_t *m) {
-    if (m->wired) return OPAL_SUCCESS;
-    const std::string why = m->transport->bring_up_owned_tgts(lookup_for(m));
-    if (!why.empty()) {
-        opal_output(0, "btl:xrc: %s: %s:%u: cannot ready the XRC receive QPs: %s", opal_process_info.nodename,
-                    m->transport->device_name().c_str(), m->transport->port_num(), why.c_str());
-        return OPAL_ERROR;
-    }
-    m->transport->release_domain_file();
+// First add_procs (during MPI_Init, after the fence). Eager mode starts every remote node's connection now,
+// through the rank of that node that spreads the TGT QPs evenly; nothing waits for them (sends queue until each
+// one is accepted), so nothing here depends on the other nodes having got this far.
+void wire_up(mca_btl_xrc_module_t *m) {
+    if (m->wired) return;
     m->wired = true;
-    const auto c = m->transport->counts();
-    BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u wired: %zu INI QPs, %zu TGT QPs owned, %zu SRQs, %zu bytes of receive buffers",
-                    m->transport->device_name().c_str(), m->transport->port_num(), c.ini_qps, c.tgt_qps_owned,
-                    c.srqs, c.receive_bytes);
-    return OPAL_SUCCESS;
+    mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
+    if (!job.eager) return;
+    const xrc::NodeMap &map = *job.map;
+    const uint32_t my_node = map.node_of(job.my_rank);
+    for (uint32_t node = 0; node < map.node_count(); ++node) {
+        if (node == my_node) continue;
+        const uint32_t owner = map.tgt_owner(job.my_rank, node);
+        const xrc::PortAddress *address = job.port_address(owner, m->index);
+        if (address != nullptr) m->transport->connect_node(address->node_id, owner);
+    }
+    BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u: connecting to %zu nodes (eager)", m->transport->device_name().c_str(),
+                    m->transport->port_num(), map.node_count() - 1);
 }
 
 int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
                   opal_bitmap_t *reachable) noexcept {
     auto *m = as_xrc(btl);
     try {
-        if (wire_up(m) != OPAL_SUCCESS) return OPAL_ERROR;
-        const auto lookup = lookup_for(m);
+        wire_up(m);
+        mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
         for (size_t i = 0; i < nprocs; ++i) {
             opal_proc_t *proc = procs[i];
-            if (proc->proc_name.jobid != mca_btl_xrc_component.job->jobid) continue;  // other jobs: not supported
+            if (proc->proc_name.jobid != job.jobid) continue;  // other jobs: not supported
             const uint32_t rank = proc->proc_name.vpid;
-            if (lookup(rank) == nullptr) continue;  // no xrc on that peer: someone else reaches it
-            auto endpoint = std::make_unique<mca_btl_base_endpoint_t>();
-            endpoint->proc = proc;
-            endpoint->module = m;
-            const std::string why = m->transport->connect(rank, lookup, endpoint->route);
-            if (!why.empty()) {
-                BTL_XRC_VERBOSE(1, "btl:xrc: %s: cannot connect to rank %u (%s): %s", opal_process_info.nodename,
-                                rank, proc->proc_hostname ? proc->proc_hostname : "?", why.c_str());
+            if (auto it = m->endpoints->find(rank); it != m->endpoints->end()) {
+                endpoints[i] = it->second;
+                if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));
                 continue;
             }
-            if (endpoint->route.srq_for(btl->btl_max_send_size) == 0) {
+            const xrc::PortAddress *address = job.port_address(rank, m->index);
+            if (address == nullptr) continue;  // no xrc on that peer: someone else reaches it
+            if (address->srqs.back().buffer_size < btl->btl_max_send_size) {
                 // The peer's receive classes cannot hold our largest fragment (different btl_xrc_receive_queues).
                 opal_output(0, "btl:xrc: %s: rank %u's largest receive class (%u bytes) is smaller than "
                             "btl_xrc_max_send_size (%zu): set the same btl_xrc_receive_queues on every process",
-                            opal_process_info.nodename, rank, endpoint->route.srqs.back().buffer_size,
+                            opal_process_info.nodename, rank, address->srqs.back().buffer_size,
                             btl->btl_max_send_size);
                 continue;
             }
+            auto endpoint = std::make_unique<mca_btl_base_endpoint_t>();
+            endpoint->proc = proc;
+            endpoint->module = m;
+            endpoint->peer.rank = rank;
+            m->transport->attach(endpoint->peer, *address);
             mca_btl_xrc_eager_endpoint_init(m, endpoint.get());
-            m->endpoints->insert(endpoint.get());
+            m->endpoints->emplace(rank, endpoint.get());
             endpoints[i] = endpoint.release();
             if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));
         }
@@ -82,10 +82,14 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
 int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **, mca_btl_base_endpoint_t **endpoints) noexcept {
     auto *m = as_xrc(btl);
     for (size_t i = 0; i < nprocs; ++i) {
-        if (endpoints[i] != nullptr && m->endpoints->erase(endpoints[i]) == 1) {
-            mca_btl_xrc_eager_endpoint_fini(endpoints[i]);
-            delete endpoints[i];
-        }
+        mca_btl_base_endpoint_t *endpoint = endpoints[i];
+        if (endpoint == nullptr) continue;
+        auto it = m->endpoints->find(endpoint->peer.rank);
+        if (it == m->endpoints->end() || it->second != endpoint) continue;
+        m->endpoints->erase(it);
+        mca_btl_xrc_eager_endpoint_fini(endpoint);
+        m->transport->detach(endpoint->peer);
+        delete endpoint;
     }
     return OPAL_SUCCESS;
 }
@@ -158,50 +162,33 @@ void send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
 }
 
-inline void prepare_send(xrc::SendOp &op, mca_btl_base_endpoint_t *endpoint, const void *data, uint32_t len,
-                         uint32_t lkey, mca_btl_base_tag_t tag) noexcept {
-    mca_btl_xrc_prepare_send(op, endpoint, data, len, lkey, make_imm(tag));
-}
-
 int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
              mca_btl_base_tag_t tag) noexcept {
     auto *m = as_xrc(btl);
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
     frag->endpoint = endpoint;
-    const auto len = static_cast<uint32_t>(frag->segment.seg_len);
-    xrc::SendQueue *queue_ptr = mca_btl_xrc_endpoint_queue(endpoint);
-    if (OPAL_UNLIKELY(queue_ptr == nullptr)) return OPAL_ERROR;
-    xrc::SendQueue &queue = *queue_ptr;
+    xrc::Peer &peer = endpoint->peer;
     auto *data = static_cast<unsigned char *>(frag->segment.seg_addr.pval);
-    // Into the peer's eager RDMA ring when it granted one, it has room and the footer fits behind the data;
-    // only in order: not past sends still queued for credit.
-    const bool eager = endpoint->eager.can_send(len) && xrc::eager_wire_size(len) <= frag->capacity &&
-                       queue.credits() > 0 && !queue.has_pending();
-    uint32_t wire = len;
-    if (eager) {
-        mca_btl_xrc_eager_prepare(frag->op, endpoint, data, len, frag->lkey, tag);
-        wire = xrc::eager_wire_size(len);
-    } else {
-        prepare_send(frag->op, endpoint, data, len, frag->lkey, tag);
-    }
+    const bool ring = peer.prepare(frag->op, data, static_cast<uint32_t>(frag->segment.seg_len), frag->lkey, tag,
+                                   frag->capacity);
     // Inline and nobody asked for a callback: the data is in the work request, the fragment is free at once.
-    if (wire <= m->transport->max_inline() && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
+    if (frag->op.sge.length <= m->transport->max_inline() && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
         frag->op.wr.send_flags = IBV_SEND_INLINE;
         frag->op.on_complete = nullptr;
-        if (queue.try_post(frag->op) == 0) {
+        if (peer.queue->try_post(frag->op) == 0) {
             if (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
-            mca_btl_xrc_sent(m, endpoint, eager);
+            mca_btl_xrc_sent(m, endpoint, ring);
             return 1;
         }
         frag->op.wr.send_flags = 0;
     }
+    // Posted now, or queued (credit, or a connection being made): ob1 hears of it through the callback.
     frag->op.on_complete = send_complete;
-    const int rc = queue.post_or_queue(frag->op);
-    if (rc != 0) {
+    if (peer.queue->post_or_queue(frag->op) != 0) {
         mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
         return OPAL_ERROR;
     }
-    mca_btl_xrc_sent(m, endpoint, eager);
+    mca_btl_xrc_sent(m, endpoint, ring);
     return OPAL_SUCCESS;
 }
 
@@ -211,34 +198,34 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
     auto *m = as_xrc(btl);
     const size_t total = header_size + payload_size;
     if (descriptor != nullptr) *descriptor = nullptr;
-    xrc::SendQueue *queue_ptr = mca_btl_xrc_endpoint_queue(endpoint);
-    if (OPAL_UNLIKELY(queue_ptr == nullptr)) return OPAL_ERROR;
-    xrc::SendQueue &queue = *queue_ptr;
-    if (total > btl->btl_eager_limit || queue.credits() == 0 || queue.has_pending())
+    xrc::Peer &peer = endpoint->peer;
+    if (total > btl->btl_eager_limit) return OPAL_ERR_OUT_OF_RESOURCE;
+    if (!peer.queue->can_post()) {
+        // Not now (no credit, sends queued, or the connection is not made yet): hand ob1 a descriptor to fill and
+        // send, which queues in order and makes the connection if there is none.
+        if (descriptor != nullptr) *descriptor = xrc_alloc(btl, endpoint, order, total, flags);
         return OPAL_ERR_OUT_OF_RESOURCE;
+    }
     const auto length = static_cast<uint32_t>(total);
-    const bool eager = endpoint->eager.can_send(length);
     // Packing advances the convertor: when the post then fails, ob1 falls back to another send path that must
     // start from the same position.
     size_t position = convertor != nullptr ? convertor->bConverted : 0;
     auto rewind = [&] {
         if (payload_size > 0) (void)opal_convertor_set_position(convertor, &position);
     };
-    if ((eager ? xrc::eager_wire_size(length) : length) <= m->transport->max_inline()) {
+    const uint32_t wire = peer.eager.can_send(length) ? xrc::eager_wire_size(length) : length;
+    if (wire <= m->transport->max_inline()) {
         // Small: assemble on the stack and send inline; nothing to release afterwards.
         alignas(8) unsigned char buffer[kInlineBufferSize];
         if (!assemble(buffer, header, header_size, convertor, payload_size)) return OPAL_ERROR;
         xrc::SendOp op;
-        if (eager)
-            mca_btl_xrc_eager_prepare(op, endpoint, buffer, length, 0, tag);
-        else
-            prepare_send(op, endpoint, buffer, length, 0, tag);
+        const bool ring = peer.prepare(op, buffer, length, 0, tag, sizeof(buffer));
         op.wr.send_flags = IBV_SEND_INLINE;
-        if (queue.try_post(op) == 0) {
-            mca_btl_xrc_sent(m, endpoint, eager);
+        if (peer.queue->try_post(op) == 0) {
+            mca_btl_xrc_sent(m, endpoint, ring);
             return OPAL_SUCCESS;
         }
-        if (eager) endpoint->eager.unclaim();
+        peer.unprepare(op, ring);
         rewind();
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -250,19 +237,15 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
         mca_btl_xrc_frag_return(frag);
         return OPAL_ERROR;
     }
-    const bool eager_frag = eager && xrc::eager_wire_size(length) <= frag->capacity;
-    if (eager_frag)
-        mca_btl_xrc_eager_prepare(frag->op, endpoint, data, length, frag->lkey, tag);
-    else
-        prepare_send(frag->op, endpoint, data, length, frag->lkey, tag);
+    const bool ring = peer.prepare(frag->op, data, length, frag->lkey, tag, frag->capacity);
     frag->op.on_complete = mca_btl_xrc_frag_return_on_complete;  // sendi: nobody waits, the BTL owns it
-    if (queue.try_post(frag->op) != 0) {
-        if (eager_frag) endpoint->eager.unclaim();
+    if (peer.queue->try_post(frag->op) != 0) {
+        peer.unprepare(frag->op, ring);
         mca_btl_xrc_frag_return(frag);
         rewind();
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    mca_btl_xrc_sent(m, endpoint, eager_frag);
+    mca_btl_xrc_sent(m, endpoint, ring);
     return OPAL_SUCCESS;
 }
 
@@ -271,12 +254,26 @@ int xrc_register_error(mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_
     return OPAL_SUCCESS;
 }
 
-int xrc_finalize(mca_btl_base_module_t *btl) noexcept;
-
 }  // namespace
 
-
 namespace {
+
+// Calls progress until `done()` or `seconds` passed, sleeping a little between calls so that a process waiting
+// for its node's other ranks leaves them the CPU.
+template <class Done>
+bool progress_until(mca_btl_xrc_module_t *m, Done done, int seconds) {
+    timespec start{}, now{};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        if (done()) return true;
+        if (mca_btl_xrc_progress_module(m) == 0) {
+            const timespec pause{0, 200000};
+            nanosleep(&pause, nullptr);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec >= seconds) return done();
+    }
+}
 
 int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     auto *m = as_xrc(btl);
@@ -287,16 +284,35 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
                     (unsigned long long)st.ring_sends, (unsigned long long)st.srq_sends,
                     (unsigned long long)st.srq_sends_ring_active, (unsigned long long)st.credit_reports,
                     (unsigned long long)st.ring_receives, (unsigned long long)st.srq_receives);
+    const int wait = mca_btl_xrc_component.params.finalize_wait;
+    // What was accepted is delivered: every send queue drains (a connection still being made completes first) and
+    // every connection is closed; the TGT QPs this process made stay until their initiators closed them too, so a
+    // sender still draining toward this node loses nothing. Errors from here on are peers that left: no error
+    // callback (Open MPI's error handling is being torn down).
+    m->finalizing = true;
+    m->transport->begin_finalize();
+    if (!progress_until(m, [m] { return m->transport->finished(); }, wait))
+        BTL_XRC_VERBOSE(1, "btl:xrc: %s: connections still open after %d s at finalize", opal_process_info.nodename,
+                        wait);
+    const auto &c = m->transport->connections().counters();
+    BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u connections: %llu opened, %llu closed (%llu evicted), %llu accepted, "
+                    "%llu handles held, %llu datagrams sent (%llu again), %llu received, %llu rejected, "
+                    "%llu INI QPs at most", m->transport->device_name().c_str(), m->transport->port_num(),
+                    (unsigned long long)c.connections_opened, (unsigned long long)c.connections_closed,
+                    (unsigned long long)c.evictions, (unsigned long long)c.tgts_created,
+                    (unsigned long long)c.handles_opened, (unsigned long long)c.datagrams_sent,
+                    (unsigned long long)c.retransmissions, (unsigned long long)c.datagrams_received,
+                    (unsigned long long)c.rejected, (unsigned long long)c.ini_high_water);
     mca_btl_xrc_async_fini(m);
     if (m->endpoints != nullptr) {
-        for (auto *endpoint : *m->endpoints) delete endpoint;
+        for (auto &[rank, endpoint] : *m->endpoints) delete endpoint;
         delete m->endpoints;
         m->endpoints = nullptr;
     }
     mca_btl_xrc_eager_fini(m);
     mca_btl_xrc_frag_lists_fini(m);
     mca_btl_xrc_rdma_fini(m);
-    delete m->transport;  // every QP, SRQ, the XRC domain, CQ and PD, in that order
+    delete m->transport;  // every QP, the UD channel, SRQs, the XRC domain, CQ and PD, in that order
     m->transport = nullptr;
     delete m;
     return OPAL_SUCCESS;
@@ -304,29 +320,8 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
 
 }  // namespace
 
-xrc::SendQueue *mca_btl_xrc_endpoint_loopback(mca_btl_base_endpoint_t *endpoint) noexcept {
-    try {
-        std::string why;
-        mca_btl_xrc_module_t *m = endpoint->module;
-        xrc::SendQueue *queue = m->transport->loopback_queue(why);
-        if (queue == nullptr) {
-            mca_btl_xrc_report_error(m, endpoint, ("cannot set up on-node XRC QPs: " + why).c_str());
-            return nullptr;
-        }
-        // Every endpoint of an on-node peer shares the one loopback queue.
-        const xrc::NodeMap &map = *mca_btl_xrc_component.job->map;
-        const uint32_t my_node = map.node_of(mca_btl_xrc_component.job->my_rank);
-        for (auto *e : *m->endpoints)
-            if (e->route.queue == nullptr && map.node_of(e->route.rank) == my_node) e->route.queue = queue;
-        endpoint->route.queue = queue;
-        return queue;
-    } catch (...) {
-        return nullptr;
-    }
-}
-
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
-    m->endpoints = new (std::nothrow) std::unordered_set<mca_btl_base_endpoint_t *>();
+    m->endpoints = new (std::nothrow) std::unordered_map<uint32_t, mca_btl_base_endpoint_t *>();
     if (m->endpoints == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     int rc = mca_btl_xrc_rdma_init(m);  // the rcache first: the fragment lists register through it
     if (rc == OPAL_SUCCESS) rc = mca_btl_xrc_frag_lists_init(m);

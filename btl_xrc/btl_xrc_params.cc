@@ -147,6 +147,26 @@ int mca_btl_xrc_register_params() noexcept {
             "(0: enough for btl_xrc_eager_limit; otherwise a multiple of 64 from 64 to 65536); larger messages use "
             "the shared receive queues", 0, &P.eager_rdma_slot_size, OPAL_INFO_LVL_5);
 
+    reg_string("connect", "When connections to other nodes are made: auto (eager up to btl_xrc_eager_max_nodes nodes, "
+               "on demand above), eager (to every node of the job during MPI_Init) or on-demand (to a node on the "
+               "first message for it). Either way the modex address is fixed-size and no message is sent to a peer "
+               "before its side of the connection is ready", "auto", &P.connect, OPAL_INFO_LVL_4);
+    reg_int("eager_max_nodes", "With btl_xrc_connect auto: the largest job (in nodes) that connects to every node "
+            "during MPI_Init (1 or more)", 16, &P.eager_max_nodes, OPAL_INFO_LVL_5);
+    reg_int("max_ini_qps", "XRC send (INI) QPs a process keeps open at most, one per remote node it talks to (0: no "
+            "cap). Beyond it the least recently used node's connection is drained, closed on both sides and made "
+            "again on its next use: it bounds QPs per node for all-to-all patterns at scale", 0, &P.max_ini_qps,
+            OPAL_INFO_LVL_4);
+    reg_int("connect_timeout", "Seconds a connection request may go unanswered before the connection fails (the "
+            "peer's process must call MPI to answer: raise it if ranks compute longer than this without calling "
+            "MPI while a first message to them waits)", 60, &P.connect_timeout, OPAL_INFO_LVL_5);
+    reg_int("cm_receives", "Connection manager datagrams a process can hold before it drops new ones (they are "
+            "retransmitted): raise it for all-to-all starts of very large jobs (16-65536)", 512, &P.cm_receives,
+            OPAL_INFO_LVL_6);
+    reg_int("finalize_wait", "Seconds MPI_Finalize waits at most for the process's sends to drain and for the other "
+            "ranks of its node to stop receiving before it destroys its QPs (1-86400)", 300, &P.finalize_wait,
+            OPAL_INFO_LVL_6);
+
     register_module_defaults();
     return mca_btl_base_param_register(&mca_btl_xrc_component.super.btl_version, &mca_btl_xrc_module_template);
 }
@@ -208,6 +228,14 @@ int mca_btl_xrc_validate_params() noexcept {
              P.eager_rdma_slot_size % static_cast<int>(xrc::kEagerGranule) != 0))
             fail(invalid("btl_xrc_eager_rdma_slot_size", std::to_string(P.eager_rdma_slot_size),
                          "not a multiple of 64 from 64 to 65536", "0 (automatic) or a multiple of 64 from 64 to 65536"));
+        const std::string mode = str_or_empty(P.connect);
+        if (mode != "auto" && mode != "eager" && mode != "on-demand")
+            fail(invalid("btl_xrc_connect", mode, "not a connection mode", "auto, eager or on-demand"));
+        fail(check_range("btl_xrc_eager_max_nodes", P.eager_max_nodes, 1, 1 << 20, ""));
+        fail(check_range("btl_xrc_max_ini_qps", P.max_ini_qps, 0, 1 << 24, "0 = no cap"));
+        fail(check_range("btl_xrc_connect_timeout", P.connect_timeout, 1, 86400, "seconds"));
+        fail(check_range("btl_xrc_cm_receives", P.cm_receives, 16, 65536, ""));
+        fail(check_range("btl_xrc_finalize_wait", P.finalize_wait, 1, 86400, "seconds"));
         if (P.free_list_max != -1 && P.free_list_max < P.free_list_num)
             fail(invalid("btl_xrc_free_list_max", std::to_string(P.free_list_max), "smaller than btl_xrc_free_list_num",
                          "-1 (unlimited) or at least btl_xrc_free_list_num"));

@@ -3,31 +3,54 @@
 // idle process makes no system call for them.
 #include "btl_xrc_eager.h"
 #include "btl_xrc_frag.h"
+#include "btl_xrc_job.h"
 #include "btl_xrc_rdma.h"
 
 #include "src/core/port_transport.h"
+#include "src/core/wire_format.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 
 namespace {
 
+// A receive whose immediate data carries flags or is not ours: the first message over a new connection (hold our
+// own handle on the TGT QP it came through), an eager RDMA set-up message, a fence, or something to drop.
+void dispatch_flagged(mca_btl_xrc_module_t *m, const ibv_wc &wc, xrc::RecvBuffer *buffer, uint32_t imm) {
+    if ((wc.wc_flags & IBV_WC_WITH_IMM) == 0 || !xrc::imm_valid(imm)) {
+        // Malformed or unexpected traffic is dropped, never handed to a callback.
+        BTL_XRC_VERBOSE(1, "btl:xrc: dropped a %u-byte message with immediate data 0x%08x (no handler)",
+                        wc.byte_len, imm);
+        return;
+    }
+    if (imm & xrc::kImmFirst) m->transport->hold_tgt(wc.qp_num, wc.src_qp);
+    if (imm & xrc::kImmNop) return;
+    if (imm & xrc::kImmControl) {
+        mca_btl_xrc_eager_control(m, buffer->data, wc.byte_len);
+        return;
+    }
+    const mca_btl_base_tag_t tag = xrc::imm_tag(imm);
+    const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
+    if (reg->cbfunc == nullptr) {
+        BTL_XRC_VERBOSE(1, "btl:xrc: dropped a %u-byte message for tag %u (no handler)", wc.byte_len, tag);
+        return;
+    }
+    ++m->stats.srq_receives;
+    mca_btl_xrc_deliver(m, reg, tag, buffer->data, wc.byte_len);
+}
+
 void dispatch_receive(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
     xrc::RecvBuffer *buffer = xrc::recv_buffer_of(wc.wr_id);
     if (wc.status == IBV_WC_SUCCESS) {
         const uint32_t imm = ntohl(wc.imm_data);
-        const bool has_imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
-        const mca_btl_base_tag_t tag = static_cast<mca_btl_base_tag_t>(imm & 0xff);
+        const mca_btl_base_tag_t tag = xrc::imm_tag(imm);
         const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
-        if (has_imm && imm == kImmControl) {
-            mca_btl_xrc_eager_control(m, buffer->data, wc.byte_len);
-        } else if (has_imm && imm_valid(imm) && reg->cbfunc != nullptr) {
+        if (OPAL_LIKELY((imm & (xrc::kImmMarkerMask | xrc::kImmFlagMask)) == xrc::kImmMarker &&
+                        (wc.wc_flags & IBV_WC_WITH_IMM) != 0 && reg->cbfunc != nullptr)) {
             ++m->stats.srq_receives;
             mca_btl_xrc_deliver(m, reg, tag, buffer->data, wc.byte_len);
         } else {
-            // Malformed or unexpected traffic is dropped, never handed to a callback.
-            BTL_XRC_VERBOSE(1, "btl:xrc: dropped a %u-byte message with immediate data 0x%08x (no handler)",
-                            wc.byte_len, imm);
+            dispatch_flagged(m, wc, buffer, imm);
         }
     } else if (wc.status != IBV_WC_WR_FLUSH_ERR) {
         BTL_XRC_VERBOSE(1, "btl:xrc: receive completion error: %s", ibv_wc_status_str(wc.status));
@@ -91,12 +114,33 @@ int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
     const int batch = static_cast<int>(std::min<uint32_t>(m->transport->poll_batch(), 64));
     const int n = ibv_poll_cq(m->transport->cq(), batch, wcs);
     for (int i = 0; i < n; ++i) {
-        if (xrc::is_recv_wr_id(wcs[i].wr_id))
-            dispatch_receive(m, wcs[i]);
-        else
-            dispatch_send(m, wcs[i]);
+        switch (xrc::completion_kind(wcs[i].wr_id)) {
+        case xrc::CompletionKind::send: dispatch_send(m, wcs[i]); break;
+        case xrc::CompletionKind::receive: dispatch_receive(m, wcs[i]); break;
+        default: m->transport->on_cm_completion(wcs[i]); break;
+        }
     }
+    if (OPAL_UNLIKELY(m->transport->busy())) m->transport->tick();
     return eager + (n > 0 ? n : 0);
+}
+
+void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *m, const xrc::NodeLink *link,
+                                     const std::string &why) noexcept {
+    try {
+        mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
+        std::string what;
+        if (link == nullptr) {
+            what = why;
+        } else {
+            const uint32_t rank = link->owner();
+            what = "cannot connect to node " + std::to_string(link->node()) + " (host " + job.hostname_of(rank) +
+                   ") through rank " + std::to_string(rank) + ": " + why;
+        }
+        auto it = link != nullptr ? m->endpoints->find(link->owner()) : m->endpoints->end();
+        mca_btl_xrc_report_error(m, it != m->endpoints->end() ? it->second : nullptr, what.c_str());
+    } catch (...) {
+        mca_btl_xrc_report_error(m, nullptr, "a connection failed");
+    }
 }
 
 void mca_btl_xrc_report_error(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const char *what) noexcept {
@@ -107,7 +151,9 @@ void mca_btl_xrc_report_error(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *
              proc != nullptr && proc->proc_hostname != nullptr ? " (peer on " : "",
              proc != nullptr && proc->proc_hostname != nullptr ? proc->proc_hostname : "");
     if (proc != nullptr && proc->proc_hostname != nullptr) strncat(message, ")", sizeof(message) - strlen(message) - 1);
-    if (m->error_cb != nullptr)
+    if (m->finalizing)
+        BTL_XRC_VERBOSE(1, "%s (at finalize)", message);
+    else if (m->error_cb != nullptr)
         m->error_cb(&m->super, MCA_BTL_ERROR_FLAGS_FATAL, proc, message);
     else
         opal_output(0, "%s", message);

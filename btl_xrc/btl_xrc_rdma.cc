@@ -41,7 +41,6 @@ void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
 mca_btl_xrc_frag_t *rdma_frag(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, void *local_address,
                               mca_btl_base_registration_handle_t *local_handle, mca_btl_base_rdma_completion_fn_t cb,
                               void *context, void *cbdata) {
-    if (OPAL_UNLIKELY(mca_btl_xrc_endpoint_queue(endpoint) == nullptr)) return nullptr;
     mca_btl_xrc_frag_t *frag = mca_btl_xrc_frag_get(&m->rdma_frags);
     if (frag == nullptr) return nullptr;
     frag->module = m;
@@ -55,13 +54,13 @@ mca_btl_xrc_frag_t *rdma_frag(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *
     op.wr = ibv_send_wr{};
     op.wr.sg_list = &op.sge;
     op.wr.num_sge = 1;
-    op.wr.qp_type.xrc.remote_srqn = endpoint->route.srqs.front().srq_num;
+    op.wr.qp_type.xrc.remote_srqn = endpoint->peer.srqs.front().srq_num;
     op.on_complete = rdma_complete;
     return frag;
 }
 
 int post(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, mca_btl_xrc_frag_t *frag) {
-    if (endpoint->route.queue->post_or_queue(frag->op) != 0) {
+    if (endpoint->peer.queue->post_or_queue(frag->op) != 0) {
         mca_btl_xrc_frag_return(frag);
         mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
         return OPAL_ERROR;
@@ -157,8 +156,7 @@ int mca_btl_xrc_flush(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
     const bool one = endpoint != nullptr && endpoint != MCA_BTL_ENDPOINT_ANY;
     for (;;) {
         if (one) {
-            if (endpoint->route.queue == nullptr) return OPAL_SUCCESS;  // never used: nothing to wait for
-            const xrc::SendQueue &q = *endpoint->route.queue;
+            const xrc::SendQueue &q = *endpoint->peer.queue;
             if (q.outstanding_callbacks() == 0 && !q.has_pending()) return OPAL_SUCCESS;
             if (q.broken()) return OPAL_ERROR;
         } else {

@@ -134,11 +134,16 @@ void ConnectionManager::give_up(NodeLink &link, const std::string &why) noexcept
         fail(link, why);
         return;
     }
+    abandon(link);
+    host_.note("connection to node " + std::to_string(link.node_) + " not made (nothing to send yet): " + why);
+}
+
+// A connection attempt ends without an answer that counts: back to idle, queued sends stay queued.
+void ConnectionManager::abandon(NodeLink &link) noexcept {
     unlist(connecting_, link);
     if (link.ini_) --live_ini_;
     link.ini_.reset();
     link.state_ = NodeLink::State::idle;
-    host_.note("connection to node " + std::to_string(link.node_) + " not made (nothing to send yet): " + why);
 }
 
 void ConnectionManager::fail(NodeLink &link, const std::string &why) noexcept {
@@ -170,19 +175,18 @@ void ConnectionManager::finish_close(NodeLink &link) noexcept {
     --live_ini_;
     ++counters_.connections_closed;
     link.state_ = NodeLink::State::idle;
-    if (!finalizing_) {
-        // The TGT QP's creator and every rank that was sent a first message over this connection (and so may
-        // hold a handle on the TGT QP) drop it; acknowledged, retransmitted until then.
-        const std::uint64_t now = host_.now_us();
-        auto notify = [&](std::uint32_t rank) {
-            notices_.push_back({rank, link.generation_, ini_qpn, link.tgt_qpn_, 0, now, config_.first_retry_us,
-                                now + config_.connect_timeout_us});
-        };
-        notify(link.owner_);
-        for (const Peer *peer : link.peers_)
-            if (peer->rank != link.owner_ && (peer->imm_flags & kImmFirst) == 0) notify(peer->rank);
-        resend_notices(now);
-    }
+    // The TGT QP's creator and every rank that was sent a first message over this connection (and so may hold a
+    // handle on the TGT QP) drop it; acknowledged, retransmitted until then. At finalize too: the creator keeps
+    // the TGT QP until then, so that nothing this process posted is lost to a target node that left first.
+    const std::uint64_t now = host_.now_us();
+    auto notify = [&](std::uint32_t rank) {
+        notices_.push_back({rank, link.generation_, ini_qpn, link.tgt_qpn_, 0, now, config_.first_retry_us,
+                            now + config_.connect_timeout_us});
+    };
+    notify(link.owner_);
+    for (const Peer *peer : link.peers_)
+        if (peer->rank != link.owner_ && (peer->imm_flags & kImmFirst) == 0) notify(peer->rank);
+    resend_notices(now);
     // What is prepared from now on goes over the next connection: its first message to each peer says so.
     for (Peer *peer : link.peers_) peer->imm_flags = kImmFirst;
     host_.note("closed the connection to node " + std::to_string(link.node_) + " (through rank " +
@@ -289,7 +293,6 @@ void ConnectionManager::resend_notices(std::uint64_t now) noexcept {
 void ConnectionManager::begin_finalize() noexcept {
     finalizing_ = true;
     for (NodeLink *link : std::vector<NodeLink *>(connected_)) close(*link);
-    notices_.clear();
 }
 
 CmMessage ConnectionManager::reply_to(const CmMessage &request, CmType type) const noexcept {
@@ -411,8 +414,23 @@ void ConnectionManager::on_reject(const CmMessage &m) noexcept {
     for (NodeLink *link : connecting_) {
         if (link->generation_ != m.generation || link->owner_ != m.src_rank || link->ini_qpn() != m.ini_qpn)
             continue;
-        give_up(*link, std::string("rank ") + std::to_string(m.src_rank) + " refused the connection: " +
-                           cm_reject_name(m.reason));
+        const std::string why = std::string("rank ") + std::to_string(m.src_rank) + " refused the connection: " +
+                                cm_reject_name(m.reason);
+        // The rank chosen to make the TGT QP is leaving, but sends wait for other ranks of its node: through one
+        // of them instead.
+        if (m.reason == CmReject::Finalizing && link->queue_.has_pending()) {
+            for (const Peer *peer : link->peers_) {
+                if (peer->rank == link->owner_ || finalized_ranks_.count(peer->rank) != 0) continue;
+                finalized_ranks_.insert(link->owner_);
+                NodeLink &l = *link;
+                abandon(l);
+                l.owner_ = peer->rank;
+                host_.note(why + "; connecting through rank " + std::to_string(peer->rank) + " instead");
+                (void)start(l);
+                return;
+            }
+        }
+        give_up(*link, why);
         return;
     }
     ++counters_.stale;

@@ -40,6 +40,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace xrc {
@@ -201,10 +202,13 @@ public:
     }
     void tick() noexcept;
 
-    // Finalize: every link drains (its fence retires what was posted) and new CONNECTs are refused.
+    // Finalize: every link drains (its fence retires what was posted) and is closed, new CONNECTs are refused.
     void begin_finalize() noexcept;
     // Every link has drained: nothing outstanding on any INI QP, nothing queued waiting for a connection.
     bool drained() const noexcept { return draining_.empty() && connecting_.empty() && waiting_.empty(); }
+    // Finalize can end: drained, every CLOSE acknowledged, and every initiator closed the TGT QP it had from us
+    // (so a node that leaves first takes nothing from a sender that still drains toward it).
+    bool finished() const noexcept { return drained() && notices_.empty() && owned_.empty(); }
 
     std::size_t live_ini_qps() const noexcept { return live_ini_; }
     std::size_t owned_tgts() const noexcept { return owned_.size(); }
@@ -242,6 +246,7 @@ private:
     bool start(NodeLink &link) noexcept;
     void send_connect(NodeLink &link, std::uint64_t now) noexcept;
     void give_up(NodeLink &link, const std::string &why) noexcept;
+    void abandon(NodeLink &link) noexcept;
     void fail(NodeLink &link, const std::string &why) noexcept;
     void close(NodeLink &link) noexcept;
     void finish_close(NodeLink &link) noexcept;
@@ -275,6 +280,7 @@ private:
     std::unordered_map<std::uint32_t, std::uint32_t> closed_generation_;  // by sender: newest generation closed
     std::unordered_map<std::uint32_t, OpenedTgt> opened_;        // by TGT QPN
     std::vector<CloseNotice> notices_;
+    std::unordered_set<std::uint32_t> finalized_ranks_;  // refused us as finalizing: not chosen again
 };
 
 }  // namespace xrc

@@ -95,12 +95,11 @@ public:
     bool all_reported() const noexcept;
     bool any_broken() const noexcept;
 
-    // Finalize: every send queue drains (fences retire unsignaled sends); new connections are refused.
+    // Finalize: every send queue drains (fences retire unsignaled sends) and every connection is closed; new
+    // connections are refused.
     void begin_finalize() noexcept;
-    bool drained() const noexcept { return cm_->drained() && loopback_queue_->idle(); }
-    // This process stops receiving; true once every other local rank has stopped too, so the TGT QPs it created
-    // may go (call again until then).
-    bool leave_node() noexcept { return domain_->leave(); }
+    // Finalize can end: drained, closed, and every TGT QP this process made was closed by its initiator.
+    bool finished() const noexcept { return cm_->finished() && loopback_queue_->idle(); }
 
 private:
     // CmHost

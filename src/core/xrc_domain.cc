@@ -43,7 +43,10 @@ XrcDomain::XrcDomain(ibv_context *context, const std::string &dir, const std::st
 
 XrcDomain::~XrcDomain() {
     xrcd_.reset();
-    if (fd_ >= 0) ::close(fd_);  // drops the lock
+    if (fd_ < 0) return;
+    // The last holder (nobody else has the shared lock) removes a file that not every local rank joined.
+    if (!unlinked_ && ::flock(fd_, LOCK_UN) == 0 && ::flock(fd_, LOCK_EX | LOCK_NB) == 0) unlink_file();
+    ::close(fd_);
 }
 
 bool XrcDomain::everyone_joined() noexcept {
@@ -51,18 +54,6 @@ bool XrcDomain::everyone_joined() noexcept {
     struct stat st{};
     if (fd_ < 0 || ::fstat(fd_, &st) != 0) return false;
     if (static_cast<unsigned long long>(st.st_size) < local_ranks_) return false;
-    unlink_file();
-    return true;
-}
-
-bool XrcDomain::leave() noexcept {
-    if (fd_ < 0) return true;
-    if (!left_) {
-        (void)::flock(fd_, LOCK_UN);
-        left_ = true;
-    }
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) return false;  // someone still receives (or is leaving right now)
-    (void)::flock(fd_, LOCK_UN);
     unlink_file();
     return true;
 }

@@ -5,7 +5,10 @@
 #   XRC TGT QPs on a node = remote senders      (one per sending process of the other nodes), each with a
 #                                                handle from every one of the node's P_node ranks
 #   so exactly 2*P*(N-1) QPs per node when every node has P ranks;
-#   SRQs on a node = 3 * P_node (three receive classes), one XRC domain; no RC/UD QP; nothing after the job.
+#   SRQs on a node = 3 * P_node (three receive classes), one XRC domain; one UD QP per process (its connection
+#   manager), no RC QP; nothing after the job.
+# (hold exchanges a message between every pair of ranks, so every node talks to every other: on demand or eager,
+# the node then holds what eager pre-wiring would.)
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
 up_cluster 3 3
@@ -22,20 +25,21 @@ check_shape() {
         node=${spec%:*}
         p=${spec#*:}
         sc exec "$node" "$SIMHCA_CTL" list --json >"$WORKDIR/$node.json" 2>&1
-        read -r ini tgt handles other srqs xrcds < <(/usr/bin/python3 - "$WORKDIR/$node.json" <<'PY'
+        read -r ini tgt handles other ud srqs xrcds < <(/usr/bin/python3 - "$WORKDIR/$node.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 qps = d.get("qp_list", [])
 ini = [q for q in qps if q["type"] == "XRC_INI"]
 tgt = [q for q in qps if q["type"] == "XRC_TGT"]
+ud = [q for q in qps if q["type"] == "UD"]
 print(len(ini), len(tgt), ",".join(map(str, sorted({q["handles"] for q in tgt}))) or "-",
-      len(qps) - len(ini) - len(tgt), len(d.get("srq_list", [])), d.get("xrcds"))
+      len(qps) - len(ini) - len(tgt) - len(ud), len(ud), len(d.get("srq_list", [])), d.get("xrcds"))
 PY
 )
-        [ "$ini" = $((p * (n - 1))) ] && [ "$tgt" = $((total - p)) ] && [ "$handles" = "$p" ] && [ "$other" = 0 ] &&
+        [ "$ini" = $((p * (n - 1))) ] && [ "$tgt" = $((total - p)) ] && [ "$handles" = "$p" ] && [ "$other" = 0 ] && [ "$ud" = "$p" ] &&
             [ "$srqs" = $((3 * p)) ] && [ "$xrcds" = 1 ] ||
-            { touch "$WORKDIR/release"; wait $job; fail "$hosts $node: INI=$ini (want $((p * (n - 1)))) TGT=$tgt (want $((total - p))) handles=$handles (want $p) other=$other SRQs=$srqs XRCDs=$xrcds"; }
-        info "$hosts $node (P=$p, N=$n): INI $ini = P*(N-1); TGT $tgt = one per remote sending process, $handles handle(s) each; $((ini + tgt)) XRC QPs (2*P*(N-1) = $((2 * p * (n - 1))) when all nodes have P ranks); $srqs SRQs; 1 XRC domain"
+            { touch "$WORKDIR/release"; wait $job; fail "$hosts $node: INI=$ini (want $((p * (n - 1)))) TGT=$tgt (want $((total - p))) handles=$handles (want $p) UD=$ud (want $p) other=$other SRQs=$srqs XRCDs=$xrcds"; }
+        info "$hosts $node (P=$p, N=$n): INI $ini = P*(N-1); TGT $tgt = one per remote sending process, $handles handle(s) each; $((ini + tgt)) XRC QPs (2*P*(N-1) = $((2 * p * (n - 1))) when all nodes have P ranks); $ud UD QPs; $srqs SRQs; 1 XRC domain"
     done
     touch "$WORKDIR/release"
     wait $job || fail "$hosts: hold job failed"
