@@ -155,8 +155,9 @@ void ConnectionManager::fail(NodeLink &link, const std::string &why) noexcept {
     unlist(waiting_, link);
     link.state_ = NodeLink::State::failed;
     ++counters_.failures;
-    link.queue_.fail(IBV_WC_RETRY_EXC_ERR);
+    // Said first: the queued sends' owners may end the process when they hear of their failure.
     host_.link_failed(link, why);
+    link.queue_.fail(IBV_WC_RETRY_EXC_ERR);
 }
 
 // Stops posting on a connected link and posts the fence that retires what was posted unsignaled.

@@ -54,8 +54,8 @@ public:
     // inline send from the stack): into the peer's eager ring when it granted one with room, the footer fits
     // behind the data and nothing waits in the send queue (order), else a SEND_WITH_IMM into its smallest SRQ that
     // holds it. Returns true for the ring.
-    bool prepare(SendOp &op, unsigned char *data, std::uint32_t len, std::uint32_t lkey, std::uint8_t tag,
-                 std::size_t capacity) noexcept {
+    [[gnu::always_inline]] bool prepare(SendOp &op, unsigned char *data, std::uint32_t len, std::uint32_t lkey,
+                                        std::uint8_t tag, std::size_t capacity) noexcept {
         if (eager.can_send(len) && eager_wire_size(len) <= capacity && queue->can_post()) {
             prepare_ring(op, data, len, lkey, tag);
             return true;
@@ -64,7 +64,8 @@ public:
         return false;
     }
     // A SEND_WITH_IMM of `len` bytes with immediate `imm` (flags added) into the smallest SRQ that holds it.
-    void prepare_srq(SendOp &op, const void *data, std::uint32_t len, std::uint32_t lkey, std::uint32_t imm) noexcept {
+    [[gnu::always_inline]] void prepare_srq(SendOp &op, const void *data, std::uint32_t len, std::uint32_t lkey,
+                                            std::uint32_t imm) noexcept {
         op.sge.addr = reinterpret_cast<std::uintptr_t>(data);
         op.sge.length = len;
         op.sge.lkey = lkey;
@@ -90,8 +91,8 @@ public:
     }
 
 private:
-    void prepare_ring(SendOp &op, unsigned char *data, std::uint32_t len, std::uint32_t lkey,
-                      std::uint8_t tag) noexcept {
+    [[gnu::always_inline]] void prepare_ring(SendOp &op, unsigned char *data, std::uint32_t len, std::uint32_t lkey,
+                                             std::uint8_t tag) noexcept {
         auto *footer = reinterpret_cast<EagerFooter *>(data + eager_padded(len));
         // Piggyback how much of the peer's ring traffic we consumed: that report needs no RDMA WRITE of its own.
         const std::uint64_t ack = granted != nullptr ? granted->consumed() : 0;

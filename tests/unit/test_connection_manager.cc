@@ -621,3 +621,80 @@ TEST(ConnectionManager, FinalizeDrainsEverythingAcceptedIncludingConnectionsStil
     EXPECT_NE(net[2].failures[0].find("finalizing"), std::string::npos) << net[2].failures[0];
     EXPECT_EQ(c.status, IBV_WC_RETRY_EXC_ERR);
 }
+
+TEST(ConnectionManager, FinalizeEndsOnlyWhenEveryInitiatorClosedTheTgtQpsItHad) {
+    Net net(2, 1);
+    Message a;
+    send(net[0], 1, a);
+    net.run();
+    complete_all(*net[0].peer(1).link);
+    // Rank 1 finalizes first: it made a TGT QP for rank 0, which rank 0 may still be draining toward.
+    net[1].cm().begin_finalize();
+    net.run();
+    for (NodeLink *l : {&net[1].cm().link_for(0, 0)}) complete_all(*l);
+    net.run();
+    EXPECT_TRUE(net[1].cm().drained());
+    EXPECT_FALSE(net[1].cm().finished()) << "rank 1 may not destroy the TGT QP rank 0 still uses";
+    EXPECT_EQ(net[1].cm().owned_tgts(), 1u);
+    net[0].cm().begin_finalize();
+    net.run();
+    complete_all(*net[0].peer(1).link);
+    net.run();
+    EXPECT_TRUE(net[0].cm().finished());
+    EXPECT_TRUE(net[1].cm().finished());
+    EXPECT_EQ(net.live_tgts(), 0u);
+    EXPECT_EQ(net[0].failures.size() + net[1].failures.size(), 0u);
+}
+
+TEST(ConnectionManager, AFinalizingOwnerIsReplacedByAnotherRankOfItsNode) {
+    CmConfig c;
+    c.max_ini_qps = 1;
+    c.reciprocate = false;
+    Net net(3, 2, c);
+    Message a, b;
+    send(net[0], 2, a);  // owner: rank 2
+    send(net[0], 3, b);
+    net.run();
+    NodeLink &link = *net[0].peer(2).link;
+    complete_all(link);
+    link.queue().clear_used();
+    Message d;
+    send(net[0], 4, d);  // node 1's connection is evicted
+    net.run();
+    complete_all(link);
+    net.run();
+    ASSERT_EQ(link.state(), NodeLink::State::idle);
+    net[2].cm().begin_finalize();  // rank 2 is leaving; rank 3 on its node is not
+    complete_all(*net[0].peer(4).link);
+    Message e;
+    send(net[0], 3, e);
+    net.run();
+    EXPECT_EQ(link.state(), NodeLink::State::connected);
+    EXPECT_EQ(link.owner(), 3u);
+    EXPECT_EQ(net[0].failures.size(), 0u);
+    EXPECT_EQ(net[3].cm().owned_tgts(), 1u);
+}
+
+TEST(ConnectionManager, AStormFromColdAtEightNodesByFourConnectsEveryone) {
+    Net net(8, 4);
+    net.reorder = true;
+    int n = 0;
+    net.lose = [&](const Datagram &) { return ++n % 7 == 0; };  // one datagram in seven lost
+    std::vector<std::unique_ptr<Message>> msgs;
+    for (std::uint32_t s = 0; s < 32; ++s)
+        for (std::uint32_t r = 0; r < 32; ++r) {
+            if (s / 4 == r / 4) continue;
+            msgs.push_back(std::make_unique<Message>());
+            send(net[s], r, *msgs.back());
+        }
+    net.run();
+    for (std::uint32_t s = 0; s < 32; ++s) {
+        EXPECT_EQ(net[s].cm().live_ini_qps(), 7u) << s;
+        EXPECT_EQ(net[s].failures.size(), 0u) << s;
+    }
+    EXPECT_EQ(net.live_tgts(), 32u * 7);
+    std::size_t posted = 0;
+    for (const auto &[key, qp] : net.qps)
+        if (qp->kind == FakeQp::Kind::ini) posted += qp->posted.size();
+    EXPECT_EQ(posted, msgs.size());  // every send went out exactly once, none dropped while connecting
+}
