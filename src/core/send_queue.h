@@ -19,6 +19,17 @@ struct SendOp;
 // status: IBV_WC_SUCCESS or the failing work completion's status.
 using SendCompletionFn = void (*)(SendOp *op, ibv_wc_status status) noexcept;
 
+class SendQueue;
+
+// A send work request's id names its queue and its ring slot: the queue's address in the low 48 bits (Linux
+// user-space addresses on x86-64 and aarch64 fit), the slot (below 65536: the depth is capped there) above. So an
+// error completion names exactly the request that failed, even when the requests before it were unsignaled and
+// produced no completion of their own. Bit 0 stays clear (receive ids set it, see is_recv_wr_id).
+inline constexpr unsigned kSendWrIdSlotShift = 48;
+inline SendQueue *send_queue_of(std::uint64_t wr_id) noexcept {
+    return reinterpret_cast<SendQueue *>(wr_id & ((std::uint64_t{1} << kSendWrIdSlotShift) - 1));
+}
+
 struct SendOp {
     ibv_send_wr wr{};  // prepared by the owner: opcode, sg_list, send_flags, remote_srqn, rdma/atomic fields
     ibv_sge sge{};
@@ -48,6 +59,10 @@ public:
     // A completion of this QP. Returns the failing status on the first error (the QP is then broken and
     // every outstanding and queued op has been completed with that status), IBV_WC_SUCCESS otherwise.
     ibv_wc_status on_completion(const ibv_wc &wc) noexcept;
+
+    // The operation an error completion of this QP names, to be asked before on_completion completes it: null
+    // when that request had no owner (an inline send, a fragment nobody waits for), or is no longer outstanding.
+    const SendOp *failed_op(const ibv_wc &wc) const noexcept;
 
 private:
     struct Slot {
