@@ -202,7 +202,13 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
         snprintf(op, sizeof(op), "an inline send or RDMA write to %s",
                  mca_btl_xrc_component.job->map->node_name(queue.node()).c_str());
     }
-    snprintf(what, sizeof(what), "%s failed: %s (vendor error 0x%x)", op, ibv_wc_status_str(wc.status), wc.vendor_err);
+    // A port that went down makes operations fail before its event is read: say so.
+    char port[64] = "";
+    ibv_port_attr attr{};
+    if (ibv_query_port(m->transport->context(), m->transport->port_num(), &attr) == 0 && attr.state != IBV_PORT_ACTIVE)
+        snprintf(port, sizeof(port), "; the port is not active (%s)", ibv_port_state_str(attr.state));
+    snprintf(what, sizeof(what), "%s failed: %s (vendor error 0x%x)%s", op, ibv_wc_status_str(wc.status), wc.vendor_err,
+             port);
     mca_btl_xrc_report_error(m, endpoint, what);
 }
 

@@ -12,33 +12,10 @@
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
 
-OMPI_INFO=$(dirname "$(command -v "$MPIRUN")")/ompi_info
-ompi_version=$("$OMPI_INFO" --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p')
-dynamic_blocker=""
-if [ -n "${OSC_RDMA_COMPONENT_DIR:-}" ]; then
-    [ -e "$OSC_RDMA_COMPONENT_DIR/mca_osc_rdma.so" ] || fail "no mca_osc_rdma.so in OSC_RDMA_COMPONENT_DIR=$OSC_RDMA_COMPONENT_DIR"
-    export OMPI_MCA_mca_base_component_path="$OSC_RDMA_COMPONENT_DIR:$OMPI_MCA_mca_base_component_path"
-    info "osc/rdma from $OSC_RDMA_COMPONENT_DIR (Open MPI $ompi_version)"
-else
-    case "$ompi_version" in
-    4.1.[1-4]) dynamic_blocker="Open MPI $ompi_version's osc/rdma deadlocks on dynamic windows (ompi_osc_rdma_find_dynamic_region holds the peer's regions_lock exclusively, then ompi_osc_rdma_refresh_dynamic_region waits for it shared; fixed in 4.1.5 by open-mpi/ompi#10518, in 5.0 by #10473); set OSC_RDMA_COMPONENT_DIR to run them" ;;
-    esac
-fi
-have_openib=0
-"$OMPI_INFO" --parsable 2>/dev/null | grep -q '^mca:btl:openib:' && have_openib=1
-
+osc_rdma_setup
 up_cluster 3 2
 OSC=(--mca osc rdma --mca osc_rdma_btls)
 OPENIB=(--mca btl_openib_allow_ib 1 --mca btl_openib_warn_no_device_params_found 0)
-
-# every rank's xrc module posted one-sided operations (the verbose-10 counters at finalize)
-expect_xrc_one_sided() { # OUT RANKS WHAT
-    local lines busy
-    lines=$(grep -c 'btl:xrc: .* one-sided: ' "$1")
-    busy=$(sed -n 's/.* one-sided: \([0-9]*\) RDMA reads, \([0-9]*\) RDMA writes, \([0-9]*\) atomics.*/\1 \2 \3/p' "$1" |
-        awk '$1 + $2 + $3 > 0' | wc -l)
-    [ "$lines" = "$2" ] && [ "$busy" = "$2" ] || fail "$3: $busy of $2 ranks show one-sided operations over xrc"
-}
 
 # run PROGRAM HOSTS RANKS: over xrc (required), then over openib (compared)
 run() {
@@ -51,7 +28,7 @@ run() {
     expect_line "$WORKDIR/out" "^$prog: OK ranks=$ranks errors=0" "$prog $shape over xrc"
     expect_xrc_one_sided "$WORKDIR/out" "$ranks" "$prog $shape"
     info "$prog $shape over xrc: $(awk -v a="${t0/,/.}" -v b="${t1/,/.}" 'BEGIN { printf "%.2f", b - a }') s"
-    if [ $have_openib = 0 ]; then
+    if [ "$OMPI_HAS_OPENIB" = 0 ]; then
         info "$prog $shape over openib: not compared (this Open MPI has no openib BTL)"
         return
     fi
@@ -70,8 +47,8 @@ run() {
 for hosts in nodeA:1,nodeB:1,nodeC:1 nodeA:2,nodeB:2; do
     ranks=$(($(echo "$hosts" | tr ',' '\n' | cut -d: -f2 | paste -sd+)))
     run rma_datatypes "$hosts" "$ranks"
-    if [ -n "$dynamic_blocker" ]; then
-        info "rma_dynamic on $hosts: not run: $dynamic_blocker"
+    if [ -n "$OSC_DYNAMIC_BLOCKER" ]; then
+        info "rma_dynamic on $hosts: not run: $OSC_DYNAMIC_BLOCKER"
     else
         run rma_dynamic "$hosts" "$ranks"
     fi
