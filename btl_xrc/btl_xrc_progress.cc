@@ -39,7 +39,8 @@ void dispatch_send(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
     xrc::SendQueue *queue = xrc::send_queue_of(wc.wr_id);
     // The first error of a QP is reported before its operations complete (with that status): the report names
     // the operation that failed. Later ones are the flush.
-    if (OPAL_UNLIKELY(wc.status != IBV_WC_SUCCESS) && !queue->broken()) mca_btl_xrc_report_failed_completion(m, *queue, wc);
+    if (OPAL_UNLIKELY(wc.status != IBV_WC_SUCCESS) && !queue->broken())
+        mca_btl_xrc_report_failed_completion(m, *queue, wc);
     queue->on_completion(wc);
 }
 

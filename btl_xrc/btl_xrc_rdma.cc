@@ -38,8 +38,8 @@ int deregister_mem_cb(void *, mca_rcache_base_registration_t *reg) {
 void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
     if (frag->rdma_cb != nullptr)
-        frag->rdma_cb(&frag->module->super, frag->endpoint, frag->local_address, frag->local_handle,
-                      frag->rdma_context, frag->rdma_cbdata, status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR);
+        frag->rdma_cb(&frag->module->super, frag->endpoint, frag->local_address, frag->local_handle, frag->rdma_context,
+                      frag->rdma_cbdata, status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR);
     mca_btl_xrc_frag_return(frag);
 }
 
@@ -75,7 +75,8 @@ void describe(const xrc::SendOp &op, char *out, size_t size) {
         break;
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-        snprintf(out, size, "RDMA write of %llu bytes at 0x%llx", bytes, (unsigned long long)wr.wr.rdma.remote_addr);
+        snprintf(out, size, "RDMA write of %llu bytes at 0x%llx", bytes,
+                 (unsigned long long)wr.wr.rdma.remote_addr);
         break;
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
         snprintf(out, size, "atomic fetch-and-add at 0x%llx", (unsigned long long)wr.wr.atomic.remote_addr);
@@ -108,7 +109,8 @@ int rdma(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr_o
     auto *m = as_xrc(btl);
     // Without a local registration only a write that fits inline (btl_put_local_registration_threshold): its data
     // is copied into the work request when it is posted.
-    const bool inline_write = local_handle == nullptr && opcode == IBV_WR_RDMA_WRITE && size <= m->transport->max_inline();
+    const bool inline_write =
+        local_handle == nullptr && opcode == IBV_WR_RDMA_WRITE && size <= m->transport->max_inline();
     if (size > UINT32_MAX || (local_handle == nullptr && !inline_write) || remote_handle == nullptr)
         return OPAL_ERR_BAD_PARAM;
     mca_btl_xrc_frag_t *frag = rdma_frag(m, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);

@@ -21,15 +21,15 @@
 
 static long errors = 0;
 static int rank, size;
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        if (!(cond)) {                                     \
-            if (errors < 10) {                             \
-                fprintf(stderr, "rank %d: ", rank);        \
-                fprintf(stderr, __VA_ARGS__);              \
-            }                                              \
-            ++errors;                                      \
-        }                                                  \
+#define CHECK(cond, ...)                            \
+    do {                                            \
+        if (!(cond)) {                              \
+            if (errors < 10) {                      \
+                fprintf(stderr, "rank %d: ", rank); \
+                fprintf(stderr, __VA_ARGS__);       \
+            }                                       \
+            ++errors;                               \
+        }                                           \
     } while (0)
 
 #define FILL 0xa5 /* what the bytes between the members hold */
@@ -91,7 +91,9 @@ static void free_window(int flavor, MPI_Win *win, void *base) {
     if (flavor == 0) free(base);
 }
 
-static const char *flavor_name(int flavor) { return flavor == 0 ? "create" : "allocate"; }
+static const char *flavor_name(int flavor) {
+    return flavor == 0 ? "create" : "allocate";
+}
 
 /* ---- get ---------------------------------------------------------------------------------------------------- */
 

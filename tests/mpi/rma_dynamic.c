@@ -26,15 +26,15 @@
 
 static long errors = 0;
 static int rank, size;
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        if (!(cond)) {                                     \
-            if (errors < 10) {                             \
-                fprintf(stderr, "rank %d: ", rank);        \
-                fprintf(stderr, __VA_ARGS__);              \
-            }                                              \
-            ++errors;                                      \
-        }                                                  \
+#define CHECK(cond, ...)                            \
+    do {                                            \
+        if (!(cond)) {                              \
+            if (errors < 10) {                      \
+                fprintf(stderr, "rank %d: ", rank); \
+                fprintf(stderr, __VA_ARGS__);       \
+            }                                       \
+            ++errors;                               \
+        }                                           \
     } while (0)
 
 /* ---- ops ---------------------------------------------------------------------------------------------------- */
@@ -75,8 +75,7 @@ static void phase_ops(void) {
         MPI_Get(data, 8, MPI_INT64_T, p, MPI_Aint_add(base[p], offsetof(cell_t, data)), 8, MPI_INT64_T, win);
         MPI_Win_flush(p, win);
         for (int i = 0; i < 8; ++i)
-            CHECK(data[i] == (int64_t)p * 1000003 + i, "ops: get from %d: data[%d] = %lld\n", p, i,
-                  (long long)data[i]);
+            CHECK(data[i] == (int64_t)p * 1000003 + i, "ops: get from %d: data[%d] = %lld\n", p, i, (long long)data[i]);
         *guard_lo = ++owner_updates, *guard_hi = -owner_updates;
         MPI_Fetch_and_op(&inc, &fetched[p], MPI_INT64_T, p, MPI_Aint_add(base[p], offsetof(cell_t, counter)), MPI_SUM,
                          win);
@@ -132,8 +131,7 @@ static void phase_ops(void) {
         }
     }
     CHECK(winners == (size > 1), "ops: %d compare-and-swap winners\n", winners);
-    for (int i = 0; i < 8; ++i)
-        CHECK(cell->data[i] == (int64_t)rank * 1000003 + i, "ops: my data[%d] changed\n", i);
+    for (int i = 0; i < 8; ++i) CHECK(cell->data[i] == (int64_t)rank * 1000003 + i, "ops: my data[%d] changed\n", i);
 
     MPI_Win_detach(win, (char *)cell + CELL_ATTACHED_BEGIN);
     MPI_Win_free(&win);
@@ -149,7 +147,9 @@ static size_t round_size(int round, int owner) {
     static const size_t sizes[] = {24, 4096, 40, 65536 + 8, 200, 3000, 16384, 8};
     return sizes[(round + owner) % (sizeof sizes / sizeof sizes[0])];
 }
-static int64_t pattern(int owner, int round, size_t i) { return ((int64_t)owner << 40) ^ ((int64_t)round << 24) ^ (int64_t)i; }
+static int64_t pattern(int owner, int round, size_t i) {
+    return ((int64_t)owner << 40) ^ ((int64_t)round << 24) ^ (int64_t)i;
+}
 
 static void phase_attach(void) {
     MPI_Win win;
@@ -212,9 +212,15 @@ typedef struct {
     uint64_t next; /* 0, or (owner + 1) << 48 | address: one word, so one compare-and-swap links an element */
 } elem_t;
 
-static uint64_t make_ptr(int owner, MPI_Aint address) { return ((uint64_t)(owner + 1) << 48) | (uint64_t)address; }
-static int ptr_rank(uint64_t p) { return (int)(p >> 48) - 1; }
-static MPI_Aint ptr_addr(uint64_t p) { return (MPI_Aint)(p & ((UINT64_C(1) << 48) - 1)); }
+static uint64_t make_ptr(int owner, MPI_Aint address) {
+    return ((uint64_t)(owner + 1) << 48) | (uint64_t)address;
+}
+static int ptr_rank(uint64_t p) {
+    return (int)(p >> 48) - 1;
+}
+static MPI_Aint ptr_addr(uint64_t p) {
+    return (MPI_Aint)(p & ((UINT64_C(1) << 48) - 1));
+}
 
 static void phase_list(int exclusive) {
     const char *name = exclusive ? "list-excl" : "list";
@@ -244,8 +250,8 @@ static void phase_list(int exclusive) {
             uint64_t seen = 0;
             const int t = ptr_rank(tail);
             if (exclusive) MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t, 0, win);
-            MPI_Compare_and_swap(&self, &nil, &seen, MPI_UINT64_T, t, MPI_Aint_add(ptr_addr(tail), offsetof(elem_t, next)),
-                                 win);
+            MPI_Compare_and_swap(&self, &nil, &seen, MPI_UINT64_T, t,
+                                 MPI_Aint_add(ptr_addr(tail), offsetof(elem_t, next)), win);
             if (exclusive)
                 MPI_Win_unlock(t, win);
             else

@@ -149,9 +149,9 @@ TEST_F(TwoNode, LostTrafficRetriesThenSucceedsOrFails) {
 
 TEST_F(TwoNode, APortThatIsDownNeitherAnswersNorReceives) {
     ibv_qp *a, *b;
-    rc_pair(a, b, 3, 14); // ACK timeout 67 ms, 3 retries
+    rc_pair(a, b, 3, 14);  // ACK timeout 67 ms, 3 retries
     buf[1][0] = 42;
-    ASSERT_EQ(ctl(1, "fault port-down"), 0); // the responder's port
+    ASSERT_EQ(ctl(1, "fault port-down"), 0);  // the responder's port
     ibv_sge sge{reinterpret_cast<uintptr_t>(buf[0].data()), 8, mr[0]->lkey};
     ibv_send_wr wr{}, *bad = nullptr;
     wr.wr_id = 5;
@@ -166,7 +166,7 @@ TEST_F(TwoNode, APortThatIsDownNeitherAnswersNorReceives) {
     ibv_wc wc;
     ASSERT_EQ(poll_n(cq[0], &wc, 1), 1);
     EXPECT_EQ(wc.wr_id, 5u);
-    EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR); // not answered from behind a port that is down
+    EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);  // not answered from behind a port that is down
     EXPECT_EQ(buf[0][0], 0);
     ASSERT_EQ(ctl(1, "fault port-up"), 0);
     ibv_qp *c, *d;
