@@ -12,25 +12,14 @@
  *
  * Usage: rma_datatypes [get|put|acc ...] (default: all). Prints "rma_datatypes: <phase> OK ..." per phase and
  * "rma_datatypes: OK ranks=N errors=0" at the end; exits 0 only when every check passed. */
+#include "phases.h"
+
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static long errors = 0;
-static int rank, size;
-#define CHECK(cond, ...)                            \
-    do {                                            \
-        if (!(cond)) {                              \
-            if (errors < 10) {                      \
-                fprintf(stderr, "rank %d: ", rank); \
-                fprintf(stderr, __VA_ARGS__);       \
-            }                                       \
-            ++errors;                               \
-        }                                           \
-    } while (0)
 
 #define FILL 0xa5 /* what the bytes between the members hold */
 
@@ -297,38 +286,11 @@ static void phase_acc(int flavor) {
 
 /* ---- main --------------------------------------------------------------------------------------------------- */
 
-static void run(const char *phase) {
-    const long before = errors;
-    for (int flavor = 0; flavor < 2; ++flavor) {
-        if (strcmp(phase, "get") == 0)
-            phase_get(flavor);
-        else if (strcmp(phase, "put") == 0)
-            phase_put(flavor);
-        else if (strcmp(phase, "acc") == 0)
-            phase_acc(flavor);
-        else {
-            if (rank == 0) fprintf(stderr, "rma_datatypes: unknown phase '%s' (get, put, acc)\n", phase);
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-    }
-    long mine = errors - before, total = 0;
-    MPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0) printf("rma_datatypes: %s %s ranks=%d errors=%ld\n", phase, total ? "FAILED" : "OK", size, total);
-    fflush(stdout);
-}
+static void get(void) { phase_get(0), phase_get(1); }
+static void put(void) { phase_put(0), phase_put(1); }
+static void acc(void) { phase_acc(0), phase_acc(1); }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc > 1) {
-        for (int i = 1; i < argc; ++i) run(argv[i]);
-    } else {
-        run("get"), run("put"), run("acc");
-    }
-    long total = 0;
-    MPI_Allreduce(&errors, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0) printf("rma_datatypes: %s ranks=%d errors=%ld\n", total ? "FAILED" : "OK", size, total);
-    MPI_Finalize();
-    return total ? 1 : 0;
+    static const struct phase phases[] = {{"get", get}, {"put", put}, {"acc", acc}};
+    return run_phases(argc, argv, "rma_datatypes", phases, 3);
 }

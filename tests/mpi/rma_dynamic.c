@@ -17,25 +17,14 @@
  *
  * Usage: rma_dynamic [ops|attach|list|list-excl ...] (default: all). Prints "rma_dynamic: <phase> OK ..." per
  * phase and "rma_dynamic: OK ranks=N errors=0" at the end; exits 0 only when every check passed. */
+#include "phases.h"
+
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static long errors = 0;
-static int rank, size;
-#define CHECK(cond, ...)                            \
-    do {                                            \
-        if (!(cond)) {                              \
-            if (errors < 10) {                      \
-                fprintf(stderr, "rank %d: ", rank); \
-                fprintf(stderr, __VA_ARGS__);       \
-            }                                       \
-            ++errors;                               \
-        }                                           \
-    } while (0)
 
 /* ---- ops ---------------------------------------------------------------------------------------------------- */
 
@@ -305,38 +294,11 @@ static void phase_list(int exclusive) {
 
 /* ---- main --------------------------------------------------------------------------------------------------- */
 
-static void run(const char *phase) {
-    const long before = errors;
-    if (strcmp(phase, "ops") == 0)
-        phase_ops();
-    else if (strcmp(phase, "attach") == 0)
-        phase_attach();
-    else if (strcmp(phase, "list") == 0)
-        phase_list(0);
-    else if (strcmp(phase, "list-excl") == 0)
-        phase_list(1);
-    else {
-        if (rank == 0) fprintf(stderr, "rma_dynamic: unknown phase '%s' (ops, attach, list, list-excl)\n", phase);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    long mine = errors - before, total = 0;
-    MPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0) printf("rma_dynamic: %s %s ranks=%d errors=%ld\n", phase, total ? "FAILED" : "OK", size, total);
-    fflush(stdout);
-}
+static void list(void) { phase_list(0); }
+static void list_excl(void) { phase_list(1); }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc > 1) {
-        for (int i = 1; i < argc; ++i) run(argv[i]);
-    } else {
-        run("ops"), run("attach"), run("list"), run("list-excl");
-    }
-    long total = 0;
-    MPI_Allreduce(&errors, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0) printf("rma_dynamic: %s ranks=%d errors=%ld\n", total ? "FAILED" : "OK", size, total);
-    MPI_Finalize();
-    return total ? 1 : 0;
+    static const struct phase phases[] = {{"ops", phase_ops}, {"attach", phase_attach}, {"list", list},
+                                          {"list-excl", list_excl}};
+    return run_phases(argc, argv, "rma_dynamic", phases, 4);
 }
