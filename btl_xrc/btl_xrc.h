@@ -53,6 +53,7 @@ class NodeLink;
 class PortTransport;
 struct PortAddress;
 struct SendOp;
+class SendQueue;
 }  // namespace xrc
 
 // Everything the component knows about the job, built in btl_init (see btl_xrc_modex.cc).
@@ -107,9 +108,11 @@ struct mca_btl_xrc_module_t {
     // Progress calls in a row that found eager RDMA messages and skipped the completion queue.
     uint32_t cq_skips;
     // Message counts by path, reported at finalize (btl_xrc_verbose >= 10): how much traffic the eager RDMA
-    // rings carried, and how many sends to a peer with a ring took the SRQs (ring full, or message too large).
+    // rings carried, and how many sends to a peer with a ring took the SRQs (ring full, or message too large);
+    // and the one-sided operations posted for ob1 (RGET/RPUT) and osc/rdma.
     struct {
         uint64_t ring_sends, srq_sends, srq_sends_ring_active, ring_receives, srq_receives, credit_reports;
+        uint64_t rdma_reads, rdma_writes, atomics;
     } stats;
 };
 

@@ -59,14 +59,12 @@ void dispatch_receive(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
 }
 
 void dispatch_send(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
-    auto *queue = reinterpret_cast<xrc::SendQueue *>(wc.wr_id);
-    const ibv_wc_status status = queue->on_completion(wc);
-    if (status != IBV_WC_SUCCESS) {
-        char what[256];
-        snprintf(what, sizeof(what), "send to node %u failed: %s (vendor error 0x%x)", queue->node(),
-                 ibv_wc_status_str(status), wc.vendor_err);
-        mca_btl_xrc_report_error(m, nullptr, what);
-    }
+    xrc::SendQueue *queue = xrc::send_queue_of(wc.wr_id);
+    // The first error of a QP is reported before its operations complete (with that status): the report names
+    // the operation that failed. Later ones are the flush.
+    if (OPAL_UNLIKELY(wc.status != IBV_WC_SUCCESS) && !queue->broken())
+        mca_btl_xrc_report_failed_completion(m, *queue, wc);
+    queue->on_completion(wc);
 }
 
 void async_event_cb(int, short, void *arg) {
@@ -145,12 +143,13 @@ void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *m, const xrc::NodeLin
 
 void mca_btl_xrc_report_error(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const char *what) noexcept {
     opal_proc_t *proc = endpoint != nullptr ? endpoint->proc : nullptr;
-    char message[512];
-    snprintf(message, sizeof(message), "btl:xrc: %s: %s:%u: %s%s%s", opal_process_info.nodename,
-             m->transport->device_name().c_str(), m->transport->port_num(), what,
-             proc != nullptr && proc->proc_hostname != nullptr ? " (peer on " : "",
-             proc != nullptr && proc->proc_hostname != nullptr ? proc->proc_hostname : "");
-    if (proc != nullptr && proc->proc_hostname != nullptr) strncat(message, ")", sizeof(message) - strlen(message) - 1);
+    char peer[128] = "";
+    if (proc != nullptr)
+        snprintf(peer, sizeof(peer), " (peer rank %u on %s)", proc->proc_name.vpid,
+                 proc->proc_hostname != nullptr ? proc->proc_hostname : "an unknown host");
+    char message[640];
+    snprintf(message, sizeof(message), "btl:xrc: %s: %s:%u: %s%s", opal_process_info.nodename,
+             m->transport->device_name().c_str(), m->transport->port_num(), what, peer);
     if (m->finalizing)
         BTL_XRC_VERBOSE(1, "%s (at finalize)", message);
     else if (m->error_cb != nullptr)

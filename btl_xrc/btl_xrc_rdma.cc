@@ -3,11 +3,13 @@
 // node (the work request still names one of the peer's SRQs: XRC routes by it). Memory registration goes through
 // Open MPI's rcache (grdma), so repeated registrations of the same buffer hit its cache.
 #include "btl_xrc_frag.h"
+#include "btl_xrc_job.h"
 #include "btl_xrc_rdma.h"
 
 #include "src/core/port_transport.h"
 
 #include <cerrno>
+#include <cstdio>
 
 namespace {
 
@@ -31,10 +33,13 @@ int deregister_mem_cb(void *, mca_rcache_base_registration_t *reg) {
     return OPAL_SUCCESS;
 }
 
+// Every one-sided operation completes here, so flush sees it, even one posted without a callback (osc/rdma
+// leaves it out for a put that needs no clean-up).
 void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
-    frag->rdma_cb(&frag->module->super, frag->endpoint, frag->local_address, frag->local_handle, frag->rdma_context,
-                  frag->rdma_cbdata, status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR);
+    if (frag->rdma_cb != nullptr)
+        frag->rdma_cb(&frag->module->super, frag->endpoint, frag->local_address, frag->local_handle, frag->rdma_context,
+                      frag->rdma_cbdata, status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR);
     mca_btl_xrc_frag_return(frag);
 }
 
@@ -59,10 +64,38 @@ mca_btl_xrc_frag_t *rdma_frag(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *
     return frag;
 }
 
+// What a send-queue operation is, for error reports ("RDMA read of 4096 bytes at 0x7f31c4a01000").
+void describe(const xrc::SendOp &op, char *out, size_t size) {
+    const ibv_send_wr &wr = op.wr;
+    const auto bytes = static_cast<unsigned long long>(wr.num_sge > 0 ? wr.sg_list[0].length : 0);
+    switch (wr.opcode) {
+    case IBV_WR_RDMA_READ:
+        snprintf(out, size, "RDMA read of %llu bytes at 0x%llx", bytes, (unsigned long long)wr.wr.rdma.remote_addr);
+        break;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+        snprintf(out, size, "RDMA write of %llu bytes at 0x%llx", bytes,
+                 (unsigned long long)wr.wr.rdma.remote_addr);
+        break;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        snprintf(out, size, "atomic fetch-and-add at 0x%llx", (unsigned long long)wr.wr.atomic.remote_addr);
+        break;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+        snprintf(out, size, "atomic compare-and-swap at 0x%llx", (unsigned long long)wr.wr.atomic.remote_addr);
+        break;
+    default:
+        snprintf(out, size, "send of %llu bytes", bytes);
+        break;
+    }
+}
+
 int post(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, mca_btl_xrc_frag_t *frag) {
     if (endpoint->peer.queue->post_or_queue(frag->op) != 0) {
+        char what[256], op[160];
+        describe(frag->op, op, sizeof(op));
+        snprintf(what, sizeof(what), "%s: the connection to this peer has failed", op);
         mca_btl_xrc_frag_return(frag);
-        mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
+        mca_btl_xrc_report_error(m, endpoint, what);
         return OPAL_ERROR;
     }
     return OPAL_SUCCESS;
@@ -73,13 +106,21 @@ int rdma(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr_o
          mca_btl_base_registration_handle_t *remote_handle, size_t size, mca_btl_base_rdma_completion_fn_t cbfunc,
          void *cbcontext, void *cbdata) {
     auto *m = as_xrc(btl);
-    if (size > UINT32_MAX || local_handle == nullptr || remote_handle == nullptr) return OPAL_ERR_BAD_PARAM;
+    // Without a local registration only a write that fits inline (btl_put_local_registration_threshold): its data
+    // is copied into the work request when it is posted.
+    const bool inline_write =
+        local_handle == nullptr && opcode == IBV_WR_RDMA_WRITE && size <= m->transport->max_inline();
+    if (size > UINT32_MAX || (local_handle == nullptr && !inline_write) || remote_handle == nullptr)
+        return OPAL_ERR_BAD_PARAM;
     mca_btl_xrc_frag_t *frag = rdma_frag(m, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
     if (frag == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    frag->op.sge = ibv_sge{reinterpret_cast<uintptr_t>(local_address), static_cast<uint32_t>(size), local_handle->lkey};
+    frag->op.sge = ibv_sge{reinterpret_cast<uintptr_t>(local_address), static_cast<uint32_t>(size),
+                           inline_write ? 0 : local_handle->lkey};
+    frag->op.wr.send_flags = inline_write ? IBV_SEND_INLINE : 0;
     frag->op.wr.opcode = opcode;
     frag->op.wr.wr.rdma.remote_addr = remote_address;
     frag->op.wr.wr.rdma.rkey = remote_handle->rkey;
+    ++(opcode == IBV_WR_RDMA_READ ? m->stats.rdma_reads : m->stats.rdma_writes);
     return post(m, endpoint, frag);
 }
 
@@ -98,6 +139,7 @@ int atomic(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr
     frag->op.wr.wr.atomic.rkey = remote_handle->rkey;
     frag->op.wr.wr.atomic.compare_add = compare_add;
     frag->op.wr.wr.atomic.swap = swap;
+    ++m->stats.atomics;
     return post(m, endpoint, frag);
 }
 
@@ -147,6 +189,28 @@ int mca_btl_xrc_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t
                              void *cbdata) noexcept {
     return atomic(btl, endpoint, IBV_WR_ATOMIC_CMP_AND_SWP, local_address, remote_address, local_handle,
                   remote_handle, compare, value, flags, cbfunc, cbcontext, cbdata);
+}
+
+void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::SendQueue &queue,
+                                          const ibv_wc &wc) noexcept {
+    char what[384], op[160];
+    const xrc::SendOp *failed = queue.failed_op(wc);
+    mca_btl_base_endpoint_t *endpoint = nullptr;
+    if (failed != nullptr) {
+        describe(*failed, op, sizeof(op));
+        endpoint = frag_of(const_cast<xrc::SendOp *>(failed))->endpoint;
+    } else {  // a request without an owner (inline, its data in the work request): only its node is known
+        snprintf(op, sizeof(op), "an inline send or RDMA write to %s",
+                 mca_btl_xrc_component.job->map->node_name(queue.node()).c_str());
+    }
+    // A port that went down makes operations fail before its event is read: say so.
+    char port[64] = "";
+    ibv_port_attr attr{};
+    if (ibv_query_port(m->transport->context(), m->transport->port_num(), &attr) == 0 && attr.state != IBV_PORT_ACTIVE)
+        snprintf(port, sizeof(port), "; the port is not active (%s)", ibv_port_state_str(attr.state));
+    snprintf(what, sizeof(what), "%s failed: %s (vendor error 0x%x)%s", op, ibv_wc_status_str(wc.status), wc.vendor_err,
+             port);
+    mca_btl_xrc_report_error(m, endpoint, what);
 }
 
 // Waits until every RDMA and atomic operation posted toward the endpoint's node (all nodes for a NULL or wildcard
@@ -200,6 +264,8 @@ int mca_btl_xrc_rdma_init(mca_btl_xrc_module_t *m) noexcept {
     resources.deregister_mem = deregister_mem_cb;
     m->rcache = mca_rcache_base_module_create("grdma", m, &resources);
     if (m->rcache == nullptr) return OPAL_ERR_NOT_AVAILABLE;
+    // osc/rdma hands small puts over without registering them (as openib's, up to the inline size)
+    m->super.btl_put_local_registration_threshold = m->transport->max_inline();
     m->atomic_scratch = static_cast<uint64_t *>(calloc(1, 64));
     if (m->atomic_scratch == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     m->atomic_scratch_mr = ibv_reg_mr(m->transport->pd(), m->atomic_scratch, 64, IBV_ACCESS_LOCAL_WRITE);
@@ -209,6 +275,10 @@ int mca_btl_xrc_rdma_init(mca_btl_xrc_module_t *m) noexcept {
 }
 
 void mca_btl_xrc_rdma_fini(mca_btl_xrc_module_t *m) noexcept {
+    BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u one-sided: %llu RDMA reads, %llu RDMA writes, %llu atomics",
+                    m->transport->device_name().c_str(), m->transport->port_num(),
+                    (unsigned long long)m->stats.rdma_reads, (unsigned long long)m->stats.rdma_writes,
+                    (unsigned long long)m->stats.atomics);
     if (m->rcache != nullptr) mca_rcache_base_module_destroy(m->rcache);
     m->rcache = nullptr;
     if (m->atomic_scratch_mr != nullptr) ibv_dereg_mr(m->atomic_scratch_mr);

@@ -31,6 +31,12 @@ mca_btl_base_registration_handle_t *mca_btl_xrc_register_mem(mca_btl_base_module
                                                              size_t size, uint32_t flags) noexcept;
 int mca_btl_xrc_deregister_mem(mca_btl_base_module_t *btl, mca_btl_base_registration_handle_t *handle) noexcept;
 
+// Reports an error completion of `queue` through mca_btl_xrc_report_error, naming the operation that failed (RDMA
+// read or write, atomic, send; its size and remote address) and its peer. Call it before queue.on_completion(wc),
+// which completes (and releases) that operation.
+void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *module, const xrc::SendQueue &queue,
+                                          const ibv_wc &wc) noexcept;
+
 int mca_btl_xrc_rdma_init(mca_btl_xrc_module_t *module) noexcept;
 void mca_btl_xrc_rdma_fini(mca_btl_xrc_module_t *module) noexcept;
 void mca_btl_xrc_async_init(mca_btl_xrc_module_t *module) noexcept;

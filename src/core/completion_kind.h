@@ -1,6 +1,7 @@
 // What a completion of the port's CQ belongs to, from the low two bits of its work request id: a send queue (the
-// id is the SendQueue's address), an SRQ receive buffer (RecvBuffer address | 1), or the connection manager's UD
-// QP (index << 2 | 2 for a receive, | 3 for a send). The port's one completion loop switches on it once.
+// id is the SendQueue's address, with the request's ring slot in its top bits: send_queue.h), an SRQ receive
+// buffer (RecvBuffer address | 1), or the connection manager's UD QP (index << 2 | 2 for a receive, | 3 for a
+// send). The port's one completion loop switches on it once.
 #pragma once
 
 #include <cstdint>

@@ -16,7 +16,7 @@ int SendQueue::post_now(SendOp &op) noexcept {
         op.wr.send_flags |= IBV_SEND_SIGNALED;
     else
         op.wr.send_flags &= ~static_cast<unsigned>(IBV_SEND_SIGNALED);
-    op.wr.wr_id = reinterpret_cast<std::uintptr_t>(this);
+    op.wr.wr_id = reinterpret_cast<std::uintptr_t>(this) | std::uint64_t{tail_ % depth_} << kSendWrIdSlotShift;
     op.wr.next = nullptr;
     ibv_send_wr *bad = nullptr;
     const int rc = ibv_post_send(qp_, &op.wr, &bad);
@@ -124,6 +124,13 @@ void SendQueue::fail(ibv_wc_status status) noexcept {
     broken_ = true;
     open_ = false;
     fail_all(status);
+}
+
+const SendOp *SendQueue::failed_op(const ibv_wc &wc) const noexcept {
+    const std::uint32_t slot = static_cast<std::uint32_t>(wc.wr_id >> kSendWrIdSlotShift);
+    if (slot >= depth_) return nullptr;
+    const std::uint32_t age = (slot + depth_ - head_ % depth_) % depth_;  // position behind the oldest outstanding
+    return age < tail_ - head_ ? ring_[slot].op : nullptr;
 }
 
 ibv_wc_status SendQueue::on_completion(const ibv_wc &wc) noexcept {

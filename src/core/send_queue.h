@@ -26,6 +26,18 @@ struct SendOp;
 // status: IBV_WC_SUCCESS or the failing work completion's status.
 using SendCompletionFn = void (*)(SendOp *op, ibv_wc_status status) noexcept;
 
+class SendQueue;
+
+// A send work request's id names its queue and its ring slot: the queue's address in the low 48 bits (Linux
+// user-space addresses on x86-64 and aarch64 fit), the slot (below 65536: the depth is capped there) above. So an
+// error completion names exactly the request that failed, even when the requests before it were unsignaled and
+// produced no completion of their own. Bits 0 and 1 stay clear: they tell a send from the completions of other kinds
+// (completion_kind.h).
+inline constexpr unsigned kSendWrIdSlotShift = 48;
+inline SendQueue *send_queue_of(std::uint64_t wr_id) noexcept {
+    return reinterpret_cast<SendQueue *>(wr_id & ((std::uint64_t{1} << kSendWrIdSlotShift) - 1));
+}
+
 struct SendOp {
     ibv_send_wr wr{};  // prepared by the owner: opcode, sg_list, send_flags, remote_srqn, rdma/atomic fields
     ibv_sge sge{};
@@ -84,6 +96,10 @@ public:
     ibv_wc_status on_completion(const ibv_wc &wc) noexcept;
     // The connection could not be made: every queued op completes with `status`, and the queue is broken.
     void fail(ibv_wc_status status) noexcept;
+
+    // The operation an error completion of this QP names, to be asked before on_completion completes it: null
+    // when that request had no owner (an inline send, a fragment nobody waits for), or is no longer outstanding.
+    const SendOp *failed_op(const ibv_wc &wc) const noexcept;
 
 private:
     struct Slot {

@@ -36,3 +36,42 @@ up_cluster() {
     sc up --nodes "$1" --slots "$2" || fail "simcluster up failed"
     SIMCLUSTER_NODES_LIST=$(hosts_spec "$1" 1 | tr ',' '\n' | cut -d: -f1 | tr '\n' ' ')
 }
+
+# osc_rdma_setup: OMPI_INFO (of the Open MPI that runs the tests), OMPI_HAS_OPENIB (1 when it has the openib BTL,
+# the comparison on the same HCA; 5.0 has none) and OSC_DYNAMIC_BLOCKER, why dynamic windows cannot run over
+# osc/rdma here (empty: they can). The osc/rdma of Open MPI 4.1.1 to 4.1.4 deadlocks on the first
+# access to a remote peer of a dynamic window, whatever the BTL (docs/onesided.md). OSC_RDMA_COMPONENT_DIR, a
+# directory with an osc/rdma built with the upstream fix (scripts/osc-rdma-with-fix), goes first in the component
+# path.
+osc_rdma_setup() {
+    local version
+    OMPI_INFO=$(dirname "$(command -v "$MPIRUN")")/ompi_info
+    version=$("$OMPI_INFO" --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p')
+    OMPI_HAS_OPENIB=0
+    "$OMPI_INFO" --parsable 2>/dev/null | grep -q '^mca:btl:openib:' && OMPI_HAS_OPENIB=1
+    OSC_DYNAMIC_BLOCKER=""
+    if [ -n "${OSC_RDMA_COMPONENT_DIR:-}" ]; then
+        [ -e "$OSC_RDMA_COMPONENT_DIR/mca_osc_rdma.so" ] ||
+            fail "no mca_osc_rdma.so in OSC_RDMA_COMPONENT_DIR=$OSC_RDMA_COMPONENT_DIR"
+        export OMPI_MCA_mca_base_component_path="$OSC_RDMA_COMPONENT_DIR:$OMPI_MCA_mca_base_component_path"
+        info "osc/rdma from $OSC_RDMA_COMPONENT_DIR (Open MPI $version)"
+        return
+    fi
+    case "$version" in
+    4.1.[1-4]) OSC_DYNAMIC_BLOCKER="Open MPI $version's osc/rdma deadlocks on dynamic windows" ;;
+    esac
+    [ -z "$OSC_DYNAMIC_BLOCKER" ] && return
+    OSC_DYNAMIC_BLOCKER+=" (ompi_osc_rdma_find_dynamic_region holds the peer's regions_lock exclusively, then"
+    OSC_DYNAMIC_BLOCKER+=" ompi_osc_rdma_refresh_dynamic_region waits for it shared; fixed in 4.1.5 by"
+    OSC_DYNAMIC_BLOCKER+=" open-mpi/ompi#10518, in 5.0 by #10473); set OSC_RDMA_COMPONENT_DIR to run them"
+}
+
+# expect_xrc_one_sided OUT RANKS WHAT: every rank's xrc module posted one-sided operations (the counters it prints at
+# finalize with btl_xrc_verbose 10), so osc/rdma really ran over xrc
+expect_xrc_one_sided() {
+    local lines busy
+    lines=$(grep -c 'btl:xrc: .* one-sided: ' "$1")
+    busy=$(sed -n 's/.* one-sided: \([0-9]*\) RDMA reads, \([0-9]*\) RDMA writes, \([0-9]*\) atomics.*/\1 \2 \3/p' "$1" |
+        awk '$1 + $2 + $3 > 0' | wc -l)
+    [ "$lines" = "$2" ] && [ "$busy" = "$2" ] || fail "$3: $busy of $2 ranks show one-sided operations over xrc"
+}

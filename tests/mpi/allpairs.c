@@ -6,6 +6,8 @@
  * MPI_COMM_TYPE_SHARED sizes, hostnames and local ranks against `--expect nodeA:2,nodeB:2`.
  *
  * usage: allpairs [--expect HOST:N,HOST:N...] [--max-size BYTES] [--iters N] [--storm N] [--quiet]
+ * --max-size caps every message, the storm's (at most 256 KiB) included: payloads are verified in buffers of that
+ * size.
  * Prints "allpairs: OK pairs=... bytes=... errors=0" (rank 0) and exits non-zero on any error.
  */
 #include <mpi.h>
@@ -232,10 +234,14 @@ static long long run_pairs(int iters, size_t max, unsigned char *sbuf, unsigned 
 }
 
 /* -------------------------------------------------------------------------------------------- storm */
+#define STORM_MAX_SIZE 262144
+static size_t g_max_size; /* --max-size: no message of the storm is larger either */
+
 static size_t storm_size(int src, int dst, int j)
 {
-    static const size_t s[] = {0, 1, 8, 63, 512, 1500, 4096, 9000, 16384, 65536, 70001, 262144};
-    return s[(size_t)(src * 7 + dst * 3 + j) % (sizeof s / sizeof s[0])];
+    static const size_t s[] = {0, 1, 8, 63, 512, 1500, 4096, 9000, 16384, 65536, 70001, STORM_MAX_SIZE};
+    const size_t size = s[(size_t)(src * 7 + dst * 3 + j) % (sizeof s / sizeof s[0])];
+    return size < g_max_size ? size : g_max_size;
 }
 
 static long long run_storm(int nmsg, int nany, int round)
@@ -244,7 +250,7 @@ static long long run_storm(int nmsg, int nany, int round)
     const int tag_any = TAG_ANY + round;
     int peers = g_size - 1;
     if (peers == 0) return 0;
-    size_t maxs = 262144;
+    size_t maxs = STORM_MAX_SIZE < g_max_size ? STORM_MAX_SIZE : g_max_size;
     int nsend = peers * (nmsg + nany), nrecv = peers * nmsg + peers * nany;
     MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)(nsend + nrecv));
     MPI_Status *st = malloc(sizeof(MPI_Status) * (size_t)(nsend + nrecv));
@@ -268,7 +274,7 @@ static long long run_storm(int nmsg, int nany, int round)
         }
     int any_first = nr;
     for (int i = 0; i < peers * nany; i++) {
-        rb[nr] = malloc(maxs);
+        rb[nr] = malloc(maxs + 1);
         rsrc[nr] = -1;
         MPI_Irecv(rb[nr], (int)maxs, MPI_BYTE, MPI_ANY_SOURCE, tag_any, MPI_COMM_WORLD, &req[nr]);
         nr++;
@@ -344,6 +350,7 @@ int main(int argc, char **argv)
 
     check_layout(expect);
 
+    g_max_size = max;
     build_sizes(max);
     unsigned char *sbuf = malloc(max + 1), *rbuf = malloc(max + 1);
     g_expect = malloc(max + 1);

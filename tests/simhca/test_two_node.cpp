@@ -147,6 +147,36 @@ TEST_F(TwoNode, LostTrafficRetriesThenSucceedsOrFails) {
     ASSERT_EQ(ctl(0, "fault restore nb"), 0);
 }
 
+TEST_F(TwoNode, APortThatIsDownNeitherAnswersNorReceives) {
+    ibv_qp *a, *b;
+    rc_pair(a, b, 3, 14);  // ACK timeout 67 ms, 3 retries
+    buf[1][0] = 42;
+    ASSERT_EQ(ctl(1, "fault port-down"), 0);  // the responder's port
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf[0].data()), 8, mr[0]->lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = 5;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf[1].data());
+    wr.wr.rdma.rkey = mr[1]->rkey;
+    buf[0][0] = 0;
+    ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
+    ibv_wc wc;
+    ASSERT_EQ(poll_n(cq[0], &wc, 1), 1);
+    EXPECT_EQ(wc.wr_id, 5u);
+    EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);  // not answered from behind a port that is down
+    EXPECT_EQ(buf[0][0], 0);
+    ASSERT_EQ(ctl(1, "fault port-up"), 0);
+    ibv_qp *c, *d;
+    rc_pair(c, d);
+    ASSERT_EQ(ibv_post_send(c, &wr, &bad), 0);
+    ASSERT_EQ(poll_n(cq[0], &wc, 1), 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(buf[0][0], 42);
+}
+
 TEST_F(TwoNode, XrcAcrossNodes) {
     std::string path = dir + "/xrcd";
     int fd = open(path.c_str(), O_CREAT | O_RDWR, 0600);

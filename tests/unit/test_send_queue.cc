@@ -61,7 +61,8 @@ TEST(SendQueue, SignalsEveryIntervalAndOnCallbacks) {
     with_callback.on_complete = record;
     ASSERT_EQ(q.try_post(with_callback), 0);
     EXPECT_TRUE(g_posted.back().flags & IBV_SEND_SIGNALED);
-    EXPECT_EQ(g_posted.back().wr_id, reinterpret_cast<std::uintptr_t>(&q));
+    EXPECT_EQ(send_queue_of(g_posted.back().wr_id), &q);
+    EXPECT_EQ(g_posted.back().wr_id & 1, 0u);  // never mistaken for a receive
 }
 
 TEST(SendQueue, NeverFillsWithUnsignaledRequests) {
@@ -225,4 +226,34 @@ TEST(SendQueue, UsedFlagMarksRecentPosts) {
     EXPECT_TRUE(q.used());
     q.clear_used();
     EXPECT_FALSE(q.used());
+}
+
+TEST(SendQueue, AnErrorCompletionNamesTheRequestThatFailed) {
+    FakeQp f;
+    SendQueue q(8, 4, 0);
+    q.open(&f.qp);
+    g_done.clear();
+    SendOp unowned, first, second;
+    first.on_complete = second.on_complete = record;
+    for (int round = 0; round < 3; ++round) {  // around the ring more than once: slots are reused
+        for (int i = 0; i < 2; ++i) ASSERT_EQ(q.try_post(unowned), 0);
+        ASSERT_EQ(q.try_post(first), 0);
+        q.on_completion(completion(q));
+    }
+    ASSERT_EQ(q.try_post(unowned), 0);  // unsignaled, succeeded: no completion of its own
+    ASSERT_EQ(q.try_post(first), 0);
+    ASSERT_EQ(q.try_post(second), 0);
+    ASSERT_EQ(g_posted.size(), 12u);
+    ibv_wc wc = completion(q, IBV_WC_REM_ACCESS_ERR);
+    wc.wr_id = g_posted[10].wr_id;  // the device reports the failure of `first`, behind the unsignaled one
+    EXPECT_EQ(q.failed_op(wc), &first);
+    wc.wr_id = g_posted[11].wr_id;
+    EXPECT_EQ(q.failed_op(wc), &second);
+    wc.wr_id = g_posted[9].wr_id;
+    EXPECT_EQ(q.failed_op(wc), nullptr);  // the inline send had no owner
+    wc.wr_id = g_posted[8].wr_id;         // retired long ago (its slot is free)
+    EXPECT_EQ(q.failed_op(wc), nullptr);
+    g_done.clear();
+    EXPECT_EQ(q.on_completion(wc), IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(g_done.size(), 2u);  // first and second, both with the error
 }

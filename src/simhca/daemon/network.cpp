@@ -393,6 +393,9 @@ void Network::on_readable(Conn &c) {
 }
 
 void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t *body, size_t len, bool held) {
+    // A port that is down has no link: nothing arrives, neither requests (so nothing is answered or executed
+    // here) nor answers to this node's earlier requests; the peers' transports time out, as on a fabric.
+    if (dev_.port_state != IBV_PORT_ACTIVE) return;
     if (type == kReq) {
         if (len < sizeof(WireReq)) return;
         WireReq w;
