@@ -4,10 +4,13 @@
 
 #include "btl_xrc_ompi.h"
 
+#include "src/core/counters.h"
+
 #include <infiniband/verbs.h>
 
 #include <cstdint>
 #include <unordered_set>
+#include <vector>
 
 // Values of the MCA parameters, filled by the MCA variable system (storage registered in btl_xrc_params.cc).
 struct mca_btl_xrc_params_t {
@@ -42,6 +45,7 @@ struct mca_btl_xrc_params_t {
 };
 
 namespace xrc {
+struct EagerControl;
 class NodeMap;
 class PortTransport;
 struct ProcessAddress;
@@ -96,13 +100,14 @@ struct mca_btl_xrc_module_t {
     std::unordered_set<struct mca_btl_base_endpoint_t *> *endpoints;
     // Eager RDMA rings (btl_xrc_eager.cc); null when btl_xrc_use_eager_rdma is off.
     struct mca_btl_xrc_eager_t *eager;
+    // Ring requests from peers this module has no endpoint for yet (Open MPI adds a peer when this process first
+    // sends to it): answered when add_procs creates the endpoint. At most one per requesting peer.
+    std::vector<xrc::EagerControl> *early_requests;
     // Progress calls in a row that found eager RDMA messages and skipped the completion queue.
     uint32_t cq_skips;
-    // Message counts by path, reported at finalize (btl_xrc_verbose >= 10): how much traffic the eager RDMA
-    // rings carried, and how many sends to a peer with a ring took the SRQs (ring full, or message too large).
-    struct {
-        uint64_t ring_sends, srq_sends, srq_sends_ring_active, ring_receives, srq_receives, credit_reports;
-    } stats;
+    // Traffic, connections, receive-side events, registered memory: MPI_T pvars (btl_xrc_pvars.cc), and the
+    // summary at finalize (btl_xrc_verbose >= 10).
+    xrc::Counters counters;
 };
 
 struct mca_btl_base_endpoint_t;
@@ -120,6 +125,10 @@ int mca_btl_xrc_module_init(mca_btl_xrc_module_t *module) noexcept;
 int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *module) noexcept;
 void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,
                               const char *what) noexcept;
+
+// btl_xrc_pvars.cc
+int mca_btl_xrc_register_pvars() noexcept;
+void mca_btl_xrc_report_counters(const mca_btl_xrc_module_t *module) noexcept;  // btl_xrc_verbose >= 10
 
 // btl_xrc_params.cc
 int mca_btl_xrc_register_params() noexcept;

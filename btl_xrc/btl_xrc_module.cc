@@ -71,6 +71,7 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
             mca_btl_xrc_eager_endpoint_init(m, endpoint.get());
             m->endpoints->insert(endpoint.get());
             endpoints[i] = endpoint.release();
+            mca_btl_xrc_eager_endpoint_added(m, endpoints[i]);
             if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));
         }
         return OPAL_SUCCESS;
@@ -190,7 +191,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
         frag->op.on_complete = nullptr;
         if (queue.try_post(frag->op) == 0) {
             if (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
-            mca_btl_xrc_sent(m, endpoint, eager);
+            mca_btl_xrc_sent(m, endpoint, eager, len);
             return 1;
         }
         frag->op.wr.send_flags = 0;
@@ -201,7 +202,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
         mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
         return OPAL_ERROR;
     }
-    mca_btl_xrc_sent(m, endpoint, eager);
+    mca_btl_xrc_sent(m, endpoint, eager, len);
     return OPAL_SUCCESS;
 }
 
@@ -235,7 +236,7 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
             prepare_send(op, endpoint, buffer, length, 0, tag);
         op.wr.send_flags = IBV_SEND_INLINE;
         if (queue.try_post(op) == 0) {
-            mca_btl_xrc_sent(m, endpoint, eager);
+            mca_btl_xrc_sent(m, endpoint, eager, length);
             return OPAL_SUCCESS;
         }
         if (eager) endpoint->eager.unclaim();
@@ -262,7 +263,7 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
         rewind();
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    mca_btl_xrc_sent(m, endpoint, eager_frag);
+    mca_btl_xrc_sent(m, endpoint, eager_frag, length);
     return OPAL_SUCCESS;
 }
 
@@ -280,13 +281,7 @@ namespace {
 
 int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     auto *m = as_xrc(btl);
-    const auto &st = m->stats;
-    BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u traffic: sent %llu into eager RDMA rings, %llu through SRQs (%llu of them to "
-                    "a peer whose ring was full or too small), %llu credit reports; received %llu from rings, %llu "
-                    "from SRQs", m->transport->device_name().c_str(), m->transport->port_num(),
-                    (unsigned long long)st.ring_sends, (unsigned long long)st.srq_sends,
-                    (unsigned long long)st.srq_sends_ring_active, (unsigned long long)st.credit_reports,
-                    (unsigned long long)st.ring_receives, (unsigned long long)st.srq_receives);
+    mca_btl_xrc_report_counters(m);
     mca_btl_xrc_async_fini(m);
     if (m->endpoints != nullptr) {
         for (auto *endpoint : *m->endpoints) delete endpoint;
@@ -328,6 +323,8 @@ xrc::SendQueue *mca_btl_xrc_endpoint_loopback(mca_btl_base_endpoint_t *endpoint)
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
     m->endpoints = new (std::nothrow) std::unordered_set<mca_btl_base_endpoint_t *>();
     if (m->endpoints == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    m->transport->count_into(&m->counters);
+    xrc::count_registration(m->counters, m->transport->counts().receive_bytes);
     int rc = mca_btl_xrc_rdma_init(m);  // the rcache first: the fragment lists register through it
     if (rc == OPAL_SUCCESS) rc = mca_btl_xrc_frag_lists_init(m);
     if (rc == OPAL_SUCCESS) rc = mca_btl_xrc_eager_init(m);

@@ -22,7 +22,8 @@ void dispatch_receive(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
         if (has_imm && imm == kImmControl) {
             mca_btl_xrc_eager_control(m, buffer->data, wc.byte_len);
         } else if (has_imm && imm_valid(imm) && reg->cbfunc != nullptr) {
-            ++m->stats.srq_receives;
+            ++m->counters.srq_receives;
+            m->counters.bytes_received += wc.byte_len;
             mca_btl_xrc_deliver(m, reg, tag, buffer->data, wc.byte_len);
         } else {
             // Malformed or unexpected traffic is dropped, never handed to a callback.
@@ -32,12 +33,16 @@ void dispatch_receive(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
     } else if (wc.status != IBV_WC_WR_FLUSH_ERR) {
         BTL_XRC_VERBOSE(1, "btl:xrc: receive completion error: %s", ibv_wc_status_str(wc.status));
     }
-    if (wc.status != IBV_WC_WR_FLUSH_ERR) (void)buffer->pool->repost(buffer);
+    if (wc.status != IBV_WC_WR_FLUSH_ERR && buffer->pool->repost(buffer) == 0) ++m->counters.srq_reposts;
 }
 
 void dispatch_send(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
     auto *queue = reinterpret_cast<xrc::SendQueue *>(wc.wr_id);
     const ibv_wc_status status = queue->on_completion(wc);
+    if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR) {  // flushes only follow the first error
+        ++m->counters.send_errors;
+        if (status == IBV_WC_RNR_RETRY_EXC_ERR) ++m->counters.rnr_retry_exceeded;
+    }
     if (status != IBV_WC_SUCCESS) {
         char what[256];
         snprintf(what, sizeof(what), "send to node %u failed: %s (vendor error 0x%x)", queue->node(),
@@ -50,8 +55,10 @@ void async_event_cb(int, short, void *arg) {
     auto *m = static_cast<mca_btl_xrc_module_t *>(arg);
     ibv_async_event event{};
     while (ibv_get_async_event(m->transport->context(), &event) == 0) {
+        ++m->counters.async_events;
         switch (event.event_type) {
         case IBV_EVENT_SRQ_LIMIT_REACHED:
+            ++m->counters.srq_limit_events;
             // Buffers are reposted as soon as each message is consumed: reaching the watermark means the
             // process fell behind its senders. Re-arm and say so (RNR retry is the backstop).
             BTL_XRC_VERBOSE(10, "btl:xrc: SRQ low watermark reached; buffers are reposted as messages are consumed");

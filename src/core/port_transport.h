@@ -10,6 +10,7 @@
 #pragma once
 
 #include "address.h"
+#include "counters.h"
 #include "device_discovery.h"
 #include "node_map.h"
 #include "qp_attr.h"
@@ -99,6 +100,9 @@ public:
     // After the fence all local ranks hold the XRCD: its file can go.
     void release_domain_file() noexcept { domain_->unlink_file(); }
 
+    // Where connections opened and closed are counted (the module's counters; they outlive the transport).
+    void count_into(Counters *counters) noexcept { counters_ = counters != nullptr ? counters : &uncounted_; }
+
 private:
     // Our path settings toward a remote port: the common MTU, and a GRH when it is in another subnet.
     PathSettings path_toward(const PortAddress &remote) const noexcept;
@@ -132,6 +136,8 @@ private:
     std::unordered_map<std::uint32_t, QpPtr> owned_tgts_;   // by sender rank
     std::unordered_map<std::uint32_t, QpPtr> opened_tgts_;  // by sender rank (owned by another local rank)
     QpPtr loopback_tgt_;                                    // this process's own TGT QP for on-node traffic
+    Counters uncounted_;                                    // until count_into() names the real ones
+    Counters *counters_ = &uncounted_;
 };
 
 }  // namespace xrc
