@@ -31,8 +31,24 @@ expect_no_objects() {
     info "no object left in any node's HCA ($SIMCLUSTER_NODES_LIST)"
 }
 
-# up_cluster N P: a cluster with the software HCA, and the list of its nodes
+# up_cluster N P [UP-ARGS...]: a cluster with the software HCA, and the list of its nodes
 up_cluster() {
-    sc up --nodes "$1" --slots "$2" || fail "simcluster up failed"
-    SIMCLUSTER_NODES_LIST=$(hosts_spec "$1" 1 | tr ',' '\n' | cut -d: -f1 | tr '\n' ' ')
+    local n=$1 p=$2
+    shift 2
+    sc up --nodes "$n" --slots "$p" "$@" || fail "simcluster up failed"
+    SIMCLUSTER_NODES_LIST=$(hosts_spec "$n" 1 | tr ',' '\n' | cut -d: -f1 | tr '\n' ' ')
+}
+
+# ack_timeouts: "nodeA=N nodeB=N ..." and the total last: how often each node's HCA retransmitted after an ACK
+# timeout so far (the port counter hw_counters/local_ack_timeout_err, read from sysfs as on a real HCA). What
+# the fabric saw, not what a clock suggests: read it before and after a job.
+ack_timeouts() {
+    local node v total=0 line=""
+    for node in $SIMCLUSTER_NODES_LIST; do
+        v=$(sc exec "$node" bash -c 'cat "$SYSFS_PATH"/class/infiniband/*/ports/*/hw_counters/local_ack_timeout_err' |
+            awk '{ s += $1 } END { print s + 0 }') || fail "cannot read $node's local_ack_timeout_err"
+        line+="$node=$v "
+        total=$((total + v))
+    done
+    echo "$line$total"
 }
