@@ -15,9 +15,12 @@ namespace {
 
 int pvar_class(xrc::CounterKind kind) {
     switch (kind) {
-    case xrc::CounterKind::Count: return MCA_BASE_PVAR_CLASS_COUNTER;
-    case xrc::CounterKind::Level: return MCA_BASE_PVAR_CLASS_LEVEL;
-    case xrc::CounterKind::HighWatermark: return MCA_BASE_PVAR_CLASS_HIGHWATERMARK;
+        case xrc::CounterKind::Count:
+            return MCA_BASE_PVAR_CLASS_COUNTER;
+        case xrc::CounterKind::Level:
+            return MCA_BASE_PVAR_CLASS_LEVEL;
+        case xrc::CounterKind::HighWatermark:
+            return MCA_BASE_PVAR_CLASS_HIGHWATERMARK;
     }
     return MCA_BASE_PVAR_CLASS_GENERIC;
 }
@@ -53,8 +56,8 @@ void mca_btl_xrc_report_counters(const mca_btl_xrc_module_t *m) noexcept {
         std::string line;
         for (const xrc::CounterInfo &info : xrc::kCounterInfo)
             line += std::string(" ") + info.name + "=" + std::to_string(m->counters.*(info.field));
-        BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u counters:%s", m->transport->device_name().c_str(),
-                        m->transport->port_num(), line.c_str());
+        BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u counters:%s", m->transport->device_name().c_str(), m->transport->port_num(),
+                        line.c_str());
     } catch (...) {
     }
 }

@@ -207,13 +207,12 @@ SendQueue *PortTransport::loopback_queue(std::string &error) {
     ini_qps_[my_node_] = std::move(ini);
     loopback_tgt_ = std::move(tgt);
     ini_ready_[my_node_] = true;
-    count_connection_opened(*counters_);
+    connection_opened();
     return send_queues_[my_node_].get();
 }
 
 PortTransport::~PortTransport() {
-    count_connections_closed(*counters_, owned_tgts_.size() + opened_tgts_.size() +
-                                             std::size_t(std::count(ini_ready_.begin(), ini_ready_.end(), true)));
+    count_connections_closed(*counters_, connections_);
     // QPs first (they reference the SRQs' XRCD and the CQ), then SRQs, the domain, the CQ, the PD.
     loopback_tgt_.reset();
     opened_tgts_.clear();
@@ -263,7 +262,7 @@ std::string PortTransport::bring_up_owned_tgts(const AddressLookup &lookup) {
         const PortAddress *addr = lookup(sender);
         if (addr == nullptr) return "no address of rank " + std::to_string(sender) + " for port " + device_->name;
         if (auto why = ready_tgt(qp.get(), sender, *addr); !why.empty()) return why;
-        count_connection_opened(*counters_);
+        connection_opened();
     }
     return {};
 }
@@ -283,7 +282,7 @@ std::string PortTransport::ready_ini(std::uint32_t node, const AddressLookup &lo
     if (modify(qp, ini_to_rts(path, initial_psn(qp->qp_num))) != 0)
         return errno_text("XRC send QP RTR->RTS toward " + map_.node_name(node));
     ini_ready_[node] = true;
-    count_connection_opened(*counters_);
+    connection_opened();
     return {};
 }
 
@@ -309,7 +308,7 @@ ibv_qp *PortTransport::tgt_handle_for(std::uint32_t sender, const AddressLookup 
     }
     ibv_qp *raw = qp.get();
     opened_tgts_.emplace(sender, std::move(qp));
-    count_connection_opened(*counters_);
+    connection_opened();
     return raw;
 }
 

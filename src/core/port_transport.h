@@ -111,6 +111,10 @@ private:
     std::string ready_ini(std::uint32_t node, const AddressLookup &lookup);
     std::string ready_tgt(ibv_qp *qp, std::uint32_t sender, const PortAddress &sender_address);
     ibv_qp *tgt_handle_for(std::uint32_t sender, const AddressLookup &lookup, std::string &error);
+    void connection_opened() noexcept {
+        ++connections_;
+        count_connection_opened(*counters_);
+    }
 
     std::shared_ptr<OpenedDevice> device_;
     UsablePort port_;
@@ -138,6 +142,7 @@ private:
     QpPtr loopback_tgt_;                                    // this process's own TGT QP for on-node traffic
     Counters uncounted_;                                    // until count_into() names the real ones
     Counters *counters_ = &uncounted_;
+    std::uint64_t connections_ = 0;                         // INI QPs readied, TGT QPs readied or opened
 };
 
 }  // namespace xrc

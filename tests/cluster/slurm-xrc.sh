@@ -15,6 +15,9 @@ RECORD=${SLURM_ACK_RECORD:-$PWD/$T.acks}
 
 up_slurm 3 3
 record_ns
+# A second `up --slurm` with the same shape changes nothing: the same daemons keep running.
+sc up --nodes 3 --slots 3 --slurm >/dev/null || fail "a second simcluster up --slurm failed"
+[ "$(cat "$SIMCLUSTER_STATE/slurm/daemons")" = "$SLURM_DAEMONS" ] || fail "a second up --slurm changed the daemons"
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,xrc
 
 # job NAME HOSTS OK-REGEX PROGRAM [ARGS...]: one checked job, its wall time and ACK timeouts into the record

@@ -33,7 +33,7 @@ TEST_F(TwoNode, SendToANotReadyTgtQpCountsOneAckTimeoutPerRetransmission) {
     EXPECT_EQ(counter_file(0, kAckTimeouts), 3);
     EXPECT_EQ(counter_ctl(0, kAckTimeouts), 3);
     EXPECT_EQ(counter_file(1, kAckTimeouts), 0);  // the responder's port counts nothing
-    EXPECT_EQ(poll_n(cq[1], &wc, 1, 50), 0);       // and nothing was delivered
+    EXPECT_EQ(poll_n(cq[1], &wc, 1, 50), 0);      // and nothing was delivered
     close(x.fd);
 }
 
