@@ -140,7 +140,7 @@ inline constexpr CounterInfo kCounterInfo[] = {
     {"rnr_retry_exceeded", &Counters::rnr_retry_exceeded, CounterKind::Count,
      "Sends that failed because the receiver had no buffer after btl_xrc_rnr_retry RNR NAKs (never with the "
      "default 7, which retries forever). Each RNR NAK itself is retried by the HCA and never reaches software: "
-     "see the port counter hw_counters/rnr_nak_retry_err of the device"},
+     "see the port counter hw_counters/rnr_nak_retry_err of the device (mlx5)"},
     {"send_errors", &Counters::send_errors, CounterKind::Count,
      "Send, RDMA and atomic completions with an error status (each ends the job with an error message)"},
     {"registered_bytes", &Counters::registered_bytes, CounterKind::Level,
