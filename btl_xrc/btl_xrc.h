@@ -4,11 +4,15 @@
 
 #include "btl_xrc_ompi.h"
 
+#include "src/core/counters.h"
+
 #include <infiniband/verbs.h>
 
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 // Values of the MCA parameters, filled by the MCA variable system (storage registered in btl_xrc_params.cc).
 struct mca_btl_xrc_params_t {
@@ -50,6 +54,7 @@ struct mca_btl_xrc_params_t {
 
 namespace xrc {
 class NodeLink;
+struct EagerControl;
 class PortTransport;
 struct PortAddress;
 struct SendOp;
@@ -105,15 +110,14 @@ struct mca_btl_xrc_module_t {
     std::unordered_map<uint32_t, struct mca_btl_base_endpoint_t *> *endpoints;
     // Eager RDMA rings (btl_xrc_eager.cc); null when btl_xrc_use_eager_rdma is off.
     struct mca_btl_xrc_eager_t *eager;
+    // Ring requests from peers this module has no endpoint for yet (Open MPI adds a peer when this process first
+    // sends to it): answered when add_procs creates the endpoint. At most one per requesting peer.
+    std::vector<xrc::EagerControl> *early_requests;
     // Progress calls in a row that found eager RDMA messages and skipped the completion queue.
     uint32_t cq_skips;
-    // Message counts by path, reported at finalize (btl_xrc_verbose >= 10): how much traffic the eager RDMA
-    // rings carried, and how many sends to a peer with a ring took the SRQs (ring full, or message too large);
-    // and the one-sided operations posted for ob1 (RGET/RPUT) and osc/rdma.
-    struct {
-        uint64_t ring_sends, srq_sends, srq_sends_ring_active, ring_receives, srq_receives, credit_reports;
-        uint64_t rdma_reads, rdma_writes, atomics;
-    } stats;
+    // Traffic, connections, receive-side events, registered memory: MPI_T pvars (btl_xrc_pvars.cc), and the
+    // summary at finalize (btl_xrc_verbose >= 10).
+    xrc::Counters counters;
 };
 
 struct mca_btl_base_endpoint_t;
@@ -134,6 +138,10 @@ void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_
 // A connection failed (its sends have completed with an error): reported with the rank it went through.
 void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *module, const xrc::NodeLink *link,
                                      const std::string &why) noexcept;
+
+// btl_xrc_pvars.cc
+int mca_btl_xrc_register_pvars() noexcept;
+void mca_btl_xrc_report_counters(const mca_btl_xrc_module_t *module) noexcept;  // btl_xrc_verbose >= 10
 
 // btl_xrc_params.cc
 int mca_btl_xrc_register_params() noexcept;

@@ -20,7 +20,10 @@
 
 namespace {
 
-int xrc_register() noexcept { return mca_btl_xrc_register_params(); }
+int xrc_register() noexcept {
+    const int rc = mca_btl_xrc_register_params();
+    return rc == OPAL_SUCCESS ? mca_btl_xrc_register_pvars() : rc;
+}
 
 int xrc_open() noexcept {
     mca_btl_xrc_add_help_dir();

@@ -51,16 +51,14 @@ xrc::EagerControl control_of(xrc::EagerControlType type) {
 // A peer asks for a ring: grant the next free one, or refuse (none left, or eager RDMA is off here:
 // btl_xrc_use_eager_rdma 0 for this process, or its block could not be registered), so the asker stops waiting
 // and frees its credit word.
-void on_request(mca_btl_xrc_module_t *m, const xrc::EagerControl &request) {
-    mca_btl_base_endpoint_t *endpoint = endpoint_of_rank(m, request.rank);
-    if (endpoint == nullptr) return;  // not a peer of this module: nothing to answer through
+void answer_request(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const xrc::EagerControl &request) {
     xrc::SendQueue *queue = endpoint->peer.queue;
     const char *refusal = m->eager == nullptr                          ? "eager RDMA is off here"
                           : m->eager->rings_used == m->eager->max_peers ? "all given, btl_xrc_max_eager_rdma"
                                                                        : nullptr;
     if (refusal != nullptr) {
         BTL_XRC_VERBOSE(10, "btl:xrc: refused an eager RDMA ring to rank %u (%s)", request.rank, refusal);
-        (void)send_control(m, endpoint, control_of(xrc::EagerControlType::Refuse));
+        if (send_control(m, endpoint, control_of(xrc::EagerControlType::Refuse))) ++m->counters.eager_rings_refused;
         return;
     }
     mca_btl_xrc_eager_t &e = *m->eager;
@@ -83,8 +81,26 @@ void on_request(mca_btl_xrc_module_t *m, const xrc::EagerControl &request) {
     endpoint->eager_ring = &r;
     endpoint->peer.granted = &r.ring;
     ++e.rings_used;  // polled from now on
+    ++m->counters.eager_rings_granted;
     BTL_XRC_VERBOSE(10, "btl:xrc: eager RDMA ring %u (%u x %u bytes) granted to rank %u", index, e.slots,
                     e.slot_size, request.rank);
+}
+
+// The peer may ask before this process has added it (Open MPI adds a peer when it first sends to it): then the
+// request waits for the endpoint (mca_btl_xrc_eager_endpoint_init), so the asker always gets its answer.
+void on_request(mca_btl_xrc_module_t *m, const xrc::EagerControl &request) {
+    if (mca_btl_base_endpoint_t *endpoint = endpoint_of_rank(m, request.rank); endpoint != nullptr) {
+        answer_request(m, endpoint, request);
+        return;
+    }
+    for (const auto &early : *m->early_requests)
+        if (early.rank == request.rank) return;  // a peer asks once per endpoint: a duplicate is malformed
+    BTL_XRC_VERBOSE(10, "btl:xrc: rank %u asked for an eager RDMA ring before it was added here; answering then",
+                    request.rank);
+    try {
+        m->early_requests->push_back(request);
+    } catch (...) {  // out of memory: the asker keeps using the SRQs toward us
+    }
 }
 
 void on_grant(mca_btl_xrc_module_t *m, const xrc::EagerControl &grant) {
@@ -93,6 +109,7 @@ void on_grant(mca_btl_xrc_module_t *m, const xrc::EagerControl &grant) {
     const uint64_t *word = m->eager->credit_words + size_t(endpoint->peer.eager_word) * kWordStride;
     endpoint->peer.eager.activate(grant.addr, grant.rkey, grant.slots, grant.slot_size, word);
     endpoint->peer.eager_state = xrc::EagerState::active;
+    ++m->counters.eager_rings_used;
     BTL_XRC_VERBOSE(10, "btl:xrc: writing into rank %u's eager RDMA ring (%u x %u bytes)", grant.rank, grant.slots,
                     grant.slot_size);
 }
@@ -102,6 +119,7 @@ void on_refuse(mca_btl_xrc_module_t *m, const xrc::EagerControl &refuse) {
     if (endpoint == nullptr || endpoint->peer.eager_state != xrc::EagerState::requested) return;
     endpoint->peer.eager_state = xrc::EagerState::off;
     m->eager->free_words[m->eager->free_count++] = endpoint->peer.eager_word;  // nobody reports into it
+    ++m->counters.eager_ring_refusals;
     BTL_XRC_VERBOSE(10, "btl:xrc: rank %u has no eager RDMA ring for us; its messages stay on the SRQs", refuse.rank);
 }
 
@@ -121,7 +139,7 @@ void report(mca_btl_xrc_module_t *m, mca_btl_xrc_eager_ring_t &r) {
     op.wr.qp_type.xrc.remote_srqn = r.remote_srqn;
     if (r.queue->try_post(op) == 0) {
         r.ring.reported(consumed);
-        ++m->stats.credit_reports;
+        ++m->counters.credit_writes;
     }
 }
 
@@ -130,6 +148,8 @@ void report(mca_btl_xrc_module_t *m, mca_btl_xrc_eager_ring_t &r) {
 int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *m) noexcept {
     const auto &P = mca_btl_xrc_component.params;
     m->eager = nullptr;
+    m->early_requests = new (std::nothrow) std::vector<xrc::EagerControl>();  // refusals need it too
+    if (m->early_requests == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     if (!P.use_eager_rdma || P.max_eager_rdma == 0) return OPAL_SUCCESS;
     auto *e = new (std::nothrow) mca_btl_xrc_eager_t{};
     if (e == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
@@ -164,6 +184,7 @@ int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *m) noexcept {
     e->free_count = e->max_peers;
     m->eager = e;
     e->mr = ibv_reg_mr(m->transport->pd(), e->memory, e->bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (e->mr != nullptr) xrc::count_registration(m->counters, e->bytes);
     if (e->mr == nullptr) {
         // Not fatal: every message takes the SRQ path.
         BTL_XRC_VERBOSE(1, "btl:xrc: cannot register %zu bytes for eager RDMA (%s); not using it", e->bytes,
@@ -174,9 +195,11 @@ int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *m) noexcept {
 }
 
 void mca_btl_xrc_eager_fini(mca_btl_xrc_module_t *m) noexcept {
+    delete m->early_requests;
+    m->early_requests = nullptr;
     mca_btl_xrc_eager_t *e = m->eager;
     if (e == nullptr) return;
-    if (e->mr != nullptr) (void)ibv_dereg_mr(e->mr);
+    if (e->mr != nullptr && ibv_dereg_mr(e->mr) == 0) xrc::count_deregistration(m->counters, e->bytes);
     free(e->memory);
     delete[] e->rings;
     delete[] e->free_words;
@@ -187,6 +210,17 @@ void mca_btl_xrc_eager_fini(mca_btl_xrc_module_t *m) noexcept {
 void mca_btl_xrc_eager_endpoint_init(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexcept {
     endpoint->peer.eager_state = m->eager != nullptr ? xrc::EagerState::counting : xrc::EagerState::off;
     endpoint->peer.eager_sends = 0;
+}
+
+void mca_btl_xrc_eager_endpoint_added(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexcept {
+    auto &early = *m->early_requests;
+    for (auto it = early.begin(); it != early.end(); ++it) {
+        if (it->rank != endpoint->peer.rank) continue;
+        const xrc::EagerControl request = *it;
+        early.erase(it);
+        answer_request(m, endpoint, request);
+        return;
+    }
 }
 
 void mca_btl_xrc_eager_endpoint_fini(mca_btl_base_endpoint_t *endpoint) noexcept {
@@ -210,7 +244,9 @@ void mca_btl_xrc_eager_request(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t 
     if (!send_control(m, endpoint, request)) {
         e.free_words[e.free_count++] = word;
         endpoint->peer.eager_state = xrc::EagerState::off;
+        return;
     }
+    ++m->counters.eager_ring_requests;
 }
 
 void mca_btl_xrc_eager_control(mca_btl_xrc_module_t *m, const void *data, size_t length) noexcept {
@@ -246,6 +282,7 @@ int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *m) noexcept {
             if (message.well_formed && r.writer != nullptr) r.writer->peer.eager.note_ack(message.ack);
             if (message.well_formed && reg->cbfunc != nullptr) {
                 r.busy = true;
+                m->counters.bytes_received += message.length;
                 mca_btl_xrc_deliver(m, reg, message.tag, const_cast<unsigned char *>(message.data), message.length);
                 r.busy = false;
             } else {
@@ -257,6 +294,6 @@ int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *m) noexcept {
         }
         if (r.ring.report_due()) report(m, r);
     }
-    m->stats.ring_receives += uint64_t(handled);
+    m->counters.ring_receives += uint64_t(handled);
     return handled;
 }

@@ -38,6 +38,8 @@ int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *module) noexcept;
 void mca_btl_xrc_eager_fini(mca_btl_xrc_module_t *module) noexcept;
 // A new endpoint starts counting, or is off when eager RDMA is.
 void mca_btl_xrc_eager_endpoint_init(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint) noexcept;
+// The endpoint is in module->endpoints now: answers the ring request its peer sent before, if any.
+void mca_btl_xrc_eager_endpoint_added(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint) noexcept;
 // The endpoint goes away (del_procs): its ring, if it had one, stays polled but no longer names it.
 void mca_btl_xrc_eager_endpoint_fini(mca_btl_base_endpoint_t *endpoint) noexcept;
 // Asks the peer for a ring (the threshold was reached).
@@ -47,15 +49,17 @@ void mca_btl_xrc_eager_control(mca_btl_xrc_module_t *module, const void *data, s
 // Polls the granted rings: dispatches what arrived, sends credit reports. Returns messages handled.
 int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *module) noexcept;
 
-// A send was posted, into the peer's ring or through the SRQs: counts it, and asks the peer for a ring once enough
-// SRQ sends went its way.
-inline void mca_btl_xrc_sent(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint, bool ring) noexcept {
+// A send of `length` bytes was posted, into the peer's ring or through the SRQs: counts it, and asks the peer for a
+// ring once enough SRQ sends went its way.
+inline void mca_btl_xrc_sent(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint, bool ring,
+                             size_t length) noexcept {
+    module->counters.bytes_sent += length;
     if (ring) {
-        ++module->stats.ring_sends;
+        ++module->counters.ring_sends;
         return;
     }
-    ++module->stats.srq_sends;
-    if (endpoint->peer.eager_state == xrc::EagerState::active) ++module->stats.srq_sends_ring_active;
+    ++module->counters.srq_sends;
+    if (endpoint->peer.eager_state == xrc::EagerState::active) ++module->counters.srq_sends_ring_active;
     if (OPAL_UNLIKELY(endpoint->peer.count_srq_send(module->eager != nullptr ? module->eager->threshold : 0)))
         mca_btl_xrc_eager_request(module, endpoint);
 }

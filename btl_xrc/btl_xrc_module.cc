@@ -71,6 +71,7 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
             mca_btl_xrc_eager_endpoint_init(m, endpoint.get());
             m->endpoints->emplace(rank, endpoint.get());
             endpoints[i] = endpoint.release();
+            mca_btl_xrc_eager_endpoint_added(m, endpoints[i]);
             if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));
         }
         return OPAL_SUCCESS;
@@ -177,7 +178,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
         frag->op.on_complete = nullptr;
         if (peer.queue->try_post(frag->op) == 0) {
             if (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
-            mca_btl_xrc_sent(m, endpoint, ring);
+            mca_btl_xrc_sent(m, endpoint, ring, frag->segment.seg_len);
             return 1;
         }
         frag->op.wr.send_flags = 0;
@@ -188,7 +189,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
         mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
         return OPAL_ERROR;
     }
-    mca_btl_xrc_sent(m, endpoint, ring);
+    mca_btl_xrc_sent(m, endpoint, ring, frag->segment.seg_len);
     return OPAL_SUCCESS;
 }
 
@@ -222,7 +223,7 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
         const bool ring = peer.prepare(op, buffer, length, 0, tag, sizeof(buffer));
         op.wr.send_flags = IBV_SEND_INLINE;
         if (peer.queue->try_post(op) == 0) {
-            mca_btl_xrc_sent(m, endpoint, ring);
+            mca_btl_xrc_sent(m, endpoint, ring, length);
             return OPAL_SUCCESS;
         }
         peer.unprepare(op, ring);
@@ -245,7 +246,7 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
         rewind();
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    mca_btl_xrc_sent(m, endpoint, ring);
+    mca_btl_xrc_sent(m, endpoint, ring, length);
     return OPAL_SUCCESS;
 }
 
@@ -277,13 +278,6 @@ bool progress_until(mca_btl_xrc_module_t *m, Done done, int seconds) {
 
 int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     auto *m = as_xrc(btl);
-    const auto &st = m->stats;
-    BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u traffic: sent %llu into eager RDMA rings, %llu through SRQs (%llu of them to "
-                    "a peer whose ring was full or too small), %llu credit reports; received %llu from rings, %llu "
-                    "from SRQs", m->transport->device_name().c_str(), m->transport->port_num(),
-                    (unsigned long long)st.ring_sends, (unsigned long long)st.srq_sends,
-                    (unsigned long long)st.srq_sends_ring_active, (unsigned long long)st.credit_reports,
-                    (unsigned long long)st.ring_receives, (unsigned long long)st.srq_receives);
     const int wait = mca_btl_xrc_component.params.finalize_wait;
     // What was accepted is delivered: every send queue drains (a connection still being made completes first) and
     // every connection is closed; the TGT QPs this process made stay until their initiators closed them too, so a
@@ -294,15 +288,7 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     if (!progress_until(m, [m] { return m->transport->finished(); }, wait))
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: connections still open after %d s at finalize", opal_process_info.nodename,
                         wait);
-    const auto &c = m->transport->connections().counters();
-    BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u connections: %llu opened, %llu closed (%llu evicted), %llu accepted, "
-                    "%llu handles held, %llu datagrams sent (%llu again), %llu received, %llu rejected, "
-                    "%llu INI QPs at most", m->transport->device_name().c_str(), m->transport->port_num(),
-                    (unsigned long long)c.connections_opened, (unsigned long long)c.connections_closed,
-                    (unsigned long long)c.evictions, (unsigned long long)c.tgts_created,
-                    (unsigned long long)c.handles_opened, (unsigned long long)c.datagrams_sent,
-                    (unsigned long long)c.retransmissions, (unsigned long long)c.datagrams_received,
-                    (unsigned long long)c.rejected, (unsigned long long)c.ini_high_water);
+    mca_btl_xrc_report_counters(m);
     mca_btl_xrc_async_fini(m);
     if (m->endpoints != nullptr) {
         for (auto &[rank, endpoint] : *m->endpoints) delete endpoint;
@@ -323,6 +309,8 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
     m->endpoints = new (std::nothrow) std::unordered_map<uint32_t, mca_btl_base_endpoint_t *>();
     if (m->endpoints == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    m->transport->count_into(&m->counters);
+    xrc::count_registration(m->counters, m->transport->counts().receive_bytes);
     int rc = mca_btl_xrc_rdma_init(m);  // the rcache first: the fragment lists register through it
     if (rc == OPAL_SUCCESS) rc = mca_btl_xrc_frag_lists_init(m);
     if (rc == OPAL_SUCCESS) rc = mca_btl_xrc_eager_init(m);

@@ -12,6 +12,7 @@ extern "C" {
 #include "opal/mca/event/event.h"
 #include "opal/mca/rcache/base/base.h"
 #include "opal/mca/rcache/rcache.h"
+#include "opal/mca/base/mca_base_pvar.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/btl/base/base.h"
 #include "opal/mca/btl/btl.h"

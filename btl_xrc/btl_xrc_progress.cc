@@ -35,7 +35,8 @@ void dispatch_flagged(mca_btl_xrc_module_t *m, const ibv_wc &wc, xrc::RecvBuffer
         BTL_XRC_VERBOSE(1, "btl:xrc: dropped a %u-byte message for tag %u (no handler)", wc.byte_len, tag);
         return;
     }
-    ++m->stats.srq_receives;
+    ++m->counters.srq_receives;
+    m->counters.bytes_received += wc.byte_len;
     mca_btl_xrc_deliver(m, reg, tag, buffer->data, wc.byte_len);
 }
 
@@ -47,7 +48,8 @@ void dispatch_receive(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
         const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
         if (OPAL_LIKELY((imm & (xrc::kImmMarkerMask | xrc::kImmFlagMask)) == xrc::kImmMarker &&
                         (wc.wc_flags & IBV_WC_WITH_IMM) != 0 && reg->cbfunc != nullptr)) {
-            ++m->stats.srq_receives;
+            ++m->counters.srq_receives;
+            m->counters.bytes_received += wc.byte_len;
             mca_btl_xrc_deliver(m, reg, tag, buffer->data, wc.byte_len);
         } else {
             dispatch_flagged(m, wc, buffer, imm);
@@ -55,15 +57,18 @@ void dispatch_receive(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
     } else if (wc.status != IBV_WC_WR_FLUSH_ERR) {
         BTL_XRC_VERBOSE(1, "btl:xrc: receive completion error: %s", ibv_wc_status_str(wc.status));
     }
-    if (wc.status != IBV_WC_WR_FLUSH_ERR) (void)buffer->pool->repost(buffer);
+    if (wc.status != IBV_WC_WR_FLUSH_ERR && buffer->pool->repost(buffer) == 0) ++m->counters.srq_reposts;
 }
 
 void dispatch_send(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
     xrc::SendQueue *queue = xrc::send_queue_of(wc.wr_id);
     // The first error of a QP is reported before its operations complete (with that status): the report names
     // the operation that failed. Later ones are the flush.
-    if (OPAL_UNLIKELY(wc.status != IBV_WC_SUCCESS) && !queue->broken())
+    if (OPAL_UNLIKELY(wc.status != IBV_WC_SUCCESS) && !queue->broken()) {
+        ++m->counters.send_errors;
+        if (wc.status == IBV_WC_RNR_RETRY_EXC_ERR) ++m->counters.rnr_retry_exceeded;
         mca_btl_xrc_report_failed_completion(m, *queue, wc);
+    }
     queue->on_completion(wc);
 }
 
@@ -71,8 +76,10 @@ void async_event_cb(int, short, void *arg) {
     auto *m = static_cast<mca_btl_xrc_module_t *>(arg);
     ibv_async_event event{};
     while (ibv_get_async_event(m->transport->context(), &event) == 0) {
+        ++m->counters.async_events;
         switch (event.event_type) {
         case IBV_EVENT_SRQ_LIMIT_REACHED:
+            ++m->counters.srq_limit_events;
             // Buffers are reposted as soon as each message is consumed: reaching the watermark means the
             // process fell behind its senders. Re-arm and say so (RNR retry is the backstop).
             BTL_XRC_VERBOSE(10, "btl:xrc: SRQ low watermark reached; buffers are reposted as messages are consumed");

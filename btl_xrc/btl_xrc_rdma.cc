@@ -21,14 +21,18 @@ int register_mem_cb(void *reg_data, void *base, size_t size, mca_rcache_base_reg
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     xreg->mr = ibv_reg_mr(m->transport->pd(), base, size, access);
     if (xreg->mr == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    xrc::count_registration(m->counters, size);
     xreg->handle.lkey = xreg->mr->lkey;
     xreg->handle.rkey = xreg->mr->rkey;
     return OPAL_SUCCESS;
 }
 
-int deregister_mem_cb(void *, mca_rcache_base_registration_t *reg) {
+int deregister_mem_cb(void *reg_data, mca_rcache_base_registration_t *reg) {
     auto *xreg = reinterpret_cast<mca_btl_xrc_reg_t *>(reg);
-    if (xreg->mr != nullptr && ibv_dereg_mr(xreg->mr) != 0) return OPAL_ERROR;
+    if (xreg->mr == nullptr) return OPAL_SUCCESS;
+    const size_t length = xreg->mr->length;
+    if (ibv_dereg_mr(xreg->mr) != 0) return OPAL_ERROR;
+    xrc::count_deregistration(static_cast<mca_btl_xrc_module_t *>(reg_data)->counters, length);
     xreg->mr = nullptr;
     return OPAL_SUCCESS;
 }
@@ -120,8 +124,15 @@ int rdma(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr_o
     frag->op.wr.opcode = opcode;
     frag->op.wr.wr.rdma.remote_addr = remote_address;
     frag->op.wr.wr.rdma.rkey = remote_handle->rkey;
-    ++(opcode == IBV_WR_RDMA_READ ? m->stats.rdma_reads : m->stats.rdma_writes);
-    return post(m, endpoint, frag);
+    const int rc = post(m, endpoint, frag);
+    if (rc == OPAL_SUCCESS && opcode == IBV_WR_RDMA_WRITE) {
+        ++m->counters.rdma_writes;
+        m->counters.rdma_bytes_written += size;
+    } else if (rc == OPAL_SUCCESS) {
+        ++m->counters.rdma_reads;
+        m->counters.rdma_bytes_read += size;
+    }
+    return rc;
 }
 
 int atomic(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr_opcode opcode, void *local_address,
@@ -139,8 +150,9 @@ int atomic(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr
     frag->op.wr.wr.atomic.rkey = remote_handle->rkey;
     frag->op.wr.wr.atomic.compare_add = compare_add;
     frag->op.wr.wr.atomic.swap = swap;
-    ++m->stats.atomics;
-    return post(m, endpoint, frag);
+    const int rc = post(m, endpoint, frag);
+    if (rc == OPAL_SUCCESS) ++m->counters.atomics;
+    return rc;
 }
 
 }  // namespace
@@ -270,18 +282,16 @@ int mca_btl_xrc_rdma_init(mca_btl_xrc_module_t *m) noexcept {
     if (m->atomic_scratch == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     m->atomic_scratch_mr = ibv_reg_mr(m->transport->pd(), m->atomic_scratch, 64, IBV_ACCESS_LOCAL_WRITE);
     if (m->atomic_scratch_mr == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    xrc::count_registration(m->counters, 64);
     m->atomic_scratch_handle = {m->atomic_scratch_mr->lkey, m->atomic_scratch_mr->rkey};
     return OPAL_SUCCESS;
 }
 
 void mca_btl_xrc_rdma_fini(mca_btl_xrc_module_t *m) noexcept {
-    BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u one-sided: %llu RDMA reads, %llu RDMA writes, %llu atomics",
-                    m->transport->device_name().c_str(), m->transport->port_num(),
-                    (unsigned long long)m->stats.rdma_reads, (unsigned long long)m->stats.rdma_writes,
-                    (unsigned long long)m->stats.atomics);
     if (m->rcache != nullptr) mca_rcache_base_module_destroy(m->rcache);
     m->rcache = nullptr;
-    if (m->atomic_scratch_mr != nullptr) ibv_dereg_mr(m->atomic_scratch_mr);
+    if (m->atomic_scratch_mr != nullptr && ibv_dereg_mr(m->atomic_scratch_mr) == 0)
+        xrc::count_deregistration(m->counters, 64);
     m->atomic_scratch_mr = nullptr;
     free(m->atomic_scratch);
     m->atomic_scratch = nullptr;

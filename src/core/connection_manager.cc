@@ -22,6 +22,10 @@ ConnectionManager::ConnectionManager(CmHost &host, const CmConfig &config) : hos
 
 ConnectionManager::~ConnectionManager() {
     // INI QPs (in the links), then TGT QPs and handles: all through the host, before it goes.
+    std::uint64_t open = owned_.size() + opened_.size();
+    for (const auto &[node, link] : links_) open += link->ini_ && link->tgt_qpn_ != 0;
+    count_connections_closed(*counters_, open);
+    counters_->ini_qps = counters_->tgt_qps = counters_->tgt_handles = 0;
     links_.clear();
     owned_.clear();
     opened_.clear();
@@ -88,7 +92,8 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     }
     link.ini_ = HostQp(&host_, qp);
     ++live_ini_;
-    counters_.ini_high_water = std::max<std::uint64_t>(counters_.ini_high_water, live_ini_);
+    counters_->ini_qps = live_ini_;
+    counters_->ini_qps_peak = std::max<std::uint64_t>(counters_->ini_qps_peak, live_ini_);
     link.generation_ = ++next_generation_;
     link.tgt_qpn_ = 0;
     link.fence_posted_ = false;
@@ -98,7 +103,7 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     link.retry_us_ = config_.first_retry_us;
     link.deadline_us_ = now + config_.connect_timeout_us;
     connecting_.push_back(&link);
-    ++counters_.connects_started;
+    ++counters_->connection_attempts;
     send_connect(link, now);
     return true;
 }
@@ -107,7 +112,7 @@ void ConnectionManager::send(const PortAddress &to, CmMessage message) noexcept 
     message.jobid = config_.jobid;
     message.src_rank = config_.my_rank;
     message.port_index = config_.port_index;
-    ++counters_.datagrams_sent;
+    ++counters_->cm_datagrams_sent;
     host_.send_datagram(to, encode_cm(message));
 }
 
@@ -120,11 +125,19 @@ void ConnectionManager::send_connect(NodeLink &link, std::uint64_t now) noexcept
     m.token = owner->token;
     m.generation = link.generation_;
     m.ini_qpn = link.ini_qpn();
-    if (link.attempts_ > 0) ++counters_.retransmissions;
+    if (link.attempts_ > 0) ++counters_->cm_retransmissions;
     ++link.attempts_;
     send(*owner, m);
     link.next_retry_us_ = now + link.retry_us_;
     link.retry_us_ = std::min(link.retry_us_ * 2, config_.max_retry_us);
+}
+
+// The link's INI QP goes (a connected one counts as a connection closed).
+void ConnectionManager::drop_ini(NodeLink &link) noexcept {
+    if (!link.ini_) return;
+    if (link.tgt_qpn_ != 0) count_connections_closed(*counters_, 1);
+    link.ini_.reset();
+    counters_->ini_qps = --live_ini_;
 }
 
 // A connection that carries no send yet (made ahead of need: eager mode, or back toward an initiator) goes back to
@@ -141,20 +154,18 @@ void ConnectionManager::give_up(NodeLink &link, const std::string &why) noexcept
 // A connection attempt ends without an answer that counts: back to idle, queued sends stay queued.
 void ConnectionManager::abandon(NodeLink &link) noexcept {
     unlist(connecting_, link);
-    if (link.ini_) --live_ini_;
-    link.ini_.reset();
+    drop_ini(link);
     link.state_ = NodeLink::State::idle;
 }
 
 void ConnectionManager::fail(NodeLink &link, const std::string &why) noexcept {
-    if (link.ini_) --live_ini_;
-    link.ini_.reset();
+    drop_ini(link);
     unlist(connecting_, link);
     unlist(connected_, link);
     unlist(draining_, link);
     unlist(waiting_, link);
     link.state_ = NodeLink::State::failed;
-    ++counters_.failures;
+    ++counters_->connection_failures;
     // Said first: the queued sends' owners may end the process when they hear of their failure.
     host_.link_failed(link, why);
     link.queue_.fail(IBV_WC_RETRY_EXC_ERR);
@@ -172,9 +183,8 @@ void ConnectionManager::finish_close(NodeLink &link) noexcept {
     unlist(draining_, link);
     link.queue_.detach();
     const std::uint32_t ini_qpn = link.ini_qpn();
-    link.ini_.reset();
-    --live_ini_;
-    ++counters_.connections_closed;
+    drop_ini(link);
+    
     link.state_ = NodeLink::State::idle;
     // The TGT QP's creator and every rank that was sent a first message over this connection (and so may hold a
     // handle on the TGT QP) drop it; acknowledged, retransmitted until then. At finalize too: the creator keeps
@@ -211,7 +221,7 @@ bool ConnectionManager::make_room() noexcept {
             ++clock_hand_;
             continue;
         }
-        ++counters_.evictions;
+        ++counters_->evictions;
         host_.note("evicting the connection to node " + std::to_string(candidate.node_) +
                    " (btl_xrc_max_ini_qps reached)");
         close(candidate);
@@ -279,7 +289,7 @@ void ConnectionManager::resend_notices(std::uint64_t now) noexcept {
             m.generation = n.generation;
             m.ini_qpn = n.ini_qpn;
             m.tgt_qpn = n.tgt_qpn;
-            if (n.attempts > 0) ++counters_.retransmissions;
+            if (n.attempts > 0) ++counters_->cm_retransmissions;
             ++n.attempts;
             send(*to, m);
             n.next_retry_us = now + n.retry_us;
@@ -307,17 +317,17 @@ CmMessage ConnectionManager::reply_to(const CmMessage &request, CmType type) con
 
 void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::uint16_t slid,
                                     std::uint32_t src_qp) noexcept {
-    ++counters_.datagrams_received;
+    ++counters_->cm_datagrams_received;
     CmMessage m;
     if (const std::string why = decode_cm(bytes, m); !why.empty()) {
-        ++counters_.rejected;
+        ++counters_->cm_rejected;
         host_.note("dropped a connection manager datagram: " + why);
         return;
     }
     // For this process, from this job, by someone who read our token from the modex.
     if (m.jobid != config_.jobid || m.dst_rank != config_.my_rank || m.port_index != config_.port_index ||
         m.token != config_.my_token) {
-        ++counters_.rejected;
+        ++counters_->cm_rejected;
         host_.note(std::string("dropped a ") + cm_type_name(m.type) + " that is not for this process (job, rank, " +
                    "port or token differ)");
         return;
@@ -325,7 +335,7 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
     // From the process it names: its modex address has this UD source.
     const PortAddress *from = m.src_rank != config_.my_rank ? host_.address_of(m.src_rank) : nullptr;
     if (from == nullptr || from->lid != slid || from->cm_qpn != src_qp) {
-        ++counters_.rejected;
+        ++counters_->cm_rejected;
         host_.note(std::string("dropped a ") + cm_type_name(m.type) + " claiming to come from rank " +
                    std::to_string(m.src_rank) + ": its address does not match the datagram's source");
         return;
@@ -343,10 +353,10 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
     const std::uint64_t k = key(m.src_rank, m.generation);
     if (auto it = owned_.find(k); it != owned_.end()) {
         if (it->second.ini_qpn != m.ini_qpn) {
-            ++counters_.stale;
+            ++counters_->cm_stale;
             return;
         }
-        ++counters_.duplicates;  // our ACCEPT was lost or is still on its way: the same answer again
+        ++counters_->cm_duplicates;  // our ACCEPT was lost or is still on its way: the same answer again
         CmMessage a = reply_to(m, CmType::Accept);
         a.token = from.token;
         a.tgt_qpn = it->second.tgt.get()->qp_num;
@@ -354,7 +364,7 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
         return;
     }
     if (auto it = closed_generation_.find(m.src_rank); it != closed_generation_.end() && m.generation <= it->second) {
-        ++counters_.stale;  // a late copy of a connection that was closed since
+        ++counters_->cm_stale;  // a late copy of a connection that was closed since
         return;
     }
     CmMessage r = reply_to(m, CmType::Reject);
@@ -374,7 +384,8 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
     }
     owned_.emplace(k, OwnedTgt{m.src_rank, m.generation, m.ini_qpn, HostQp(&host_, tgt)});
     owned_qpns_[tgt->qp_num] = m.src_rank;
-    ++counters_.tgts_created;
+    ++counters_->tgt_qps;
+    count_connection_opened(*counters_);
     CmMessage a = reply_to(m, CmType::Accept);
     a.token = from.token;
     a.tgt_qpn = tgt->qp_num;
@@ -400,7 +411,7 @@ void ConnectionManager::on_accept(const CmMessage &m, const PortAddress &from) n
         unlist(connecting_, *link);
         connected_.push_back(link);
         link->state_ = NodeLink::State::connected;
-        ++counters_.connections_opened;
+        count_connection_opened(*counters_);
         host_.note("connected to node " + std::to_string(link->node_) + " through rank " +
                    std::to_string(link->owner_) + " (INI QP " + std::to_string(m.ini_qpn) + " -> TGT QP " +
                    std::to_string(m.tgt_qpn) + ", " + std::to_string(link->attempts_) + " CONNECT datagrams)");
@@ -408,7 +419,7 @@ void ConnectionManager::on_accept(const CmMessage &m, const PortAddress &from) n
         if (finalizing_) close(*link);
         return;
     }
-    ++counters_.duplicates;  // connected already (a retransmitted CONNECT was answered twice), or closed since
+    ++counters_->cm_duplicates;  // connected already (a retransmitted CONNECT was answered twice), or closed since
 }
 
 void ConnectionManager::on_reject(const CmMessage &m) noexcept {
@@ -434,7 +445,7 @@ void ConnectionManager::on_reject(const CmMessage &m) noexcept {
         give_up(*link, why);
         return;
     }
-    ++counters_.stale;
+    ++counters_->cm_stale;
 }
 
 void ConnectionManager::on_close(const CmMessage &m, const PortAddress &from) noexcept {
@@ -442,13 +453,15 @@ void ConnectionManager::on_close(const CmMessage &m, const PortAddress &from) no
         it != owned_.end() && it->second.ini_qpn == m.ini_qpn && it->second.tgt.get()->qp_num == m.tgt_qpn) {
         owned_qpns_.erase(m.tgt_qpn);
         owned_.erase(it);
-        ++counters_.tgts_destroyed;
+        --counters_->tgt_qps;
+        count_connections_closed(*counters_, 1);
         auto &newest = closed_generation_[m.src_rank];
         newest = std::max(newest, m.generation);
     }
     if (auto it = opened_.find(m.tgt_qpn); it != opened_.end() && it->second.ini_qpn == m.ini_qpn) {
         opened_.erase(it);
-        ++counters_.handles_closed;
+        --counters_->tgt_handles;
+        count_connections_closed(*counters_, 1);
     }
     CmMessage a = reply_to(m, CmType::CloseAck);  // also for a CLOSE seen before: its ACK was lost
     a.token = from.token;
@@ -464,7 +477,7 @@ void ConnectionManager::on_close_ack(const CmMessage &m) noexcept {
             return;
         }
     }
-    ++counters_.duplicates;
+    ++counters_->cm_duplicates;
 }
 
 void ConnectionManager::hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {
@@ -472,7 +485,8 @@ void ConnectionManager::hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) n
     if (auto it = opened_.find(tgt_qpn); it != opened_.end()) {
         if (it->second.ini_qpn == ini_qpn) return;
         opened_.erase(it);  // a handle on a QP number that has been reused since
-        ++counters_.handles_closed;
+        --counters_->tgt_handles;
+        count_connections_closed(*counters_, 1);
     }
     std::string error;
     ibv_qp *handle = host_.open_tgt(tgt_qpn, ini_qpn, error);
@@ -482,7 +496,8 @@ void ConnectionManager::hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) n
         return;
     }
     opened_.emplace(tgt_qpn, OpenedTgt{ini_qpn, HostQp(&host_, handle)});
-    ++counters_.handles_opened;
+    ++counters_->tgt_handles;
+    count_connection_opened(*counters_);
 }
 
 }  // namespace xrc

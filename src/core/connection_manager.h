@@ -31,6 +31,7 @@
 
 #include "address.h"
 #include "cm_message.h"
+#include "counters.h"
 #include "peer.h"
 #include "send_queue.h"
 
@@ -121,17 +122,6 @@ struct CmConfig {
     bool reciprocate = true;
 };
 
-struct CmCounters {
-    std::uint64_t connects_started = 0, connections_opened = 0, connections_closed = 0, evictions = 0;
-    std::uint64_t tgts_created = 0, tgts_destroyed = 0, handles_opened = 0, handles_closed = 0;
-    std::uint64_t datagrams_sent = 0, datagrams_received = 0, retransmissions = 0;
-    std::uint64_t rejected = 0;    // malformed, foreign (token, job), or from an address that is not the sender's
-    std::uint64_t duplicates = 0;  // answered again or ignored: a retransmission crossed our answer
-    std::uint64_t stale = 0;       // for a connection that no longer exists
-    std::uint64_t failures = 0;
-    std::uint64_t ini_high_water = 0;
-};
-
 class NodeLink {
 public:
     enum class State : std::uint8_t { idle, waiting, connecting, connected, draining, failed };
@@ -181,7 +171,9 @@ public:
     ~ConnectionManager();
 
     const CmConfig &config() const noexcept { return config_; }
-    const CmCounters &counters() const noexcept { return counters_; }
+    const Counters &counters() const noexcept { return *counters_; }
+    // Where connections and datagrams are counted (the module's counters; they outlive the manager).
+    void count_into(Counters *counters) noexcept { counters_ = counters != nullptr ? counters : &uncounted_; }
 
     // The link to `node` (made idle on first use; `owner` is the rank it will connect through).
     NodeLink &link_for(std::uint32_t node, std::uint32_t owner);
@@ -247,6 +239,7 @@ private:
     void send_connect(NodeLink &link, std::uint64_t now) noexcept;
     void give_up(NodeLink &link, const std::string &why) noexcept;
     void abandon(NodeLink &link) noexcept;
+    void drop_ini(NodeLink &link) noexcept;
     void fail(NodeLink &link, const std::string &why) noexcept;
     void close(NodeLink &link) noexcept;
     void finish_close(NodeLink &link) noexcept;
@@ -268,7 +261,8 @@ private:
 
     CmHost &host_;
     CmConfig config_;
-    CmCounters counters_;
+    Counters uncounted_;  // until count_into() names the real ones
+    Counters *counters_ = &uncounted_;
     std::uint32_t next_generation_ = 0;
     std::size_t live_ini_ = 0;
     bool finalizing_ = false;

@@ -124,6 +124,7 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
 }
 
 PortTransport::~PortTransport() {
+    if (loopback_ini_) count_connections_closed(*counters_, 1);
     // QPs first (they reference the SRQs' XRCD and the CQ), then the UD channel, SRQs, the domain, the CQ, the PD.
     cm_.reset();
     loopback_tgt_.reset();
@@ -143,6 +144,11 @@ TransportCounts PortTransport::counts() const noexcept {
     c.srqs = pools_.size();
     for (const auto &p : pools_) c.receive_bytes += p->registered_bytes();
     return c;
+}
+
+void PortTransport::count_into(Counters *counters) noexcept {
+    counters_ = counters != nullptr ? counters : &uncounted_;
+    if (cm_) cm_->count_into(counters_);
 }
 
 void PortTransport::attach(Peer &peer, const PortAddress &address) {
@@ -334,6 +340,7 @@ void PortTransport::open_loopback() noexcept {
     }
     loopback_ini_ = std::move(ini);
     loopback_tgt_ = std::move(tgt);
+    count_connection_opened(*counters_);
     loopback_queue_->open(loopback_ini_.get());
 }
 

@@ -12,6 +12,7 @@
 #include "address.h"
 #include "completion_kind.h"
 #include "connection_manager.h"
+#include "counters.h"
 #include "device_discovery.h"
 #include "peer.h"
 #include "qp_attr.h"
@@ -83,6 +84,10 @@ public:
     // Eager mode: connect to `node` now, through `owner`.
     void connect_node(std::uint32_t node, std::uint32_t owner);
 
+    // Where connections, the connection manager's datagrams and registrations are counted (the module's
+    // counters; they outlive the transport).
+    void count_into(Counters *counters) noexcept;
+
     // A completion of the CQ whose kind is cm_receive or cm_send.
     void on_cm_completion(const ibv_wc &wc) noexcept;
     // A message flagged kImmFirst arrived through the TGT QP `tgt_qpn` (wc.qp_num) from `ini_qpn` (wc.src_qp).
@@ -149,6 +154,8 @@ private:
     SendOp loopback_fence_;
     const char *loopback_failure_ = nullptr;
     std::string loopback_error_;
+    Counters uncounted_;  // until count_into() names the real ones
+    Counters *counters_ = &uncounted_;
 };
 
 }  // namespace xrc

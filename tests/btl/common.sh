@@ -84,6 +84,9 @@ run_check() {
     expect_no_objects "$name"
 }
 
+# pvar_sum NAME FILE: the sum over the ranks of btl_xrc_NAME as the MPI programs print it ("pvar RANK NAME VALUE")
+pvar_sum() { awk -v n="$1" '$1 == "pvar" && $3 == n { s += $4 } END { print s + 0 }' "$2"; }
+
 finish() {
     [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
     exit 0

@@ -20,30 +20,30 @@ run_check "allpairs 3 ranks, small queues" '^allpairs: OK .*errors=0' -np 3 --mc
     --mca btl_xrc_send_queue_depth 16 --mca btl_xrc_signal_interval 4 \
     --mca btl_xrc_receive_queues 256,16,4:16384,16,4:65536,8,2 "$MPI/allpairs"
 # Eager RDMA (rings the receiver polls): from the first message, 2-slot rings of 256 bytes, so slots wrap and
-# senders run out of credit all the time. The log must show how many rings were asked for (granted + refused),
-# that at least MIN were granted, and that every granted ring was written into.
+# senders run out of credit all the time. The MPI_T counters (summed over the ranks) must show how many rings
+# were asked for (granted + refused), that at least MIN were granted, that every grant and every refusal reached
+# the asker, and that every message written into a ring was read from one.
 run_eager() {
     local name=$1 want_asked=$2 want_min_granted=$3
     shift 3
-    run_check "$name" '^allpairs: OK .*errors=0' "$@" --mca btl_xrc_verbose 10 "$MPI/allpairs" --iters 3 --storm 64
-    local granted refused writing heard
-    granted=$(grep -c 'eager RDMA ring [0-9]* .* granted to rank' "$work/out")
-    writing=$(grep -c "writing into rank [0-9]*'s eager RDMA ring" "$work/out")
-    refused=$(grep -c 'refused an eager RDMA ring to rank' "$work/out")
-    heard=$(grep -c 'has no eager RDMA ring for us' "$work/out")
-    # Each process's traffic line at finalize: every message written into a ring was read from one.
-    local ring_sent ring_read
-    ring_sent=$(sed -n 's/.* traffic: sent \([0-9]*\) into eager RDMA rings.*/\1/p' "$work/out" | awk '{s += $1} END {print s + 0}')
-    ring_read=$(sed -n 's/.* received \([0-9]*\) from rings.*/\1/p' "$work/out" | awk '{s += $1} END {print s + 0}')
-    if [ $((granted + refused)) = "$want_asked" ] && [ "$granted" -ge "$want_min_granted" ] &&
-       [ "$writing" = "$granted" ] && [ "$heard" = "$refused" ] && [ "$ring_sent" = "$ring_read" ] &&
+    run_check "$name" '^allpairs: OK .*errors=0' "$@" "$MPI/allpairs" --iters 3 --storm 64 --pvars
+    local asked granted refused used refusals ring_sent ring_read
+    asked=$(pvar_sum eager_ring_requests "$work/out")
+    granted=$(pvar_sum eager_rings_granted "$work/out")
+    refused=$(pvar_sum eager_rings_refused "$work/out")
+    used=$(pvar_sum eager_rings_used "$work/out")
+    refusals=$(pvar_sum eager_ring_refusals "$work/out")
+    ring_sent=$(pvar_sum ring_sends "$work/out")
+    ring_read=$(pvar_sum ring_receives "$work/out")
+    if [ "$asked" = "$want_asked" ] && [ $((granted + refused)) = "$asked" ] && [ "$granted" -ge "$want_min_granted" ] &&
+       [ "$used" = "$granted" ] && [ "$refusals" = "$refused" ] && [ "$ring_sent" = "$ring_read" ] &&
        { { [ "$granted" = 0 ] && [ "$ring_sent" = 0 ]; } || { [ "$granted" != 0 ] && [ "$ring_sent" -gt 0 ]; }; }; then
-        pass "$name: $granted rings granted and used, $refused refused, $ring_sent messages through rings"
+        pass "$name: $asked rings asked for, $granted granted and used, $refused refused, $ring_sent messages through rings"
     else
-        fail "$name: $granted rings granted, $writing used, $refused refused, $heard refusals heard," \
+        fail "$name: $asked rings asked for, $granted granted, $used used, $refused refused, $refusals refusals heard," \
              "$ring_sent messages written into rings, $ring_read read" \
-             "(want $want_asked asked, >= $want_min_granted granted, every grant used, every refusal heard," \
-             "every ring message read)"
+             "(want $want_asked asked = granted + refused, >= $want_min_granted granted, every grant used, every refusal" \
+             "heard, every ring message read)"
     fi
 }
 run_eager "allpairs 3 ranks, eager RDMA at once, 2 x 256-byte slots" 6 6 -np 3 --mca btl self,xrc \
@@ -55,7 +55,7 @@ run_eager "allpairs 2 ranks, eager RDMA off" 0 0 -np 2 --mca btl self,xrc --mca 
 # Off on rank 1 only (MPMD; -x and --mca are per application context, so each context names them):
 # rank 0 asks, rank 1 refuses; nobody writes into a ring.
 run_eager "allpairs 2 ranks, eager RDMA off on one of them" 1 0 -np 1 --mca btl self,xrc \
-    --mca btl_xrc_eager_rdma_threshold 1 --mca btl_xrc_verbose 10 "$MPI/allpairs" --iters 3 --storm 64 : \
+    --mca btl_xrc_eager_rdma_threshold 1 "$MPI/allpairs" --iters 3 --storm 64 --pvars : \
     -np 1 -x SIMHCA_INSTANCE -x LD_LIBRARY_PATH="$SIMHCA_LIBDIR" "${asan_args[@]}" --mca btl self,xrc \
     -x OMPI_MCA_btl_xrc_use_eager_rdma=0
 finish

@@ -31,10 +31,26 @@ expect_no_objects() {
     info "no object left in any node's HCA ($SIMCLUSTER_NODES_LIST)"
 }
 
-# up_cluster N P: a cluster with the software HCA, and the list of its nodes
+# up_cluster N P [UP-ARGS...]: a cluster with the software HCA, and the list of its nodes
 up_cluster() {
-    sc up --nodes "$1" --slots "$2" || fail "simcluster up failed"
-    SIMCLUSTER_NODES_LIST=$(hosts_spec "$1" 1 | tr ',' '\n' | cut -d: -f1 | tr '\n' ' ')
+    local n=$1 p=$2
+    shift 2
+    sc up --nodes "$n" --slots "$p" "$@" || fail "simcluster up failed"
+    SIMCLUSTER_NODES_LIST=$(hosts_spec "$n" 1 | tr ',' '\n' | cut -d: -f1 | tr '\n' ' ')
+}
+
+# ack_timeouts: "nodeA=N nodeB=N ..." and the total last: how often each node's HCA retransmitted after an ACK
+# timeout so far (the port counter hw_counters/local_ack_timeout_err, read from sysfs as on a real HCA). What
+# the fabric saw, not what a clock suggests: read it before and after a job.
+ack_timeouts() {
+    local node v total=0 line=""
+    for node in $SIMCLUSTER_NODES_LIST; do
+        v=$(sc exec "$node" bash -c 'cat "$SYSFS_PATH"/class/infiniband/*/ports/*/hw_counters/local_ack_timeout_err' |
+            awk '{ s += $1 } END { print s + 0 }') || fail "cannot read $node's local_ack_timeout_err"
+        line+="$node=$v "
+        total=$((total + v))
+    done
+    echo "$line$total"
 }
 
 # osc_rdma_setup: OMPI_INFO (of the Open MPI that runs the tests), OMPI_HAS_OPENIB (1 when it has the openib BTL,
@@ -66,12 +82,16 @@ osc_rdma_setup() {
     OSC_DYNAMIC_BLOCKER+=" open-mpi/ompi#10518, in 5.0 by #10473); set OSC_RDMA_COMPONENT_DIR to run them"
 }
 
-# expect_xrc_one_sided OUT RANKS WHAT: every rank's xrc module posted one-sided operations (the counters it prints at
-# finalize with btl_xrc_verbose 10), so osc/rdma really ran over xrc
+# counter OUT NAME: the value of btl xrc's counter NAME in each process's summary at finalize (btl_xrc_verbose 10:
+# "btl:xrc: DEV:PORT counters: name=value ..."), one line per process
+counter() { sed -n "s/.*btl:xrc: .* counters:.* $2=\([0-9]*\).*/\1/p" "$1"; }
+
+# expect_xrc_one_sided OUT RANKS WHAT: every rank's xrc module posted one-sided operations (its counters at
+# finalize, btl_xrc_verbose 10), so osc/rdma really ran over xrc
 expect_xrc_one_sided() {
     local lines busy
-    lines=$(grep -c 'btl:xrc: .* one-sided: ' "$1")
-    busy=$(sed -n 's/.* one-sided: \([0-9]*\) RDMA reads, \([0-9]*\) RDMA writes, \([0-9]*\) atomics.*/\1 \2 \3/p' "$1" |
+    lines=$(grep -c 'btl:xrc: .* counters: ' "$1")
+    busy=$(paste <(counter "$1" rdma_reads) <(counter "$1" rdma_writes) <(counter "$1" atomics) |
         awk '$1 + $2 + $3 > 0' | wc -l)
     [ "$lines" = "$2" ] && [ "$busy" = "$2" ] || fail "$3: $busy of $2 ranks show one-sided operations over xrc"
 }

@@ -5,11 +5,15 @@
  * with a checksum (and the exact first bad byte on mismatch). Optionally checks the per-node layout:
  * MPI_COMM_TYPE_SHARED sizes, hostnames and local ranks against `--expect nodeA:2,nodeB:2`.
  *
- * usage: allpairs [--expect HOST:N,HOST:N...] [--max-size BYTES] [--iters N] [--storm N] [--quiet]
+ * usage: allpairs [--expect HOST:N,HOST:N...] [--max-size BYTES] [--iters N] [--storm N] [--quiet] [--pvars]
  * --max-size caps every message, the storm's (at most 256 KiB) included: payloads are verified in buffers of that
  * size.
- * Prints "allpairs: OK pairs=... bytes=... errors=0" (rank 0) and exits non-zero on any error.
+ * Prints "allpairs: OK pairs=... bytes=... errors=0" (rank 0) and exits non-zero on any error. --pvars: at the
+ * end every rank prints btl xrc's MPI_T variables ("pvar RANK NAME VALUE": counters since before MPI_Init, read
+ * at a cut of the job no message crosses, so that they add up; levels as they are then).
  */
+#include "xrc_pvars.h"
+
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -328,7 +332,7 @@ int main(int argc, char **argv)
 {
     const char *expect = NULL;
     size_t max = 4u << 20;
-    int iters = 1, storm = 16, rounds = 2;
+    int iters = 1, storm = 16, rounds = 2, pvars = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--expect") && i + 1 < argc) expect = argv[++i];
         else if (!strcmp(argv[i], "--max-size") && i + 1 < argc) max = strtoull(argv[++i], NULL, 0);
@@ -336,12 +340,23 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--storm") && i + 1 < argc) storm = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quiet")) g_quiet = 1;
+        else if (!strcmp(argv[i], "--pvars")) pvars = 1;
         else if (!strcmp(argv[i], "--selftest-corrupt")) g_corrupt = 1;
         else {
             fprintf(stderr, "usage: allpairs [--expect HOST:N,...] [--max-size BYTES] [--iters N] "
-                            "[--storm N] [--rounds N] [--quiet]\n");
+                            "[--storm N] [--rounds N] [--quiet] [--pvars]\n");
             return 2;
         }
+    }
+    /* MPI_T makes the components' variables visible before MPI_Init: handles allocated now count everything
+     * (continuous counters read what happened since their handle was allocated). */
+    xrc_pvars_t pv;
+    unsigned long long *values = NULL;
+    int provided;
+    if (pvars && (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS || xrc_pvars_open(&pv) != 0 ||
+                  (values = calloc((size_t)pv.count + 1, sizeof(*values))) == NULL)) {
+        fprintf(stderr, "allpairs: cannot read btl xrc's MPI_T variables\n");
+        return 1;
     }
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -358,6 +373,13 @@ int main(int argc, char **argv)
     for (int r = 0; r < rounds; r++) bytes += run_storm(storm, storm / 2, r);
     MPI_Barrier(MPI_COMM_WORLD);
     double t = MPI_Wtime() - t0;
+    if (pvars) { /* at a cut of the job no message crosses, so that the ranks' counts add up */
+        if (xrc_pvars_snapshot(&pv, values) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+        xrc_pvars_print(stdout, &pv, values, g_rank);
+        free(values);
+        xrc_pvars_close(&pv);
+        MPI_T_finalize(); /* before MPI_Finalize: the other order crashes Open MPI 4.1 (open-mpi/ompi#11485) */
+    }
 
     long long tot_err = 0, tot_bytes = 0;
     MPI_Reduce(&g_errors, &tot_err, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);

@@ -137,10 +137,75 @@ int TwoNode::connect_remote(ibv_qp *qp, uint32_t rqpn, uint16_t dlid, uint8_t re
     return ibv_modify_qp(qp, &a, m);
 }
 
-int TwoNode::ctl(int i, const std::string &args) {
+namespace {
+std::string ctl_command(const std::string &instance, const std::string &args) {
     const char *c = std::getenv("SIMHCA_CTL");
-    std::string cmd = "SIMHCA_INSTANCE=" + inst[i] + " " + (c && *c ? c : "../../src/simhca/simhca-ctl") + " " + args;
-    return std::system(cmd.c_str());
+    return "SIMHCA_INSTANCE=" + instance + " " + (c && *c ? c : "../../src/simhca/simhca-ctl") + " " + args;
+}
+} // namespace
+
+int TwoNode::ctl(int i, const std::string &args) { return std::system(ctl_command(inst[i], args).c_str()); }
+
+void TwoNode::xrc_pair(Xrc &x, bool ready_tgt, uint8_t retry_cnt, uint8_t timeout) {
+    x.fd = open((dir + "/xrcd").c_str(), O_CREAT | O_RDWR, 0600);
+    ASSERT_GE(x.fd, 0);
+    ibv_xrcd_init_attr xa{};
+    xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    xa.fd = x.fd;
+    xa.oflags = O_CREAT;
+    x.xrcd = ibv_open_xrcd(ctx[1], &xa);
+    ASSERT_NE(x.xrcd, nullptr);
+    ibv_srq_init_attr_ex sa{};
+    sa.attr.max_wr = 8;
+    sa.attr.max_sge = 1;
+    sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_PD;
+    sa.srq_type = IBV_SRQT_XRC;
+    sa.xrcd = x.xrcd;
+    sa.cq = cq[1];
+    sa.pd = pd[1];
+    x.srq = ibv_create_srq_ex(ctx[1], &sa);
+    ASSERT_NE(x.srq, nullptr);
+    ASSERT_EQ(ibv_get_srq_num(x.srq, &x.srqn), 0);
+    ibv_qp_init_attr_ex ta{};
+    ta.qp_type = IBV_QPT_XRC_RECV;
+    ta.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+    ta.xrcd = x.xrcd;
+    x.tgt = ibv_create_qp_ex(ctx[1], &ta);
+    ibv_qp_init_attr_ex ia{};
+    ia.qp_type = IBV_QPT_XRC_SEND;
+    ia.send_cq = cq[0];
+    ia.cap.max_send_wr = 4;
+    ia.cap.max_send_sge = 1;
+    ia.comp_mask = IBV_QP_INIT_ATTR_PD;
+    ia.pd = pd[0];
+    x.ini = ibv_create_qp_ex(ctx[0], &ia);
+    ASSERT_TRUE(x.tgt && x.ini);
+    ASSERT_EQ(connect_remote(x.ini, x.tgt->qp_num, 2, retry_cnt, timeout), 0);
+    if (ready_tgt) {
+        ASSERT_EQ(connect_remote(x.tgt, x.ini->qp_num, 1, retry_cnt, timeout), 0);
+    } else {
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_INIT;
+        a.port_num = 1;
+        ASSERT_EQ(ibv_modify_qp(x.tgt, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+    }
+}
+
+long long TwoNode::counter_file(int i, const std::string &name) const {
+    std::ifstream in(dir + "/sys-" + (i ? "nb" : "na") + "/ports/1/hw_counters/" + name);
+    long long v = -1;
+    return in >> v ? v : -1;
+}
+
+long long TwoNode::counter_ctl(int i, const std::string &name) const {
+    FILE *p = popen(ctl_command(inst[i], "counters").c_str(), "r");
+    if (!p) return -1;
+    char n[128];
+    long long v, found = -1;
+    while (std::fscanf(p, "%127s %lld", n, &v) == 2)
+        if (name == n) found = v;
+    pclose(p);
+    return found;
 }
 
 } // namespace simhca::test

@@ -20,6 +20,20 @@ protected:
     // Connects an RC QP on each node to the other (LIDs 1 and 2).
     void rc_pair(ibv_qp *&a, ibv_qp *&b, uint8_t retry_cnt = 7, uint8_t timeout = 14);
     static int connect_remote(ibv_qp *qp, uint32_t rqpn, uint16_t dlid, uint8_t retry_cnt, uint8_t timeout);
+    // An XRC INI QP on node 0 (connected, in RTS) toward a TGT QP on node 1 in a new XRC domain with one XRC
+    // SRQ (8 WRs, node 1's CQ). The TGT QP is readied too unless `ready_tgt` is false (then it stays in INIT,
+    // where it drops whatever reaches it). Objects go with the contexts at TearDown.
+    struct Xrc {
+        int fd = -1;  // the domain's file
+        ibv_xrcd *xrcd = nullptr;
+        ibv_srq *srq = nullptr;
+        uint32_t srqn = 0;
+        ibv_qp *tgt = nullptr, *ini = nullptr;
+    };
+    void xrc_pair(Xrc &x, bool ready_tgt = true, uint8_t retry_cnt = 7, uint8_t timeout = 14);
+    // Node i's port counter NAME, as its sysfs file says and as `simhca-ctl counters` says (-1 if missing).
+    long long counter_file(int i, const std::string &name) const;
+    long long counter_ctl(int i, const std::string &name) const;
     // Runs `simhca-ctl ARGS` against node i's daemon; returns system()'s status.
     int ctl(int i, const std::string &args);
 

@@ -1,6 +1,6 @@
 #!/bin/bash
-# The built plugin: loadable from the build tree, ompi_info lists every parameter with a description, and
-# the shared object exports exactly one symbol, the component.
+# The built plugin: loadable from the build tree, ompi_info lists every parameter and performance variable with a
+# description, and the shared object exports exactly one symbol, the component.
 . "$(dirname "$0")/common.sh"
 so="$BTL_XRC_BUILDDIR/btl_xrc/.libs/mca_btl_xrc.so"
 
@@ -25,4 +25,27 @@ for p in verbose if_include if_exclude xrcd_dir receive_queues cq_size send_queu
         fail "ompi_info does not describe btl_xrc_$p"
     fi
 done
+# The MPI_T performance variables (btl_xrc_pvars.cc) are listed too, each with its class and a description.
+for p in ring_sends:counter srq_sends:counter srq_sends_ring_active:counter ring_receives:counter \
+         srq_receives:counter bytes_sent:counter bytes_received:counter credit_writes:counter rdma_writes:counter \
+         rdma_bytes_written:counter rdma_reads:counter rdma_bytes_read:counter atomics:counter \
+         eager_ring_requests:counter eager_rings_granted:counter eager_rings_refused:counter \
+         eager_rings_used:counter eager_ring_refusals:counter connections_opened:counter \
+         connections_closed:counter connections_open:level connection_attempts:counter \
+         connection_failures:counter evictions:counter ini_qps:level ini_qps_peak:high_watermark tgt_qps:level \
+         tgt_handles:level cm_datagrams_sent:counter cm_datagrams_received:counter cm_retransmissions:counter \
+         cm_rejected:counter cm_duplicates:counter cm_stale:counter srq_reposts:counter srq_limit_events:counter \
+         async_events:counter rnr_retry_exceeded:counter send_errors:counter registered_bytes:level \
+         registered_bytes_peak:high_watermark; do
+    name=${p%%:*} class=${p#*:}
+    class=${class//_/ }
+    if grep -qx "mca:btl:xrc:pvar:btl_xrc_$name:class:$class" "$out" &&
+       grep -q "^mca:btl:xrc:pvar:btl_xrc_$name:help:." "$out"; then
+        pass "ompi_info lists the $class btl_xrc_$name with a description"
+    else
+        fail "ompi_info does not describe the $class btl_xrc_$name"
+    fi
+done
+[ "$(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out")" = 41 ] ||
+    fail "ompi_info lists $(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out") btl_xrc_ pvars, the test knows 41"
 finish

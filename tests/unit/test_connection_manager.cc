@@ -312,7 +312,7 @@ TEST(ConnectionManager, FirstSendConnectsAndQueuedSendsGoOutInOrder) {
     EXPECT_TRUE(imm_of(ini->posted[1]) & kImmFirst);
     EXPECT_EQ(net[2].cm().owned_tgts(), 1u);  // the first destination made the TGT QP
     EXPECT_EQ(net[3].cm().owned_tgts(), 0u);
-    EXPECT_EQ(net[0].cm().counters().connects_started, 1u);
+    EXPECT_EQ(net[0].cm().counters().connection_attempts, 1u);
     Message c;
     send(net[0], 2, c);
     ASSERT_EQ(ini->posted.size(), 3u);
@@ -354,8 +354,8 @@ TEST(ConnectionManager, LostDatagramsAreRetransmittedAndDuplicatesAnsweredWithTh
     net.run();
     NodeLink &link = *net[0].peer(1).link;
     ASSERT_EQ(link.state(), NodeLink::State::connected);
-    EXPECT_GT(net[0].cm().counters().retransmissions, 0u);
-    EXPECT_GT(net[1].cm().counters().duplicates + net[0].cm().counters().duplicates, 0u);
+    EXPECT_GT(net[0].cm().counters().cm_retransmissions, 0u);
+    EXPECT_GT(net[1].cm().counters().cm_duplicates + net[0].cm().counters().cm_duplicates, 0u);
     EXPECT_EQ(net[1].cm().owned_tgts(), 1u);  // one TGT QP however many CONNECTs arrived
     EXPECT_EQ(net.live_tgts(), 2u);           // (and one for rank 1's connection back)
     EXPECT_EQ(ini_of(link)->peer_qpn, link.tgt_qpn());
@@ -377,7 +377,7 @@ TEST(ConnectionManager, ReorderedAndDelayedDatagramsStillConnectOnce) {
     // holds exactly one TGT QP per remote sender.
     for (std::uint32_t s = 0; s < 8; ++s) {
         EXPECT_EQ(net[s].cm().live_ini_qps(), 3u) << s;
-        EXPECT_EQ(net[s].cm().counters().failures, 0u);
+        EXPECT_EQ(net[s].cm().counters().connection_failures, 0u);
     }
     EXPECT_EQ(net.live_tgts(), 8u * 3);
 }
@@ -391,7 +391,7 @@ TEST(ConnectionManager, BothSidesConnectingAtOnceMakeTwoIndependentConnections) 
     EXPECT_EQ(net[0].peer(1).link->state(), NodeLink::State::connected);
     EXPECT_EQ(net[1].peer(0).link->state(), NodeLink::State::connected);
     EXPECT_EQ(net.live_tgts(), 2u);
-    EXPECT_EQ(net[0].cm().counters().failures + net[1].cm().counters().failures, 0u);
+    EXPECT_EQ(net[0].cm().counters().connection_failures + net[1].cm().counters().connection_failures, 0u);
 }
 
 TEST(ConnectionManager, AcceptingStartsTheReverseConnection) {
@@ -451,7 +451,7 @@ TEST(ConnectionManager, ForgedGarbageAndForeignDatagramsCreateNothing) {
     }
     EXPECT_EQ(cm.owned_tgts() > 0, false) << "a forged request made a TGT QP";
     EXPECT_EQ(net.live_tgts(), 0u);
-    EXPECT_GE(cm.counters().rejected, 6u + good.size());
+    EXPECT_GE(cm.counters().cm_rejected, 6u + good.size());
     deliver(m, from.lid, from.cm_qpn);  // the genuine article is accepted
     EXPECT_EQ(cm.owned_tgts(), 1u);
 }
@@ -489,7 +489,7 @@ TEST(ConnectionManager, EvictionUnderTheCapDrainsClosesBothSidesAndReconnects) {
     net.run();
     EXPECT_EQ(to1.state(), NodeLink::State::idle);
     EXPECT_EQ(to2.state(), NodeLink::State::connected);
-    EXPECT_LE(net[0].cm().counters().ini_high_water, 1u);
+    EXPECT_LE(net[0].cm().counters().ini_qps_peak, 1u);
     EXPECT_EQ(net[1].cm().owned_tgts(), 0u);  // closed on the remote side too
     EXPECT_EQ(net.tgt_users[first_tgt], 0);
     EXPECT_EQ(net[0].cm().counters().evictions, 1u);
@@ -553,7 +553,7 @@ TEST(ConnectionManager, ALateCopyOfAClosedConnectionsConnectIsIgnored) {
     ASSERT_EQ(net[1].cm().owned_tgts(), 0u);
     net[1].cm().on_datagram(first_connect, net[0].address().lid, net[0].address().cm_qpn);
     EXPECT_EQ(net[1].cm().owned_tgts(), 0u);
-    EXPECT_GE(net[1].cm().counters().stale, 1u);
+    EXPECT_GE(net[1].cm().counters().cm_stale, 1u);
 }
 
 TEST(ConnectionManager, APeerThatNeverAnswersFailsTheLinkAndItsQueuedSends) {
@@ -571,7 +571,7 @@ TEST(ConnectionManager, APeerThatNeverAnswersFailsTheLinkAndItsQueuedSends) {
     EXPECT_EQ(a.status, IBV_WC_RETRY_EXC_ERR);
     ASSERT_EQ(net[0].failures.size(), 1u);
     EXPECT_NE(net[0].failures[0].find("no answer from rank 1"), std::string::npos) << net[0].failures[0];
-    EXPECT_GT(net[0].cm().counters().retransmissions, 3u);
+    EXPECT_GT(net[0].cm().counters().cm_retransmissions, 3u);
     EXPECT_EQ(net.live_of(FakeQp::Kind::ini), 0u);  // the INI QP was not left behind
     Message late;
     Peer &p = net[0].peer(1);

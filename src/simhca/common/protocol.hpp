@@ -251,6 +251,9 @@ struct StatusResp {
 struct ListReq {
     int32_t json;
 };
+// The status text's third line: the port counters, as "PREFIX NAME VALUE NAME VALUE ..." (simhca-ctl counters
+// prints them one per line).
+inline constexpr const char kCountersLinePrefix[] = "port 1 counters:";
 
 // Everything in one fixed-size envelope keeps parsing trivial and bounded.
 struct Request {

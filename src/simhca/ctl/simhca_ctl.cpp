@@ -1,11 +1,12 @@
 // simhca-ctl: inspect and poke the local simhcad.
-//   simhca-ctl wait-ready [--timeout S] | status | list [--json] | fault WHAT
+//   simhca-ctl wait-ready [--timeout S] | status | counters | list [--json] | fault WHAT
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
 #include <memory>
+#include <sstream>
 #include <vector>
 #include <string>
 #include <sys/socket.h>
@@ -23,7 +24,10 @@ namespace {
 void usage(FILE *f) {
     std::fprintf(f, "usage: simhca-ctl COMMAND\n"
                     "  wait-ready [--timeout S]  wait until simhcad answers (default 10 s)\n"
-                    "  status                    device state and object counts\n"
+                    "  status                    device state, object counts and port counters\n"
+                    "  counters                  port counters, one \"NAME VALUE\" per line (as in sysfs\n"
+                    "                            ports/1/hw_counters: local_ack_timeout_err = retransmissions\n"
+                    "                            after the ACK timer ran out)\n"
                     "  sysfs-root                print R with R/class/infiniband/simhca0 = the daemon's sysfs view\n"
                     "  list [--json]             objects: QPs (type, state, owner, handles), SRQs, XRCDs\n"
                     "  fault port-down|port-up   change the port state (raises PORT_ERR / PORT_ACTIVE)\n"
@@ -78,6 +82,21 @@ int call(proto::Op op, proto::Request &req, proto::Response &resp) {
     return resp.err;
 }
 
+// Prints the counters line of a status text as "NAME VALUE" lines.
+int print_counters(const std::string &status) {
+    const std::string prefix = proto::kCountersLinePrefix;
+    const size_t at = status.find("\n" + prefix);
+    if (at == std::string::npos) {
+        std::fprintf(stderr, "simhca-ctl: counters: the daemon's status has no counters line\n");
+        return 1;
+    }
+    const size_t begin = at + 1 + prefix.size();
+    std::istringstream line(status.substr(begin, status.find('\n', begin) - begin));
+    std::string name, value;
+    while (line >> name >> value) std::printf("%s %s\n", name.c_str(), value.c_str());
+    return 0;
+}
+
 double now() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -128,7 +147,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     int e;
-    if (cmd == "status") {
+    if (cmd == "status" || cmd == "counters") {
         e = call(proto::Op::Status, *req, *resp);
     } else if (cmd == "list") {
         req->list.json = argc >= 3 && std::strcmp(argv[2], "--json") == 0;
@@ -155,6 +174,7 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "simhca-ctl: %s: %s\n", cmd.c_str(), std::strerror(e));
         return 1;
     }
+    if (cmd == "counters") return print_counters(g_text);
     if (cmd != "fault") std::fputs(g_text.c_str(), stdout);
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "../common/protocol.hpp"
 #include "objects.hpp"
 #include "parallel_copy.hpp"
+#include "sysfs.hpp"
 
 namespace simhca {
 
@@ -207,6 +208,7 @@ private:
     bool recv_available(Qp &t, Srq *srq);
     bool take_recv(Qp &t, Srq *srq, shm::RecvWqe &w);
     void complete_send(Qp &qp, const shm::SendWqe &w, ibv_wc_status st);
+    void count_ack_timeout(); // the requester retransmits after its ACK timer ran out
     // tag matching (tag_matching.cpp)
     int do_tm_op(Client &c, const proto::TmOpReq &q, proto::Response &r);
     RespStatus tm_deliver(Qp &t, Srq &srq, const Message &m);
@@ -217,6 +219,7 @@ private:
 public:
     DeviceConfig cfg;
     ibv_port_state port_state = IBV_PORT_ACTIVE;
+    PortCounters counters; // shown in sysfs (ports/1/hw_counters) and by simhca-ctl status/counters
     std::string listing_; // text of the last Status/ListObjects request
     bool stop_requested = false;
 

@@ -513,9 +513,11 @@ bool Device::handle_reply(Qp &qp, const SendWqe &w, const Reply &rep) {
             return true;
         }
         if (qp.attr.timeout == 0 || qp.retry_left > 0) {
+            // A real requester hears nothing of a dropped request: its ACK timer runs out, then it resends.
             if (qp.attr.timeout) qp.retry_left--;
             qp.retry_at_ns = now_ns() + ack_timeout_ns(qp.attr.timeout);
             timed_.insert(qp.qpn);
+            count_ack_timeout();
             return false;
         }
         finish(IBV_WC_RETRY_EXC_ERR);
@@ -712,7 +714,13 @@ void Device::on_ack_timeout(Qp &qp) {
         return;
     }
     if (qp.attr.timeout) qp.retry_left--;
+    count_ack_timeout();
     progress(qp);
+}
+
+void Device::count_ack_timeout() {
+    ++counters.local_ack_timeout_err;
+    (void)write_port_counters(cfg.sysfs_dir, counters); // a stale file only misleads readers; the count stays
 }
 
 void Device::on_timers(uint64_t now) {

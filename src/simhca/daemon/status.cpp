@@ -70,10 +70,16 @@ int Device::do_status(proto::Response &, bool json) {
     const char *port = port_state == IBV_PORT_ACTIVE ? "ACTIVE" : "DOWN";
     if (json) {
         add("{\"node\":\"%s\",\"lid\":%u,\"port\":\"%s\",\"clients\":%zu,\"pds\":%zu,\"mrs\":%zu,\"cqs\":%zu,"
-            "\"srqs\":%zu,\"xrcds\":%zu,\"qps\":%zu,\"processes\":[",
+            "\"srqs\":%zu,\"xrcds\":%zu,\"qps\":%zu,\"counters\":{",
             cfg.node.c_str(), cfg.lid, port, nclients, pds_.size(), mrs_.size(), cqs_.size(), srqs_.size(),
             xrcds_.size(), qps_.size());
         bool first = true;
+        for (const auto &c : kPortCounters) {
+            add("%s\"%s\":%llu", first ? "" : ",", c.name, (unsigned long long)(counters.*c.field));
+            first = false;
+        }
+        add("},\"processes\":[");
+        first = true;
         for (auto &[pid, c] : per) {
             add("%s{\"pid\":%d,\"pds\":%zu,\"mrs\":%zu,\"cqs\":%zu,\"srqs\":%zu,\"qps\":%zu,\"qp_handles\":%zu,"
                 "\"xrcd_handles\":%zu}",
@@ -121,6 +127,9 @@ int Device::do_status(proto::Response &, bool json) {
         add("node %s lid %u port %s\n", cfg.node.c_str(), cfg.lid, port);
         add("clients %zu pds %zu mrs %zu cqs %zu srqs %zu xrcds %zu qps %zu\n", nclients, pds_.size(), mrs_.size(),
             cqs_.size(), srqs_.size(), xrcds_.size(), qps_.size());
+        add("%s", proto::kCountersLinePrefix);
+        for (const auto &c : kPortCounters) add(" %s %llu", c.name, (unsigned long long)(counters.*c.field));
+        add("\n");
         if (!per.empty()) {
             add("\n%-8s %5s %5s %5s %5s %5s %10s %6s\n", "PID", "PDS", "MRS", "CQS", "SRQS", "QPS", "QPHANDLES",
                 "XRCDS");

@@ -35,8 +35,17 @@ std::string guid_text(uint64_t g) {
 }
 } // namespace
 
+bool write_port_counters(const std::string &dir, const PortCounters &counters) {
+    bool ok = true;
+    for (const auto &c : kPortCounters) {
+        const std::string path = dir + "/ports/1/hw_counters/" + c.name, tmp = path + ".new";
+        ok = put(tmp, std::to_string(counters.*c.field) + "\n") && std::rename(tmp.c_str(), path.c_str()) == 0 && ok;
+    }
+    return ok;
+}
+
 bool write_sysfs(const std::string &dir, uint16_t lid, std::string &err) {
-    if (!mkdirs(dir + "/device") || !mkdirs(dir + "/ports/1")) {
+    if (!mkdirs(dir + "/device") || !mkdirs(dir + "/ports/1/hw_counters")) {
         err = "cannot create " + dir + ": " + std::strerror(errno);
         return false;
     }
@@ -64,7 +73,8 @@ bool write_sysfs(const std::string &dir, uint16_t lid, std::string &err) {
               put(dir + "/node_type", "1: CA\n") && put(dir + "/node_guid", guid_text(guid) + "\n") &&
               put(dir + "/sys_image_guid", guid_text(guid) + "\n") && put(dir + "/ports/1/lid", lidtxt) &&
               put(dir + "/ports/1/state", "4: ACTIVE\n") && put(dir + "/ports/1/phys_state", "5: LinkUp\n") &&
-              put(dir + "/ports/1/link_layer", "InfiniBand\n") && put(dir + "/ports/1/rate", "100 Gb/sec (4X EDR)\n");
+              put(dir + "/ports/1/link_layer", "InfiniBand\n") && put(dir + "/ports/1/rate", "100 Gb/sec (4X EDR)\n") &&
+              write_port_counters(dir, PortCounters{});
     if (!ok) err = "cannot write files in " + dir;
     return ok;
 }

@@ -1,0 +1,207 @@
+// What one process's module (one device port) counts: traffic by path, connections, receive-side events and
+// registered memory. Plain fields bumped with plain increments where the code already is (the send paths touch
+// the module anyway): no atomics, no indirection, nothing per message beyond an add. The BTL publishes every
+// field as an MPI_T performance variable btl_xrc_<name> (btl_xrc/btl_xrc_pvars.cc, summed over the process's
+// ports); anything that connects or closes (the transport, a connection manager) bumps the same struct.
+// Size: constant (one struct per module), whatever the job's size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+
+namespace xrc {
+
+struct Counters {
+    // Messages (sendi/send, ob1's headers and eager data), by path.
+    std::uint64_t ring_sends = 0;             // RDMA-written into the peer's eager RDMA ring
+    std::uint64_t srq_sends = 0;              // sent to one of the peer's SRQs
+    std::uint64_t srq_sends_ring_active = 0;  // of those, to a peer whose ring we write into (full, or too large)
+    std::uint64_t ring_receives = 0;          // read from the eager RDMA rings we granted
+    std::uint64_t srq_receives = 0;           // received through our SRQs and handed up
+    std::uint64_t bytes_sent = 0;             // message bytes handed to the BTL (header + payload)
+    std::uint64_t bytes_received = 0;         // message bytes handed up
+    std::uint64_t credit_writes = 0;          // RDMA writes of ring credits into a writer's credit word
+    // One-sided (ob1's RGET/RPUT, osc/rdma).
+    std::uint64_t rdma_writes = 0, rdma_bytes_written = 0;
+    std::uint64_t rdma_reads = 0, rdma_bytes_read = 0;
+    std::uint64_t atomics = 0;
+    // Eager RDMA ring handshakes.
+    std::uint64_t eager_ring_requests = 0;  // rings we asked peers for
+    std::uint64_t eager_rings_granted = 0;  // rings we granted
+    std::uint64_t eager_rings_refused = 0;  // requests we refused
+    std::uint64_t eager_rings_used = 0;     // grants we received: we write into that peer's ring
+    std::uint64_t eager_ring_refusals = 0;  // refusals we received: that peer stays on the SRQs
+    // Connections: an INI QP readied toward a node (the loopback pair for on-node peers included), or a TGT QP
+    // through which a remote sender reaches us, readied (we own it) or opened (another local rank owns it).
+    std::uint64_t connections_opened = 0;
+    std::uint64_t connections_closed = 0;
+    std::uint64_t connections_open = 0;  // opened - closed (a level: MPI_T counters only count from a handle's start)
+    // The connection manager (connection_manager.h).
+    std::uint64_t connection_attempts = 0;  // connections to a node started (CONNECT sent)
+    std::uint64_t connection_failures = 0;  // connections that failed with sends waiting (reported as errors)
+    std::uint64_t evictions = 0;            // connections closed to make room under btl_xrc_max_ini_qps
+    std::uint64_t ini_qps = 0;              // INI QPs this process holds now (a level)
+    std::uint64_t ini_qps_peak = 0;         // the most it held at once
+    std::uint64_t tgt_qps = 0;              // TGT QPs this process made for remote initiators, held now
+    std::uint64_t tgt_handles = 0;          // handles on TGT QPs other local ranks made, held now
+    std::uint64_t cm_datagrams_sent = 0, cm_datagrams_received = 0, cm_retransmissions = 0;
+    std::uint64_t cm_rejected = 0;    // malformed, foreign (job, token) or from a source that is not the sender's
+    std::uint64_t cm_duplicates = 0;  // answered again or ignored: a retransmission crossed an answer
+    std::uint64_t cm_stale = 0;       // for a connection that no longer exists
+    // Receive side and device.
+    std::uint64_t srq_reposts = 0;         // receive buffers posted back to an SRQ
+    std::uint64_t srq_limit_events = 0;    // an SRQ fell to its low watermark (btl_xrc_receive_queues LOW)
+    std::uint64_t async_events = 0;        // asynchronous events of the device, every kind
+    std::uint64_t rnr_retry_exceeded = 0;  // sends given up after btl_xrc_rnr_retry RNR NAKs
+    std::uint64_t send_errors = 0;         // send, RDMA or atomic completions with an error status
+    // Memory registered with the device (receive slabs, eager block, fragments, user buffers through the rcache).
+    std::uint64_t registered_bytes = 0;
+    std::uint64_t registered_bytes_peak = 0;
+};
+
+// Connections: bump through these, so the level stays opened - closed.
+inline void count_connection_opened(Counters &c) noexcept {
+    ++c.connections_opened;
+    ++c.connections_open;
+}
+inline void count_connections_closed(Counters &c, std::uint64_t n) noexcept {
+    c.connections_closed += n;
+    c.connections_open -= n <= c.connections_open ? n : c.connections_open;
+}
+
+// Registrations come and go (the rcache evicts); the peak is kept as they happen, never per message.
+inline void count_registration(Counters &c, std::size_t bytes) noexcept {
+    c.registered_bytes += bytes;
+    if (c.registered_bytes > c.registered_bytes_peak) c.registered_bytes_peak = c.registered_bytes;
+}
+inline void count_deregistration(Counters &c, std::size_t bytes) noexcept {
+    c.registered_bytes -= bytes <= c.registered_bytes ? bytes : c.registered_bytes;
+}
+
+// How a counter behaves (the MPI_T class it is published as).
+enum class CounterKind {
+    Count,          // only grows: occurrences or bytes
+    Level,          // goes up and down: a resource in use now
+    HighWatermark,  // the largest level so far
+};
+
+struct CounterInfo {
+    const char *name;
+    std::uint64_t Counters::*field;
+    CounterKind kind;
+    const char *description;
+};
+
+// Every counter, in one place: its name (btl_xrc_<name> in MPI_T and ompi_info), kind and description.
+inline constexpr CounterInfo kCounterInfo[] = {
+    {"ring_sends", &Counters::ring_sends, CounterKind::Count,
+     "Messages sent by RDMA-writing them into the receiver's eager RDMA ring (no receive buffer, no completion at "
+     "the receiver)"},
+    {"srq_sends", &Counters::srq_sends, CounterKind::Count,
+     "Messages sent through one of the receiver's XRC SRQs (peers without an eager RDMA ring, and messages that did "
+     "not fit or found no room in one)"},
+    {"srq_sends_ring_active", &Counters::srq_sends_ring_active, CounterKind::Count,
+     "Of the SRQ sends, those to a peer whose eager RDMA ring this process writes into: the ring was full (no "
+     "credit) or the message larger than a ring slot"},
+    {"ring_receives", &Counters::ring_receives, CounterKind::Count,
+     "Messages read from the eager RDMA rings this process granted"},
+    {"srq_receives", &Counters::srq_receives, CounterKind::Count,
+     "Messages received through this process's XRC SRQs and handed to the upper layer"},
+    {"bytes_sent", &Counters::bytes_sent, CounterKind::Count,
+     "Bytes of the messages sent (upper-layer header and payload, both paths; RDMA not included)"},
+    {"bytes_received", &Counters::bytes_received, CounterKind::Count,
+     "Bytes of the messages received and handed to the upper layer (both paths; RDMA not included)"},
+    {"credit_writes", &Counters::credit_writes, CounterKind::Count,
+     "RDMA writes returning eager RDMA ring credits to a writer that got none back on messages going its way "
+     "(one-way traffic: at most one per half ring)"},
+    {"rdma_writes", &Counters::rdma_writes, CounterKind::Count,
+     "RDMA writes posted for the upper layer (ob1's RPUT, osc/rdma puts)"},
+    {"rdma_bytes_written", &Counters::rdma_bytes_written, CounterKind::Count, "Bytes of those RDMA writes"},
+    {"rdma_reads", &Counters::rdma_reads, CounterKind::Count,
+     "RDMA reads posted for the upper layer (ob1's RGET of large messages, osc/rdma gets)"},
+    {"rdma_bytes_read", &Counters::rdma_bytes_read, CounterKind::Count, "Bytes of those RDMA reads"},
+    {"atomics", &Counters::atomics, CounterKind::Count,
+     "Atomic operations posted (fetch-and-add, compare-and-swap; osc/rdma)"},
+    {"eager_ring_requests", &Counters::eager_ring_requests, CounterKind::Count,
+     "Eager RDMA rings this process asked peers for (after btl_xrc_eager_rdma_threshold sends to a peer)"},
+    {"eager_rings_granted", &Counters::eager_rings_granted, CounterKind::Count,
+     "Eager RDMA rings this process granted to peers (at most btl_xrc_max_eager_rdma)"},
+    {"eager_rings_refused", &Counters::eager_rings_refused, CounterKind::Count,
+     "Eager RDMA ring requests this process refused (all rings given, or eager RDMA off here)"},
+    {"eager_rings_used", &Counters::eager_rings_used, CounterKind::Count,
+     "Grants this process received: peers whose eager RDMA ring it writes into"},
+    {"eager_ring_refusals", &Counters::eager_ring_refusals, CounterKind::Count,
+     "Refusals this process received: peers it keeps sending to through their SRQs"},
+    {"connections_opened", &Counters::connections_opened, CounterKind::Count,
+     "Connections brought up: an XRC INI QP connected to a node (plus the loopback pair for on-node peers when xrc "
+     "carries on-node traffic), an XRC TGT QP made for a remote sender, or a handle opened on one another local "
+     "rank made"},
+    {"connections_closed", &Counters::connections_closed, CounterKind::Count,
+     "Connections closed (INI QPs, TGT QPs and handles released): evictions, and at MPI_Finalize"},
+    {"connections_open", &Counters::connections_open, CounterKind::Level,
+     "Connections open now (opened minus closed): the ones MPI_Init made are here, while a counter handle "
+     "allocated after MPI_Init counts only what happens after it"},
+    {"connection_attempts", &Counters::connection_attempts, CounterKind::Count,
+     "Connections to a node started by this process's connection manager (a CONNECT sent to a rank of the node): "
+     "at the first message for the node (on demand), during MPI_Init (eager), back toward an initiator, or again "
+     "after an eviction"},
+    {"connection_failures", &Counters::connection_failures, CounterKind::Count,
+     "Connections that could not be made while sends waited for them (no answer within btl_xrc_connect_timeout, "
+     "refused, or no QP): each is reported as an error"},
+    {"evictions", &Counters::evictions, CounterKind::Count,
+     "Connections drained and closed (on both sides) to stay within btl_xrc_max_ini_qps; made again on their next "
+     "use"},
+    {"ini_qps", &Counters::ini_qps, CounterKind::Level,
+     "XRC send (INI) QPs this process holds now: one per remote node it is connected or connecting to"},
+    {"ini_qps_peak", &Counters::ini_qps_peak, CounterKind::HighWatermark,
+     "The most XRC send (INI) QPs this process held at once (never above btl_xrc_max_ini_qps when it is set)"},
+    {"tgt_qps", &Counters::tgt_qps, CounterKind::Level,
+     "XRC receive (TGT) QPs this process made for remote senders and holds now (until they close the connection)"},
+    {"tgt_handles", &Counters::tgt_handles, CounterKind::Level,
+     "Handles this process holds on TGT QPs another local rank made (opened on the first message received through "
+     "them)"},
+    {"cm_datagrams_sent", &Counters::cm_datagrams_sent, CounterKind::Count,
+     "Connection manager datagrams sent (CONNECT, ACCEPT, REJECT, CLOSE, CLOSE_ACK), retransmissions included"},
+    {"cm_datagrams_received", &Counters::cm_datagrams_received, CounterKind::Count,
+     "Connection manager datagrams received"},
+    {"cm_retransmissions", &Counters::cm_retransmissions, CounterKind::Count,
+     "CONNECT and CLOSE datagrams sent again because no answer came in time (lost datagrams, or a peer that was "
+     "not calling MPI)"},
+    {"cm_rejected", &Counters::cm_rejected, CounterKind::Count,
+     "Datagrams dropped before anything was made: malformed, for another job, rank or port, with a wrong token, or "
+     "from a UD address that is not the claimed sender's"},
+    {"cm_duplicates", &Counters::cm_duplicates, CounterKind::Count,
+     "Duplicate requests and answers (a retransmission crossed an answer): answered again with what was made, or "
+     "ignored"},
+    {"cm_stale", &Counters::cm_stale, CounterKind::Count,
+     "Datagrams about a connection that no longer exists (a late copy of a closed one): ignored"},
+    {"srq_reposts", &Counters::srq_reposts, CounterKind::Count,
+     "Receive buffers posted back to an SRQ after their message was handed up"},
+    {"srq_limit_events", &Counters::srq_limit_events, CounterKind::Count,
+     "SRQ limit events: an SRQ fell to its low watermark (the LOW of btl_xrc_receive_queues), the process was "
+     "falling behind its senders"},
+    {"async_events", &Counters::async_events, CounterKind::Count,
+     "Asynchronous events the device reported to this process (every kind: SRQ limit, port, QP errors)"},
+    {"rnr_retry_exceeded", &Counters::rnr_retry_exceeded, CounterKind::Count,
+     "Sends that failed because the receiver had no buffer after btl_xrc_rnr_retry RNR NAKs (never with the "
+     "default 7, which retries forever). Each RNR NAK itself is retried by the HCA and never reaches software: "
+     "see the port counter hw_counters/rnr_nak_retry_err of the device (mlx5)"},
+    {"send_errors", &Counters::send_errors, CounterKind::Count,
+     "Send, RDMA and atomic completions with an error status (each ends the job with an error message)"},
+    {"registered_bytes", &Counters::registered_bytes, CounterKind::Level,
+     "Bytes of memory registered with the device now (receive slabs, eager RDMA block, send fragments, buffers "
+     "registered for RDMA through the registration cache)"},
+    {"registered_bytes_peak", &Counters::registered_bytes_peak, CounterKind::HighWatermark,
+     "The most bytes of memory registered with the device at any time so far"},
+};
+// Every field described exactly once (a new field needs its line above).
+consteval bool every_field_once() {
+    for (std::size_t i = 0; i < std::size(kCounterInfo); ++i)
+        for (std::size_t j = i + 1; j < std::size(kCounterInfo); ++j)
+            if (kCounterInfo[i].field == kCounterInfo[j].field) return false;
+    return std::size(kCounterInfo) * sizeof(std::uint64_t) == sizeof(Counters);
+}
+static_assert(every_field_once(), "every field of Counters is described once in kCounterInfo");
+
+}  // namespace xrc
