@@ -57,7 +57,7 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
             const std::string why = m->transport->connect(rank, lookup, endpoint->route);
             if (!why.empty()) {
                 BTL_XRC_VERBOSE(1, "btl:xrc: %s: cannot connect to rank %u (%s): %s", opal_process_info.nodename,
-                                rank, proc->proc_hostname ? proc->proc_hostname : "?", why.c_str());
+                                rank, mca_btl_xrc_proc_hostname(proc) ? mca_btl_xrc_proc_hostname(proc) : "?", why.c_str());
                 continue;
             }
             if (endpoint->route.srq_for(btl->btl_max_send_size) == 0) {

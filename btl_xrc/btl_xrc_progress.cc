@@ -101,12 +101,12 @@ int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
 
 void mca_btl_xrc_report_error(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const char *what) noexcept {
     opal_proc_t *proc = endpoint != nullptr ? endpoint->proc : nullptr;
+    const char *peer_host = proc != nullptr ? mca_btl_xrc_proc_hostname(proc) : nullptr;
     char message[512];
     snprintf(message, sizeof(message), "btl:xrc: %s: %s:%u: %s%s%s", opal_process_info.nodename,
              m->transport->device_name().c_str(), m->transport->port_num(), what,
-             proc != nullptr && proc->proc_hostname != nullptr ? " (peer on " : "",
-             proc != nullptr && proc->proc_hostname != nullptr ? proc->proc_hostname : "");
-    if (proc != nullptr && proc->proc_hostname != nullptr) strncat(message, ")", sizeof(message) - strlen(message) - 1);
+             peer_host != nullptr ? " (peer on " : "", peer_host != nullptr ? peer_host : "");
+    if (peer_host != nullptr) strncat(message, ")", sizeof(message) - strlen(message) - 1);
     if (m->error_cb != nullptr)
         m->error_cb(&m->super, MCA_BTL_ERROR_FLAGS_FATAL, proc, message);
     else
