@@ -17,11 +17,12 @@ AC_DEFUN([BTL_XRC_OMPI_MISSING_HEADERS], [
   AC_MSG_CHECKING([for headers named by opal_config.h that are not installed])
   _bx_missing=""
   _bx_dirs=""
-  for _bx_h in `sed -n 's/^#define MCA_[[a-z_]]*_HEADER "\(.*\)"$/\1/p' "$_bx_cfg"`; do
+  _bx_globs=""
+  for _bx_h in `sed -n 's/^#define MCA_@<:@A-Za-z_@:>@*_HEADER "\(..*\)"$/\1/p' "$_bx_cfg"`; do
     AS_IF([test -f "$OMPI_INCDIR/$_bx_h"], [], [
       _bx_missing="$_bx_missing $_bx_h"
       _bx_d=`dirname "$_bx_h"`
-      AS_CASE([" $_bx_dirs "], [*" $_bx_d "*], [], [_bx_dirs="$_bx_dirs $_bx_d"])])
+      AS_CASE([" $_bx_dirs "], [*" $_bx_d "*], [], [_bx_dirs="$_bx_dirs $_bx_d" _bx_globs="$_bx_globs $_bx_d/*.h"])])
   done
   AS_IF([test -z "$_bx_missing"], [AC_MSG_RESULT([none])], [
     AC_MSG_RESULT([$_bx_missing])
@@ -35,7 +36,7 @@ AC_DEFUN([BTL_XRC_OMPI_MISSING_HEADERS], [
         AS_MKDIR_P(["$_bx_shim/$_bx_d"])
         cp "$with_ompi_headers_from/$_bx_d/"*.h "$_bx_shim/$_bx_d/"
       done
-      BTL_XRC_OMPI_HEADERS_NOTE="$_bx_dirs/*.h from $with_ompi_headers_from"
+      BTL_XRC_OMPI_HEADERS_NOTE="$_bx_globs from $with_ompi_headers_from"
     ], [
       dnl The Debian package that owns opal_config.h, and its source package at the same version.
       _bx_owner=`dpkg-query -S "$_bx_cfg" 2>/dev/null | sed -n '1s/:.*//p'`
@@ -67,7 +68,7 @@ AC_DEFUN([BTL_XRC_OMPI_MISSING_HEADERS], [
         rm -rf "$_bx_shim.download"
         echo "$_bx_src" >"$_bx_shim/.source"
       ])
-      BTL_XRC_OMPI_HEADERS_NOTE="$_bx_dirs/*.h from Debian's source of $_bx_src, in $_bx_shim"
+      BTL_XRC_OMPI_HEADERS_NOTE="$_bx_globs from Debian's source of $_bx_src, in $_bx_shim"
     ])
     for _bx_h in $_bx_missing; do
       AS_IF([test -f "$_bx_shim/$_bx_h"], [],
