@@ -56,8 +56,9 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
             endpoint->module = m;
             const std::string why = m->transport->connect(rank, lookup, endpoint->route);
             if (!why.empty()) {
+                const char *host = mca_btl_xrc_proc_hostname(proc);
                 BTL_XRC_VERBOSE(1, "btl:xrc: %s: cannot connect to rank %u (%s): %s", opal_process_info.nodename,
-                                rank, mca_btl_xrc_proc_hostname(proc) ? mca_btl_xrc_proc_hostname(proc) : "?", why.c_str());
+                                rank, host ? host : "?", why.c_str());
                 continue;
             }
             if (endpoint->route.srq_for(btl->btl_max_send_size) == 0) {

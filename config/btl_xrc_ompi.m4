@@ -53,8 +53,11 @@ AC_DEFUN([BTL_XRC_FIND_OMPI], [
     OMPI_CPPFLAGS="-I$OMPI_INCDIR"
   ])
   dnl (--parsable --version prints a banner in both series; the full listing has the version line)
+  dnl (a source tree without a built ompi_info: the version opal/include/opal/version.h was generated with)
   AS_IF([test -n "$OMPI_INFO"],
-    [OMPI_VERSION=`"$OMPI_INFO" --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p'`])
+    [OMPI_VERSION=`"$OMPI_INFO" --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p'`],
+    [test -f "$OMPI_INCDIR/opal/include/opal/version.h"],
+    [OMPI_VERSION=`sed -n 's/^#define OPAL_VERSION "\(.*\)"$/\1/p' "$OMPI_INCDIR/opal/include/opal/version.h"`])
   AC_MSG_CHECKING([for Open MPI internal headers])
   AC_MSG_RESULT([$OMPI_INCDIR])
   AS_IF([test -f "$OMPI_INCDIR/opal_config.h" || test -f "$OMPI_INCDIR/opal/include/opal_config.h"], [],

@@ -36,7 +36,7 @@ AC_DEFUN([BTL_XRC_OMPI_MISSING_HEADERS], [
         AS_MKDIR_P(["$_bx_shim/$_bx_d"])
         cp "$with_ompi_headers_from/$_bx_d/"*.h "$_bx_shim/$_bx_d/"
       done
-      BTL_XRC_OMPI_HEADERS_NOTE="$_bx_globs from $with_ompi_headers_from"
+      BTL_XRC_OMPI_HEADERS_NOTE="${_bx_globs# } from $with_ompi_headers_from"
     ], [
       dnl The Debian package that owns opal_config.h, and its source package at the same version.
       _bx_owner=`dpkg-query -S "$_bx_cfg" 2>/dev/null | sed -n '1s/:.*//p'`
@@ -68,7 +68,7 @@ AC_DEFUN([BTL_XRC_OMPI_MISSING_HEADERS], [
         rm -rf "$_bx_shim.download"
         echo "$_bx_src" >"$_bx_shim/.source"
       ])
-      BTL_XRC_OMPI_HEADERS_NOTE="$_bx_globs from Debian's source of $_bx_src, in $_bx_shim"
+      BTL_XRC_OMPI_HEADERS_NOTE="${_bx_globs# } from Debian's source of $_bx_src, in $_bx_shim"
     ])
     for _bx_h in $_bx_missing; do
       AS_IF([test -f "$_bx_shim/$_bx_h"], [],
