@@ -158,6 +158,7 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
                 continue;
             }
             module->super = mca_btl_xrc_module_template;
+            module->super.btl_flags |= kBtlXrcModuleFlags;
             module->transport = transport.release();
             module->index = n;
             if (mca_btl_xrc_module_init(module) != OPAL_SUCCESS) {

@@ -283,7 +283,8 @@ int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *m) noexcept {
             if (message.well_formed && reg->cbfunc != nullptr) {
                 r.busy = true;
                 m->counters.bytes_received += message.length;
-                mca_btl_xrc_deliver(m, reg, message.tag, const_cast<unsigned char *>(message.data), message.length);
+                mca_btl_xrc_deliver(m, reg, message.tag, const_cast<unsigned char *>(message.data), message.length,
+                                    r.writer);
                 r.busy = false;
             } else {
                 BTL_XRC_VERBOSE(1, "btl:xrc: dropped an eager RDMA message (tag %u)%s", message.tag,

@@ -43,16 +43,14 @@ inline void mca_btl_xrc_frag_return_on_complete(xrc::SendOp *op, ibv_wc_status) 
 }
 
 // Hands a received message to its tag's callback. The descriptor is on the stack: a callback that progresses
-// again (osc/rdma may) gets its own.
+// again (osc/rdma may) gets its own. `endpoint` is the sender's, when the receive path knows it.
 inline void mca_btl_xrc_deliver(mca_btl_xrc_module_t *module, const mca_btl_active_message_callback_t *reg,
-                                mca_btl_base_tag_t tag, void *data, size_t length) {
+                                mca_btl_base_tag_t tag, void *data, size_t length,
+                                mca_btl_base_endpoint_t *endpoint = nullptr) {
     mca_btl_base_segment_t segment{};
     segment.seg_addr.pval = data;
     segment.seg_len = length;
-    mca_btl_base_descriptor_t des{};
-    des.des_segments = &segment;
-    des.des_segment_count = 1;
-    reg->cbfunc(&module->super, tag, &des, reg->cbdata);
+    mca_btl_xrc_call_receive_cb(&module->super, reg, endpoint, tag, &segment);
 }
 
 int mca_btl_xrc_frag_lists_init(mca_btl_xrc_module_t *module) noexcept;

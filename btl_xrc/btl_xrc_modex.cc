@@ -26,7 +26,7 @@ uint32_t my_node_id() {
     uint32_t id = 0, *id_ptr = &id;
     int rc = OPAL_SUCCESS;
     opal_process_name_t me = OPAL_PROC_MY_NAME;
-    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_NODEID, &me, &id_ptr, OPAL_UINT32);
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_NODEID, &me, &id_ptr, BTL_XRC_PMIX_UINT32);
     if (rc == OPAL_SUCCESS) return id;
     uint32_t hash = 2166136261u;  // FNV-1a
     for (const char *c = opal_process_info.nodename; c != nullptr && *c != '\0'; ++c)
@@ -55,14 +55,14 @@ mca_btl_xrc_job_t *mca_btl_xrc_job_create(std::string &error) noexcept {
         wildcard.vpid = OPAL_VPID_WILDCARD;
         uint32_t size = 0, *size_ptr = &size;
         int rc = OPAL_SUCCESS;
-        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_JOB_SIZE, &wildcard, &size_ptr, OPAL_UINT32);
+        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_JOB_SIZE, &wildcard, &size_ptr, BTL_XRC_PMIX_UINT32);
         if (rc != OPAL_SUCCESS || size == 0) {
             error = "the job size is not available from PMIx";
             return nullptr;
         }
         job->size = size;
         char *node_list = nullptr;
-        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_NODE_LIST, &wildcard, &node_list, OPAL_STRING);
+        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_NODE_LIST, &wildcard, &node_list, BTL_XRC_PMIX_STRING);
         const std::string nodes = (rc == OPAL_SUCCESS && node_list != nullptr) ? node_list : "";
         free(node_list);
         job->node_count = std::max<std::size_t>(1, xrc::split_list(nodes, ',').size());
@@ -74,7 +74,7 @@ mca_btl_xrc_job_t *mca_btl_xrc_job_create(std::string &error) noexcept {
             for (uint32_t r = 0; r < size; ++r) {
                 opal_process_name_t name = name_of(*job, r);
                 char *host = nullptr;
-                OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_HOSTNAME, &name, &host, OPAL_STRING);
+                OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_HOSTNAME, &name, &host, BTL_XRC_PMIX_STRING);
                 if (rc != OPAL_SUCCESS || host == nullptr) {
                     error = "the host name of rank " + std::to_string(r) + " is not available from PMIx";
                     return nullptr;
@@ -97,7 +97,7 @@ int mca_btl_xrc_modex_publish(mca_btl_xrc_module_t **modules, int count) noexcep
         for (int i = 0; i < count; ++i) address.ports.push_back(modules[i]->transport->address());
         auto blob = xrc::encode_address(address);
         int rc = OPAL_SUCCESS;
-        OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL, &mca_btl_xrc_component.super.btl_version, blob.data(), blob.size());
+        OPAL_MODEX_SEND(rc, BTL_XRC_PMIX_GLOBAL, &mca_btl_xrc_component.super.btl_version, blob.data(), blob.size());
         BTL_XRC_VERBOSE(10, "btl:xrc: published a %zu-byte address (%d port(s))", blob.size(), count);
         return rc;
     } catch (...) {
@@ -145,7 +145,7 @@ std::string mca_btl_xrc_job_t::hostname_of(uint32_t rank) noexcept {
         opal_process_name_t name = name_of(*this, rank);
         char *host = nullptr;
         int rc = OPAL_SUCCESS;
-        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_HOSTNAME, &name, &host, OPAL_STRING);
+        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_HOSTNAME, &name, &host, BTL_XRC_PMIX_STRING);
         std::string result = (rc == OPAL_SUCCESS && host != nullptr) ? host : "?";
         free(host);
         return result;

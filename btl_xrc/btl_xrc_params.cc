@@ -253,7 +253,7 @@ uint32_t job_size() {
     wildcard.vpid = OPAL_VPID_WILDCARD;
     uint32_t size = 0, *size_ptr = &size;
     int rc = OPAL_SUCCESS;
-    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_JOB_SIZE, &wildcard, &size_ptr, OPAL_UINT32);
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_JOB_SIZE, &wildcard, &size_ptr, BTL_XRC_PMIX_UINT32);
     return rc == OPAL_SUCCESS ? size : 0;
 }
 

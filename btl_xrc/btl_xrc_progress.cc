@@ -151,9 +151,11 @@ void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *m, const xrc::NodeLin
 void mca_btl_xrc_report_error(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const char *what) noexcept {
     opal_proc_t *proc = endpoint != nullptr ? endpoint->proc : nullptr;
     char peer[128] = "";
-    if (proc != nullptr)
+    if (proc != nullptr) {
+        const char *peer_host = mca_btl_xrc_proc_hostname(proc);
         snprintf(peer, sizeof(peer), " (peer rank %u on %s)", proc->proc_name.vpid,
-                 proc->proc_hostname != nullptr ? proc->proc_hostname : "an unknown host");
+                 peer_host != nullptr ? peer_host : "an unknown host");
+    }
     char message[640];
     snprintf(message, sizeof(message), "btl:xrc: %s: %s:%u: %s%s", opal_process_info.nodename,
              m->transport->device_name().c_str(), m->transport->port_num(), what, peer);

@@ -1,5 +1,5 @@
-dnl PMIx headers: only the benchmarks' modex probe needs them (the plugin reaches PMIx through Open MPI's
-dnl OPAL_MODEX_* macros). Debian's libpmix-dev keeps them outside the default include path; pkg-config knows where.
+dnl PMIx headers: Open MPI 5.0's OPAL headers include pmix.h, and the benchmarks' modex probe uses them (4.1's
+dnl plugin reaches PMIx only through OPAL). Debian's libpmix-dev keeps them outside the default include path; pkg-config knows where.
 dnl --with-pmix=DIR names a prefix whose include/ holds pmix.h.
 AC_DEFUN([BTL_XRC_FIND_PMIX], [
   AC_ARG_WITH([pmix],

@@ -8,8 +8,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 XBENCH=${XBENCH:-./xbench}
 MPIRUN=${MPIRUN:-mpirun}
 RUN_BENCH=${RUN_BENCH:-$here/run-bench}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_hwloc_base_binding_policy=none
-export OMPI_MCA_mpi_yield_when_idle=1 HWLOC_COMPONENTS=-gl OMPI_MCA_rmaps_base_oversubscribe=1
+# root, no binding, oversubscribed, idle ranks yielding: for Open MPI 4.1's and 5.0's launchers alike
+. "$here/../../src/simcluster/simcluster-ompi-env"
+simcluster_ompi_env
 fail=0
 ok() { echo "PASS: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }

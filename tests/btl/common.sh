@@ -5,9 +5,9 @@
 set -u
 me=$(basename "$0" .sh)
 export OMPI_MCA_mca_base_component_path="$BTL_XRC_BUILDDIR/components:$OMPI_PKGLIBDIR"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export HWLOC_COMPONENTS=-gl OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_mpi_yield_when_idle=1
+# root, no binding, oversubscribed, idle ranks yielding: for Open MPI 4.1's and 5.0's launchers alike
+. "$(dirname "${BASH_SOURCE[0]}")/../../src/simcluster/simcluster-ompi-env"
+simcluster_ompi_env
 export SIMHCA_INSTANCE="btl-$me-$$"
 MPI="$BTL_XRC_BUILDDIR/tests/mpi"
 # A sanitizer error in any process fails the run it happens in.

@@ -54,7 +54,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM HUP
 
 # Harmless launcher race under load (see docs): drop exactly that line.
-filter_stderr() { grep -v 'plm:rsh: Warning: setpgid(.*) failed in parent with errno=' || true; }
+# (4.1's ORTE says plm:rsh, 5.0's PRRTE plm:ssh.)
+filter_stderr() { grep -avE 'plm:(rsh|ssh): Warning: setpgid(.*) failed in parent with errno=' || true; }
 
 # mpirun_sim OUTFILE MPIRUN-ARGS...: run mpirun inside the head node, bounded by a timeout;
 # stdout+filtered stderr go to OUTFILE (and to our log); returns mpirun's status.

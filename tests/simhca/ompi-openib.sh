@@ -13,6 +13,9 @@ set -u
 : "${MPIRUN:=mpirun}"
 srcdir=${srcdir:-.}
 command -v "$MPICC" >/dev/null && command -v "$MPIRUN" >/dev/null || { echo "SKIP: no mpicc/mpirun"; exit 77; }
+# Open MPI 5.0 has no openib BTL (verbs only through UCX/libfabric).
+ompi_info --param btl openib 2>/dev/null | grep -q 'MCA btl: openib' ||
+    { echo "SKIP: this Open MPI has no btl openib ($(ompi_info --version 2>/dev/null | head -1))"; exit 77; }
 export SIMHCA_INSTANCE="ompi-$$"
 work=$(mktemp -d /tmp/simhca-ompi-XXXXXX)
 "$SIMHCAD" --node ompi --sysfs "$work/sysfs/class/infiniband/simhca0" >"$work/simhcad.log" 2>&1 &

@@ -3,10 +3,9 @@
 # Expects BTL_XRC_BUILDDIR, OMPI_PKGLIBDIR and MPIRUN from the test harness (tests/smoke/Makefile.am).
 set -u
 export OMPI_MCA_mca_base_component_path="$BTL_XRC_BUILDDIR/components:$OMPI_PKGLIBDIR"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export HWLOC_COMPONENTS=-gl
-export OMPI_MCA_hwloc_base_binding_policy=none
-export OMPI_MCA_rmaps_base_oversubscribe=1
+# root, no binding, oversubscribed, idle ranks yielding: for Open MPI 4.1's and 5.0's launchers alike
+. "$(dirname "${BASH_SOURCE[0]}")/../../src/simcluster/simcluster-ompi-env"
+simcluster_ompi_env
 # Software-HCA selection must be explicit; these tests exercise the host's own libibverbs (no device here).
 unset SIMHCA_INSTANCE
 RING="$BTL_XRC_BUILDDIR/tests/smoke/ring"

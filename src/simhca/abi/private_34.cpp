@@ -156,6 +156,9 @@ CMD_UNSUPPORTED(ibv_cmd_create_cq, struct ibv_context *, int, struct ibv_comp_ch
                 void *, size_t, void *, size_t)
 CMD_UNSUPPORTED(ibv_cmd_create_cq_ex, struct ibv_context *, const struct ibv_cq_init_attr_ex *, verbs_cq *,
                 void *, size_t, void *, size_t, uint32_t)
+// rdma-core 56 (libmlx5 56 imports it; the argument list is that release's driver.h).
+CMD_UNSUPPORTED(ibv_cmd_create_cq_ex2, struct ibv_context *, const struct ibv_cq_init_attr_ex *, verbs_cq *,
+                void *, size_t, void *, size_t, uint32_t, ibv_command_buffer *)
 CMD_UNSUPPORTED(ibv_cmd_req_notify_cq, struct ibv_cq *, int)
 CMD_UNSUPPORTED(ibv_cmd_resize_cq, struct ibv_cq *, int, void *, size_t, void *, size_t)
 CMD_UNSUPPORTED(ibv_cmd_destroy_cq, struct ibv_cq *)

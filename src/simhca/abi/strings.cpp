@@ -139,6 +139,22 @@ const char *ibv_wc_status_str(enum ibv_wc_status status)
     return lookup(wc_status_names, status);
 }
 
+// rdma-core 56 added this one (exported from IBVERBS_PRIVATE_34 although verbs.h declares it; the map lists it
+// only when built against 56 or later). Its table has holes at 12 and 13, where rdma-core returns NULL.
+constexpr std::array<const char *, 16> wr_opcode_names = {
+    "rdma-write", "rdma-write-with-imm", "send", "send-with-imm", "rdma-read", "atomic-cmp-and-swp",
+    "atomic-fetch-and-add", "local-inv", "bind-mw", "send-with-inv", "tso", "driver1", nullptr, nullptr,
+    "flush", "atomic-write",
+};
+
+extern "C" const char *ibv_wr_opcode_str(enum ibv_wr_opcode opcode)
+{
+    const long index = opcode;
+    if (index < 0 || static_cast<std::size_t>(index) >= wr_opcode_names.size())
+        return "unknown";
+    return wr_opcode_names[index];
+}
+
 int ibv_rate_to_mult(enum ibv_rate rate)
 {
     const rate_row *row = find_rate(rate);

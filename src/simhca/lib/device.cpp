@@ -274,6 +274,9 @@ int query_port_ex(ibv_context *context, uint8_t port, ibv_port_attr *out, size_t
     proto::Request req{};
     proto::Response resp{};
     if (int e = c->conn.call(proto::Op::QueryPort, req, resp)) return e;
+    // The caller's struct may be larger than ours (a program built with newer verbs.h than this library, e.g.
+    // rdma-core 56's active_speed_ex): what we do not know is zero, never stack garbage.
+    std::memset(out, 0, len);
     ibv_port_attr a;
     std::memset(&a, 0, sizeof(a));
     a.state = ibv_port_state(resp.port.state);
