@@ -65,7 +65,9 @@ int RecvPool::repost(RecvBuffer *buffer) noexcept {
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr *bad = nullptr;
-    return ibv_post_srq_recv(srq_.get(), &wr, &bad);
+    const int rc = ibv_post_srq_recv(srq_.get(), &wr, &bad);
+    if (rc != 0) ++not_posted_;
+    return rc;
 }
 
 int RecvPool::arm_limit() noexcept {
