@@ -133,8 +133,8 @@ std::string render_counters(const JobView &job, bool all) {
                                            "send_errors"};
     const std::vector<std::string> names =
         all ? counter_names(job) : std::vector<std::string>(std::begin(kSummary), std::end(kSummary));
-    std::string out = all ? "  counters (per process, summed over its ports)\n"
-                          : "  counters (per process; --counters lists all of them)\n";
+    std::string out = all ? "  counters (per process, summed over its ports, as of its record's update)\n"
+                          : "  counters (per process, as of its record's update; --counters lists all of them)\n";
     if (!all) {
         std::vector<std::string> header{"RANK"};
         for (const auto &n : names) header.push_back(n);
@@ -386,7 +386,7 @@ std::string render_table(const NodeView &view, bool all_counters) {
 
 std::string render_json(const NodeView &view) {
     Json j;
-    j.open('{').key("host").str(view.host).key("format").num(1);
+    j.open('{').key("host").str(view.host).key("xrc_status_format").num(1);
     j.key("jobs").open('[');
     for (const JobView &job : view.jobs) {
         j.open('{').key("job").num(job.jobid).key("uid").num(job.uid).key("dir").str(job.dir);
