@@ -2,13 +2,17 @@
 
 #include <charconv>
 #include <limits>
+#include <type_traits>
+#include <variant>
 
 namespace xrc {
 namespace {
 
 constexpr std::uint64_t kMaxQpn = 0xffffff;  // QP and SRQ numbers are 24 bits
 
-bool plain(unsigned char c) { return c > 0x20 && c < 0x7f && c != '%' && c != '='; }
+bool plain(unsigned char c) {
+    return c > 0x20 && c < 0x7f && c != '%' && c != '=';
+}
 
 bool token_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
@@ -21,31 +25,125 @@ bool is_token(std::string_view s) {
     return true;
 }
 
-// One line being written: `KIND key=value ...`.
-class LineWriter {
-public:
-    LineWriter(std::string &out, const char *kind) : out_(out) { out_ += kind; }
-    LineWriter &num(const char *key, std::uint64_t value) {
-        start(key);
-        out_ += std::to_string(value);
-        return *this;
-    }
-    LineWriter &text(const char *key, std::string_view value) {
-        start(key);
-        out_ += status_escape(value);
-        return *this;
-    }
-    LineWriter &flag(const char *key, bool value) { return num(key, value ? 1 : 0); }
-    void end() { out_ += '\n'; }
-
-private:
-    void start(const char *key) {
-        out_ += ' ';
-        out_ += key;
-        out_ += '=';
-    }
-    std::string &out_;
+// One field of a line kind: its key, and the member it holds. Every kind's fields are listed once (below), and
+// both the encoder and the decoder walk that list.
+enum class Form : std::uint8_t {
+    number,  // decimal, at most `max`
+    text,    // status_escape()d
+    name,    // token characters only (states), may be empty
+    flag,    // 0 or 1
 };
+
+template <class T>
+struct Field {
+    const char *key;
+    Form form;
+    std::variant<std::uint32_t T::*, std::uint64_t T::*, std::string T::*, bool T::*> member;
+    std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+};
+
+template <class T>
+Field<T> number(const char *key, std::uint32_t T::*m, std::uint64_t max = 0xffffffffu) {
+    return {key, Form::number, m, max};
+}
+template <class T>
+Field<T> number64(const char *key, std::uint64_t T::*m) {
+    return {key, Form::number, m};
+}
+template <class T>
+Field<T> qpn(const char *key, std::uint32_t T::*m) {
+    return {key, Form::number, m, kMaxQpn};
+}
+template <class T>
+Field<T> text(const char *key, std::string T::*m) {
+    return {key, Form::text, m};
+}
+template <class T>
+Field<T> name(const char *key, std::string T::*m) {
+    return {key, Form::name, m};
+}
+template <class T>
+Field<T> flag(const char *key, bool T::*m) {
+    return {key, Form::flag, m, 1};
+}
+
+const Field<StatusProcess> kProcessFields[] = {
+    number("pid", &StatusProcess::pid),
+    number64("start", &StatusProcess::start_ticks),
+    text("boot", &StatusProcess::boot_id),
+    text("host", &StatusProcess::host),
+    number("uid", &StatusProcess::uid),
+    number("job", &StatusProcess::jobid),
+    number("rank", &StatusProcess::rank),
+    number("local_rank", &StatusProcess::local_rank),
+    number("local_ranks", &StatusProcess::local_ranks),
+    number("node", &StatusProcess::node),
+    name("state", &StatusProcess::state),
+    number64("seq", &StatusProcess::sequence),
+    number64("time_us", &StatusProcess::written_us),
+    number("interval_s", &StatusProcess::interval_s),
+};
+const Field<StatusPort> kPortFields[] = {
+    text("device", &StatusPort::device),         number("port", &StatusPort::port, 255),
+    number("lid", &StatusPort::lid, 0xffff),     text("xrcd", &StatusPort::xrcd_file),
+    number64("xrcd_dev", &StatusPort::xrcd_dev), number64("xrcd_ino", &StatusPort::xrcd_ino),
+    qpn("cm_qpn", &StatusPort::cm_qpn),
+};
+const Field<StatusSrq> kSrqFields[] = {
+    number("class", &StatusSrq::buffer_size), qpn("srqn", &StatusSrq::srq_num),   number("count", &StatusSrq::count),
+    number("posted", &StatusSrq::posted),     number("limit", &StatusSrq::limit),
+};
+const Field<StatusLink> kLinkFields[] = {
+    number("node", &StatusLink::node),
+    text("host", &StatusLink::host),
+    name("state", &StatusLink::state),
+    qpn("ini_qpn", &StatusLink::ini_qpn),
+    name("qp_state", &StatusLink::qp_state),
+    number("owner", &StatusLink::owner),
+    qpn("tgt_qpn", &StatusLink::tgt_qpn),
+    number("gen", &StatusLink::generation),
+    number("outstanding", &StatusLink::outstanding),
+    flag("queued", &StatusLink::queued),
+};
+const Field<StatusTgt> kTgtFields[] = {
+    qpn("qpn", &StatusTgt::qpn),
+    name("state", &StatusTgt::state),
+    number("sender", &StatusTgt::sender),
+    number("sender_node", &StatusTgt::sender_node),
+    text("sender_host", &StatusTgt::sender_host),
+    qpn("ini_qpn", &StatusTgt::ini_qpn),
+    number("gen", &StatusTgt::generation),
+    flag("loopback", &StatusTgt::loopback),
+};
+const Field<StatusHandle> kHandleFields[] = {qpn("qpn", &StatusHandle::qpn), qpn("ini_qpn", &StatusHandle::ini_qpn)};
+
+// A counter: name and value (counters.h); its own item, so that the set of counters can change freely.
+struct Counter {
+    std::string name;
+    std::uint64_t value = 0;
+};
+const Field<Counter> kCounterFields[] = {name("name", &Counter::name), number64("value", &Counter::value)};
+
+template <class T, std::size_t N>
+void write_line(std::string &out, const char *kind, const T &item, const Field<T> (&fields)[N]) {
+    out += kind;
+    for (const Field<T> &f : fields) {
+        out += ' ';
+        out += f.key;
+        out += '=';
+        std::visit(
+            [&](auto member) {
+                const auto &value = item.*member;
+                using V = std::decay_t<decltype(value)>;
+                if constexpr (std::is_same_v<V, std::string>)
+                    out += status_escape(value);
+                else
+                    out += std::to_string(static_cast<std::uint64_t>(value));
+            },
+            f.member);
+    }
+    out += '\n';
+}
 
 // The fields of one line being read. The first failure is kept; later calls do nothing.
 class LineReader {
@@ -85,52 +183,43 @@ public:
     const std::string &error() const { return error_; }
     void fail(const std::string &why) {
         if (error_.empty())
-            error_ = "line " + std::to_string(number_) + (kind_.empty() ? "" : " (" + std::string(kind_) + ")") +
-                     ": " + why;
+            error_ =
+                "line " + std::to_string(number_) + (kind_.empty() ? "" : " (" + std::string(kind_) + ")") + ": " + why;
     }
 
-    template <class T>
-    void number(const char *key, T &out, std::uint64_t max = std::numeric_limits<T>::max()) {
-        const std::string_view *v = find(key);
-        if (v == nullptr) return;
-        std::uint64_t value = 0;
-        const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), value);
-        if (ec != std::errc() || end != v->data() + v->size() || v->empty()) {
-            fail(std::string(key) + "=" + std::string(v->substr(0, 40)) + " is not a number");
-            return;
+    // Every field of the kind must be there (version 1); keys of later additions are skipped.
+    template <class T, std::size_t N>
+    void read(T &item, const Field<T> (&fields)[N]) {
+        for (const Field<T> &f : fields) {
+            if (!error_.empty()) return;
+            const std::string_view *v = find(f.key);
+            if (v == nullptr) return;
+            std::visit([&](auto member) { read_value(f, *v, item.*member); }, f.member);
         }
-        if (value > max) {
-            fail(std::string(key) + "=" + std::to_string(value) + " is out of range (at most " + std::to_string(max) +
-                 ")");
-            return;
-        }
-        out = static_cast<T>(value);
-    }
-    void qpn(const char *key, std::uint32_t &out) { number(key, out, kMaxQpn); }
-    void text(const char *key, std::string &out) {
-        const std::string_view *v = find(key);
-        if (v != nullptr && !status_unescape(*v, out)) fail(std::string(key) + ": a malformed %-escape");
-    }
-    // A name from a fixed vocabulary (states): token characters only, may be empty.
-    void name(const char *key, std::string &out) {
-        const std::string_view *v = find(key);
-        if (v == nullptr) return;
-        if (!v->empty() && !is_token(*v)) {
-            fail(std::string(key) + ": not a name");
-            return;
-        }
-        out = std::string(*v);
-    }
-    void flag(const char *key, bool &out) {
-        unsigned v = 0;
-        number(key, v, 1);
-        out = v != 0;
     }
 
 private:
-    // A key every line of this kind has in version 1: missing, the record is malformed.
+    template <class T, class V>
+    void read_value(const Field<T> &f, std::string_view v, V &out) {
+        if constexpr (std::is_same_v<V, std::string>) {
+            if (f.form == Form::name) {
+                if (!v.empty() && !is_token(v)) return fail(std::string(f.key) + ": not a name");
+                out = std::string(v);
+            } else if (!status_unescape(v, out)) {
+                fail(std::string(f.key) + ": a malformed %-escape");
+            }
+        } else {
+            std::uint64_t value = 0;
+            const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+            if (ec != std::errc() || end != v.data() + v.size() || v.empty())
+                return fail(std::string(f.key) + "=" + std::string(v.substr(0, 40)) + " is not a number");
+            if (value > f.max)
+                return fail(std::string(f.key) + "=" + std::to_string(value) + " is out of range (at most " +
+                            std::to_string(f.max) + ")");
+            out = static_cast<V>(value);
+        }
+    }
     const std::string_view *find(const char *key) {
-        if (!error_.empty()) return nullptr;
         for (const auto &[k, v] : fields_)
             if (k == key) return &v;
         fail(std::string("no ") + key + "=");
@@ -142,72 +231,6 @@ private:
     std::vector<std::pair<std::string_view, std::string_view>> fields_;
     std::string error_;
 };
-
-void read_process(LineReader &r, StatusProcess &p) {
-    r.number("pid", p.pid);
-    r.number("start", p.start_ticks);
-    r.text("boot", p.boot_id);
-    r.text("host", p.host);
-    r.number("uid", p.uid);
-    r.number("job", p.jobid);
-    r.number("rank", p.rank);
-    r.number("local_rank", p.local_rank);
-    r.number("local_ranks", p.local_ranks);
-    r.number("node", p.node);
-    r.name("state", p.state);
-    r.number("seq", p.sequence);
-    r.number("time_us", p.written_us);
-    r.number("interval_s", p.interval_s);
-    if (r.error().empty() && p.pid == 0) r.fail("pid=0");
-}
-
-void read_port(LineReader &r, StatusPort &p) {
-    r.text("device", p.device);
-    r.number("port", p.port, 255);
-    r.number("lid", p.lid, 0xffff);
-    r.text("xrcd", p.xrcd_file);
-    r.number("xrcd_dev", p.xrcd_dev);
-    r.number("xrcd_ino", p.xrcd_ino);
-    r.qpn("cm_qpn", p.cm_qpn);
-}
-
-void read_srq(LineReader &r, StatusSrq &s) {
-    r.number("class", s.buffer_size);
-    r.qpn("srqn", s.srq_num);
-    r.number("count", s.count);
-    r.number("posted", s.posted);
-    r.number("limit", s.limit);
-    if (r.error().empty() && s.posted > s.count) r.fail("posted=" + std::to_string(s.posted) + " > count");
-}
-
-void read_link(LineReader &r, StatusLink &l) {
-    r.number("node", l.node);
-    r.text("host", l.host);
-    r.name("state", l.state);
-    r.qpn("ini_qpn", l.ini_qpn);
-    r.name("qp_state", l.qp_state);
-    r.number("owner", l.owner);
-    r.qpn("tgt_qpn", l.tgt_qpn);
-    r.number("gen", l.generation);
-    r.number("outstanding", l.outstanding);
-    r.flag("queued", l.queued);
-}
-
-void read_tgt(LineReader &r, StatusTgt &t) {
-    r.qpn("qpn", t.qpn);
-    r.name("state", t.state);
-    r.number("sender", t.sender);
-    r.number("sender_node", t.sender_node);
-    r.text("sender_host", t.sender_host);
-    r.qpn("ini_qpn", t.ini_qpn);
-    r.number("gen", t.generation);
-    r.flag("loopback", t.loopback);
-}
-
-void read_handle(LineReader &r, StatusHandle &h) {
-    r.qpn("qpn", h.qpn);
-    r.qpn("ini_qpn", h.ini_qpn);
-}
 
 }  // namespace
 
@@ -256,71 +279,16 @@ bool status_unescape(std::string_view text, std::string &value) {
 }
 
 std::string encode_status(const StatusRecord &record) {
-    std::string out;
-    out += std::string(kStatusMagic) + " " + std::to_string(kStatusVersion) + "\n";
-    const StatusProcess &p = record.process;
-    LineWriter(out, "process")
-        .num("pid", p.pid)
-        .num("start", p.start_ticks)
-        .text("boot", p.boot_id)
-        .text("host", p.host)
-        .num("uid", p.uid)
-        .num("job", p.jobid)
-        .num("rank", p.rank)
-        .num("local_rank", p.local_rank)
-        .num("local_ranks", p.local_ranks)
-        .num("node", p.node)
-        .text("state", p.state)
-        .num("seq", p.sequence)
-        .num("time_us", p.written_us)
-        .num("interval_s", p.interval_s)
-        .end();
+    std::string out = std::string(kStatusMagic) + " " + std::to_string(kStatusVersion) + "\n";
+    write_line(out, "process", record.process, kProcessFields);
     for (const StatusPort &port : record.ports) {
-        LineWriter(out, "port")
-            .text("device", port.device)
-            .num("port", port.port)
-            .num("lid", port.lid)
-            .text("xrcd", port.xrcd_file)
-            .num("xrcd_dev", port.xrcd_dev)
-            .num("xrcd_ino", port.xrcd_ino)
-            .num("cm_qpn", port.cm_qpn)
-            .end();
-        for (const StatusSrq &s : port.srqs)
-            LineWriter(out, "srq")
-                .num("class", s.buffer_size)
-                .num("srqn", s.srq_num)
-                .num("count", s.count)
-                .num("posted", s.posted)
-                .num("limit", s.limit)
-                .end();
-        for (const StatusLink &l : port.links)
-            LineWriter(out, "link")
-                .num("node", l.node)
-                .text("host", l.host)
-                .text("state", l.state)
-                .num("ini_qpn", l.ini_qpn)
-                .text("qp_state", l.qp_state)
-                .num("owner", l.owner)
-                .num("tgt_qpn", l.tgt_qpn)
-                .num("gen", l.generation)
-                .num("outstanding", l.outstanding)
-                .flag("queued", l.queued)
-                .end();
-        for (const StatusTgt &t : port.tgts)
-            LineWriter(out, "tgt")
-                .num("qpn", t.qpn)
-                .text("state", t.state)
-                .num("sender", t.sender)
-                .num("sender_node", t.sender_node)
-                .text("sender_host", t.sender_host)
-                .num("ini_qpn", t.ini_qpn)
-                .num("gen", t.generation)
-                .flag("loopback", t.loopback)
-                .end();
-        for (const StatusHandle &h : port.handles)
-            LineWriter(out, "handle").num("qpn", h.qpn).num("ini_qpn", h.ini_qpn).end();
+        write_line(out, "port", port, kPortFields);
+        for (const StatusSrq &srq : port.srqs) write_line(out, "srq", srq, kSrqFields);
+        for (const StatusLink &link : port.links) write_line(out, "link", link, kLinkFields);
+        for (const StatusTgt &tgt : port.tgts) write_line(out, "tgt", tgt, kTgtFields);
+        for (const StatusHandle &handle : port.handles) write_line(out, "handle", handle, kHandleFields);
         for (const auto &[name, value] : port.counters)
-            LineWriter(out, "counter").text("name", name).num("value", value).end();
+            write_line(out, "counter", Counter{name, value}, kCounterFields);
     }
     std::size_t lines = 0;
     for (const char c : out) lines += c == '\n';
@@ -361,23 +329,28 @@ std::string decode_status(std::string_view bytes, StatusRecord &record) {
         if (i == 1 && kind != "process") return "line 2: the process line must come first";
         if (kind == "process") {
             if (have_process) r.fail("a second process line");
-            read_process(r, record.process);
+            r.read(record.process, kProcessFields);
+            if (r.error().empty() && record.process.pid == 0) r.fail("pid=0");
             have_process = true;
         } else if (kind == "port") {
-            record.ports.emplace_back();
-            read_port(r, record.ports.back());
+            r.read(record.ports.emplace_back(), kPortFields);
         } else if (kind == "srq" || kind == "link" || kind == "tgt" || kind == "handle" || kind == "counter") {
-            if (record.ports.empty()) return "line " + std::to_string(i + 1) + " (" + std::string(kind) +
-                                              "): before any port line";
+            if (record.ports.empty())
+                return "line " + std::to_string(i + 1) + " (" + std::string(kind) + "): before any port line";
             StatusPort &port = record.ports.back();
-            if (kind == "srq") read_srq(r, port.srqs.emplace_back());
-            if (kind == "link") read_link(r, port.links.emplace_back());
-            if (kind == "tgt") read_tgt(r, port.tgts.emplace_back());
-            if (kind == "handle") read_handle(r, port.handles.emplace_back());
+            if (kind == "srq") {
+                StatusSrq &srq = port.srqs.emplace_back();
+                r.read(srq, kSrqFields);
+                if (r.error().empty() && srq.posted > srq.count)
+                    r.fail("posted=" + std::to_string(srq.posted) + " > count");
+            }
+            if (kind == "link") r.read(port.links.emplace_back(), kLinkFields);
+            if (kind == "tgt") r.read(port.tgts.emplace_back(), kTgtFields);
+            if (kind == "handle") r.read(port.handles.emplace_back(), kHandleFields);
             if (kind == "counter") {
-                auto &[name, value] = port.counters.emplace_back();
-                r.name("name", name);
-                r.number("value", value);
+                Counter c;
+                r.read(c, kCounterFields);
+                port.counters.emplace_back(std::move(c.name), c.value);
             }
         }
         // Other kinds: written by a later btl-xrc of the same format version; skipped.
