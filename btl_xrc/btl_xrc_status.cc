@@ -70,8 +70,9 @@ struct StatusWriter {
             m->transport->describe(port);
             for (xrc::StatusLink &link : port.links) link.host = host_of(link.node, link.owner);
             for (xrc::StatusTgt &tgt : port.tgts) tgt.sender_host = host_of(tgt.sender_node, tgt.sender);
+            port.counters.reserve(std::size(xrc::kCounterInfo));
             for (const xrc::CounterInfo &info : xrc::kCounterInfo)
-                port.counters.emplace_back(info.name, m->counters.*(info.field));
+                port.counters.push_back({info.name, m->counters.*(info.field)});
         }
         return record;
     }

@@ -117,12 +117,29 @@ const Field<StatusTgt> kTgtFields[] = {
 };
 const Field<StatusHandle> kHandleFields[] = {qpn("qpn", &StatusHandle::qpn), qpn("ini_qpn", &StatusHandle::ini_qpn)};
 
-// A counter: name and value (counters.h); its own item, so that the set of counters can change freely.
-struct Counter {
-    std::string name;
-    std::uint64_t value = 0;
-};
-const Field<Counter> kCounterFields[] = {name("name", &Counter::name), number64("value", &Counter::value)};
+// A counter is an item of its own, so that the set of counters can change freely.
+const Field<StatusCounter> kCounterFields[] = {name("name", &StatusCounter::name),
+                                               number64("value", &StatusCounter::value)};
+
+void append_escaped(std::string &out, std::string_view value) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (const char ch : value) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (plain(c)) {
+            out += ch;
+        } else {
+            out += '%';
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+}
+
+void append_number(std::string &out, std::uint64_t value) {
+    char digits[24];
+    const auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), value);
+    out.append(digits, end);
+}
 
 template <class T, std::size_t N>
 void write_line(std::string &out, const char *kind, const T &item, const Field<T> (&fields)[N]) {
@@ -136,9 +153,9 @@ void write_line(std::string &out, const char *kind, const T &item, const Field<T
                 const auto &value = item.*member;
                 using V = std::decay_t<decltype(value)>;
                 if constexpr (std::is_same_v<V, std::string>)
-                    out += status_escape(value);
+                    append_escaped(out, value);
                 else
-                    out += std::to_string(static_cast<std::uint64_t>(value));
+                    append_number(out, static_cast<std::uint64_t>(value));
             },
             f.member);
     }
@@ -235,19 +252,9 @@ private:
 }  // namespace
 
 std::string status_escape(std::string_view value) {
-    static const char hex[] = "0123456789ABCDEF";
     std::string out;
     out.reserve(value.size());
-    for (const char ch : value) {
-        const auto c = static_cast<unsigned char>(ch);
-        if (plain(c)) {
-            out += ch;
-        } else {
-            out += '%';
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        }
-    }
+    append_escaped(out, value);
     return out;
 }
 
@@ -279,7 +286,13 @@ bool status_unescape(std::string_view text, std::string &value) {
 }
 
 std::string encode_status(const StatusRecord &record) {
-    std::string out = std::string(kStatusMagic) + " " + std::to_string(kStatusVersion) + "\n";
+    std::size_t lines = 2;  // the version and process lines
+    for (const StatusPort &port : record.ports)
+        lines +=
+            1 + port.srqs.size() + port.links.size() + port.tgts.size() + port.handles.size() + port.counters.size();
+    std::string out;
+    out.reserve(64 * lines);
+    out = std::string(kStatusMagic) + " " + std::to_string(kStatusVersion) + "\n";
     write_line(out, "process", record.process, kProcessFields);
     for (const StatusPort &port : record.ports) {
         write_line(out, "port", port, kPortFields);
@@ -287,12 +300,11 @@ std::string encode_status(const StatusRecord &record) {
         for (const StatusLink &link : port.links) write_line(out, "link", link, kLinkFields);
         for (const StatusTgt &tgt : port.tgts) write_line(out, "tgt", tgt, kTgtFields);
         for (const StatusHandle &handle : port.handles) write_line(out, "handle", handle, kHandleFields);
-        for (const auto &[name, value] : port.counters)
-            write_line(out, "counter", Counter{name, value}, kCounterFields);
+        for (const StatusCounter &counter : port.counters) write_line(out, "counter", counter, kCounterFields);
     }
-    std::size_t lines = 0;
-    for (const char c : out) lines += c == '\n';
-    out += "end " + std::to_string(lines) + "\n";
+    out += "end ";
+    append_number(out, lines);
+    out += '\n';
     return out;
 }
 
@@ -347,11 +359,7 @@ std::string decode_status(std::string_view bytes, StatusRecord &record) {
             if (kind == "link") r.read(port.links.emplace_back(), kLinkFields);
             if (kind == "tgt") r.read(port.tgts.emplace_back(), kTgtFields);
             if (kind == "handle") r.read(port.handles.emplace_back(), kHandleFields);
-            if (kind == "counter") {
-                Counter c;
-                r.read(c, kCounterFields);
-                port.counters.emplace_back(std::move(c.name), c.value);
-            }
+            if (kind == "counter") r.read(port.counters.emplace_back(), kCounterFields);
         }
         // Other kinds: written by a later btl-xrc of the same format version; skipped.
         if (!r.error().empty()) return r.error();

@@ -36,13 +36,13 @@ struct StatusSrq {
 
 // The send side toward one node: an INI QP (0 when the link has none now) and where it goes.
 struct StatusLink {
-    std::uint32_t node = 0;      // the launcher's id of the remote node
-    std::string host;            // its host name ("" when unknown)
-    std::string state;           // idle, waiting, connecting, connected, draining, failed; loopback
+    std::uint32_t node = 0;  // the launcher's id of the remote node
+    std::string host;        // its host name ("" when unknown)
+    std::string state;       // idle, waiting, connecting, connected, draining, failed; loopback
     std::uint32_t ini_qpn = 0;
-    std::string qp_state;        // INIT, RTS, ERR, or "" without a QP (as the BTL drove it)
-    std::uint32_t owner = 0;     // the rank of that node the connection goes through (it made the TGT QP)
-    std::uint32_t tgt_qpn = 0;   // 0 until that rank accepted
+    std::string qp_state;       // INIT, RTS, ERR, or "" without a QP (as the BTL drove it)
+    std::uint32_t owner = 0;    // the rank of that node the connection goes through (it made the TGT QP)
+    std::uint32_t tgt_qpn = 0;  // 0 until that rank accepted
     std::uint32_t generation = 0;
     std::uint32_t outstanding = 0;  // work requests posted and not yet retired
     bool queued = false;            // sends wait for the connection (or for credit)
@@ -52,7 +52,7 @@ struct StatusLink {
 // A TGT QP this process made (it is its owner) for a remote sender's INI QP, or its loopback TGT QP.
 struct StatusTgt {
     std::uint32_t qpn = 0;
-    std::string state;  // as the BTL drove it: RTS
+    std::string state;              // as the BTL drove it: RTS
     std::uint32_t sender = 0;       // the rank whose INI QP sends through it
     std::uint32_t sender_node = 0;  // that rank's node
     std::string sender_host;        // "" when unknown
@@ -60,6 +60,13 @@ struct StatusTgt {
     std::uint32_t generation = 0;   // of the sender's connection
     bool loopback = false;          // this process's own on-node pair
     bool operator==(const StatusTgt &) const = default;
+};
+
+// One of the process's counters (counters.h) on this port.
+struct StatusCounter {
+    std::string name;
+    std::uint64_t value = 0;
+    bool operator==(const StatusCounter &) const = default;
 };
 
 // A handle this process holds on a TGT QP another local rank made.
@@ -73,14 +80,14 @@ struct StatusPort {
     std::string device;
     std::uint32_t port = 0;
     std::uint32_t lid = 0;
-    std::string xrcd_file;  // the XRC domain's file (unlinked once every local rank joined)
+    std::string xrcd_file;                     // the XRC domain's file (unlinked once every local rank joined)
     std::uint64_t xrcd_dev = 0, xrcd_ino = 0;  // its identity: the kernel keys XRC domains by inode
     std::uint32_t cm_qpn = 0;                  // the connection manager's UD QP
     std::vector<StatusSrq> srqs;
     std::vector<StatusLink> links;
     std::vector<StatusTgt> tgts;
     std::vector<StatusHandle> handles;
-    std::vector<std::pair<std::string, std::uint64_t>> counters;  // name, value (counters.h)
+    std::vector<StatusCounter> counters;
     bool operator==(const StatusPort &) const = default;
 };
 
@@ -95,8 +102,8 @@ struct StatusProcess {
     std::uint32_t local_rank = 0;
     std::uint32_t local_ranks = 0;
     std::uint32_t node = 0;
-    std::string state;           // running, finalizing
-    std::uint64_t sequence = 0;  // writes so far (the first is 1)
+    std::string state;             // running, finalizing
+    std::uint64_t sequence = 0;    // writes so far (the first is 1)
     std::uint64_t written_us = 0;  // wall clock of this write (microseconds since the epoch)
     std::uint32_t interval_s = 0;  // refresh interval when nothing changes (0: only on connection events)
     bool operator==(const StatusProcess &) const = default;

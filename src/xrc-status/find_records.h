@@ -5,6 +5,7 @@
 //                                   ompi.<host>.<uid>/jf.<job family>/<job>   (the other nodes)
 //   Slurm's PMIx plugin (srun)      spmix_appdir_<uid>_<job>.<step>
 //   PRRTE (Open MPI 5.x)            prterun.<host>.<pid>.<uid>/<job>, prted.<host>.<pid>.<uid>/<job>, prte.*
+// (and a process without a session directory keeps its record in /tmp itself).
 // So the search is: those directories of each temporary directory, then a few levels down; or, with --dir,
 // exactly the directories given (btl_xrc_xrcd_dir, or a session directory elsewhere), a few levels down too.
 // Symbolic links are never followed; a directory that cannot be read is reported (another user's job: root sees

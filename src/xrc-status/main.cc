@@ -93,6 +93,9 @@ int main(int argc, char **argv) {
         } else {
             if (tmp_dirs.empty()) tmp_dirs = xrc_status::default_tmp_dirs();
             found = xrc_status::find_records(xrc_status::session_roots(tmp_dirs), false);
+            // A process without a session directory (a singleton) keeps its record in the temporary directory.
+            const xrc_status::FoundRecords loose = xrc_status::find_records(tmp_dirs, false, 0);
+            found.files.insert(found.files.end(), loose.files.begin(), loose.files.end());
         }
         xrc_status::Environment env;
         env.host = this_host();

@@ -59,7 +59,7 @@ StatusRecord sample() {
     port.tgts.push_back({0x5a, "RTS", 0, 0, "nodeA", 0x57, 1, false});
     port.tgts.push_back({0x5b, "RTS", 5, 1, "nodeB", 0x5c, 0, true});
     port.handles.push_back({0x60, 0x61});
-    port.counters = {{"ring_sends", 12}, {"bytes_sent", 1ull << 40}};
+    port.counters = {{"ring_sends", 12}, {"bytes_sent", 1ull << 40}};  // name, value
     r.ports.push_back(port);
     port.device = "mlx5_1";
     port.links.clear();
