@@ -65,9 +65,7 @@ int RecvPool::repost(RecvBuffer *buffer) noexcept {
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr *bad = nullptr;
-    const int rc = ibv_post_srq_recv(srq_.get(), &wr, &bad);
-    if (rc != 0) ++not_posted_;
-    return rc;
+    return ibv_post_srq_recv(srq_.get(), &wr, &bad);
 }
 
 int RecvPool::arm_limit() noexcept {

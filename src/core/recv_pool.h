@@ -43,9 +43,9 @@ public:
     // Buffers posted and not seen consumed: the completions not polled yet are still counted as posted.
     std::uint32_t posted() const noexcept { return count_ - not_posted_; }
 
-    // Posts one buffer back to the SRQ (after its message was consumed). 0 or an errno (the buffer is then lost).
+    // Posts one buffer back to the SRQ (after its message was consumed). 0 or an errno.
     int repost(RecvBuffer *buffer) noexcept;
-    // A buffer came back without a message (flushed) and is not posted again.
+    // A buffer that is not posted again (flushed, or its repost failed): posted() counts one less.
     void count_lost() noexcept { ++not_posted_; }
     // Arms the SRQ limit event again (it disarms itself when it fires).
     int arm_limit() noexcept;
