@@ -50,6 +50,7 @@ struct mca_btl_xrc_params_t {
     int connect_timeout;   // seconds
     int cm_receives;
     int finalize_wait;     // seconds
+    int status_interval;   // seconds; 0: status record on connection events only; -1: none
 };
 
 namespace xrc {
@@ -71,6 +72,8 @@ struct mca_btl_xrc_component_t {
     int num_modules;
     struct mca_btl_xrc_module_t **modules;
     mca_btl_xrc_job_t *job;
+    // Progress calls until the status record is looked at again (btl_xrc_status.cc): 1 after a connection event.
+    uint32_t status_countdown;
 };
 
 // What a peer's RDMA needs of a registration: our half (lkey) and the remote half (rkey).
@@ -138,6 +141,20 @@ void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_
 // A connection failed (its sends have completed with an error): reported with the rank it went through.
 void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *module, const xrc::NodeLink *link,
                                      const std::string &why) noexcept;
+
+// btl_xrc_status.cc: this process's status record (src/core/status_record.h), read by xrc-status. Written when
+// the first modules exist, at the end of the progress call after a connection event, every btl_xrc_status_interval
+// seconds, and removed when the last module finalizes.
+void mca_btl_xrc_status_init(mca_btl_xrc_module_t **modules, int count, const std::string &dir,
+                             const std::string &job_name) noexcept;
+void mca_btl_xrc_status_changed() noexcept;  // the transports' listener hook: a connection event
+void mca_btl_xrc_status_poll() noexcept;
+void mca_btl_xrc_status_module_done(mca_btl_xrc_module_t *module) noexcept;  // before its transport goes
+void mca_btl_xrc_status_fini() noexcept;
+// Once per progress call: a decrement, and a look at the record every so many calls or after an event.
+inline void mca_btl_xrc_status_tick() noexcept {
+    if (OPAL_UNLIKELY(--mca_btl_xrc_component.status_countdown == 0)) mca_btl_xrc_status_poll();
+}
 
 // btl_xrc_pvars.cc
 int mca_btl_xrc_register_pvars() noexcept;

@@ -40,6 +40,7 @@ int xrc_close() noexcept {
     free(mca_btl_xrc_component.modules);
     mca_btl_xrc_component.modules = nullptr;
     mca_btl_xrc_component.num_modules = 0;
+    mca_btl_xrc_status_fini();
     if (mca_btl_xrc_component.output >= 0) opal_output_close(mca_btl_xrc_component.output);
     mca_btl_xrc_component.output = -1;
     return OPAL_SUCCESS;
@@ -81,6 +82,7 @@ xrc::TransportConfig transport_config(const xrc::ReceiveQueueSpec &spec, const m
     c.path.max_rd_atomic = static_cast<uint8_t>(P.max_rdma_dst_ops);
     c.path.service_level = static_cast<uint8_t>(P.service_level);
     c.path.gid_index = static_cast<uint8_t>(P.gid_index);
+    // The status record (btl_xrc_status.cc) goes to the same directory, under the same job name.
     c.xrcd_dir = P.xrcd_dir != nullptr && P.xrcd_dir[0] != '\0' ? P.xrcd_dir
                  : opal_process_info.job_session_dir != nullptr ? opal_process_info.job_session_dir
                                                                 : "/tmp";
@@ -147,6 +149,7 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
                 mca_btl_xrc_report_link_failure(module, link, why);
             };
             listener.note = [](const std::string &what) { BTL_XRC_VERBOSE(10, "btl:xrc: %s", what.c_str()); };
+            listener.changed = [] { mca_btl_xrc_status_changed(); };
             const int index = n;
             auto lookup = [index](uint32_t rank) { return mca_btl_xrc_component.job->port_address(rank, index); };
             auto transport = std::make_unique<xrc::PortTransport>(device, port, config, lookup, listener, error);
@@ -184,6 +187,7 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     *num_btls = n;
     mca_btl_xrc_component.modules = modules;
     mca_btl_xrc_component.num_modules = n;
+    mca_btl_xrc_status_init(modules, n, config.xrcd_dir, config.job_name);
     return array;
 }
 
@@ -234,6 +238,7 @@ int xrc_progress() noexcept {
     int count = 0;
     for (int i = 0; i < mca_btl_xrc_component.num_modules; ++i)
         count += mca_btl_xrc_progress_module(mca_btl_xrc_component.modules[i]);
+    mca_btl_xrc_status_tick();
     return count;
 }
 
@@ -263,5 +268,6 @@ __attribute__((visibility("default"))) mca_btl_xrc_component_t mca_btl_xrc_compo
     .num_modules = 0,
     .modules = nullptr,
     .job = nullptr,
+    .status_countdown = UINT32_MAX,
 };
 }

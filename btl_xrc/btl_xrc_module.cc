@@ -267,7 +267,9 @@ bool progress_until(mca_btl_xrc_module_t *m, Done done, int seconds) {
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
         if (done()) return true;
-        if (mca_btl_xrc_progress_module(m) == 0) {
+        const int events = mca_btl_xrc_progress_module(m);
+        mca_btl_xrc_status_tick();
+        if (events == 0) {
             const timespec pause{0, 200000};
             nanosleep(&pause, nullptr);
         }
@@ -289,6 +291,7 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: connections still open after %d s at finalize", opal_process_info.nodename,
                         wait);
     mca_btl_xrc_report_counters(m);
+    mca_btl_xrc_status_module_done(m);
     mca_btl_xrc_async_fini(m);
     if (m->endpoints != nullptr) {
         for (auto &[rank, endpoint] : *m->endpoints) delete endpoint;

@@ -166,6 +166,10 @@ int mca_btl_xrc_register_params() noexcept {
     reg_int("finalize_wait", "Seconds MPI_Finalize waits at most for the process's sends to drain and for the other "
             "ranks of its node to stop receiving before it destroys its QPs (1-86400)", 300, &P.finalize_wait,
             OPAL_INFO_LVL_6);
+    reg_int("status_interval", "Seconds between refreshes of the process's status record (what xrc-status lists: "
+            "XRC domain, QPs, SRQs, counters), kept next to the XRC domain file; it is also rewritten after every "
+            "connection event and removed at MPI_Finalize (0: only on connection events; -1: no status record; "
+            "-1-86400)", 10, &P.status_interval, OPAL_INFO_LVL_5);
 
     register_module_defaults();
     return mca_btl_base_param_register(&mca_btl_xrc_component.super.btl_version, &mca_btl_xrc_module_template);
@@ -236,6 +240,8 @@ int mca_btl_xrc_validate_params() noexcept {
         fail(check_range("btl_xrc_connect_timeout", P.connect_timeout, 1, 86400, "seconds"));
         fail(check_range("btl_xrc_cm_receives", P.cm_receives, 16, 65536, ""));
         fail(check_range("btl_xrc_finalize_wait", P.finalize_wait, 1, 86400, "seconds"));
+        fail(check_range("btl_xrc_status_interval", P.status_interval, -1, 86400,
+                         "seconds; 0 = on connection events only, -1 = no status record"));
         if (P.free_list_max != -1 && P.free_list_max < P.free_list_num)
             fail(invalid("btl_xrc_free_list_max", std::to_string(P.free_list_max), "smaller than btl_xrc_free_list_num",
                          "-1 (unlimited) or at least btl_xrc_free_list_num"));

@@ -57,7 +57,10 @@ void dispatch_receive(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
     } else if (wc.status != IBV_WC_WR_FLUSH_ERR) {
         BTL_XRC_VERBOSE(1, "btl:xrc: receive completion error: %s", ibv_wc_status_str(wc.status));
     }
-    if (wc.status != IBV_WC_WR_FLUSH_ERR && buffer->pool->repost(buffer) == 0) ++m->counters.srq_reposts;
+    if (OPAL_LIKELY(wc.status != IBV_WC_WR_FLUSH_ERR && buffer->pool->repost(buffer) == 0))
+        ++m->counters.srq_reposts;
+    else
+        buffer->pool->count_lost();
 }
 
 void dispatch_send(mca_btl_xrc_module_t *m, const ibv_wc &wc) {

@@ -18,6 +18,18 @@ void NodeLink::blocked(void *self) noexcept {
     link->cm_.wanted(*link);
 }
 
+const char *link_state_name(NodeLink::State state) noexcept {
+    switch (state) {
+    case NodeLink::State::idle: return "idle";
+    case NodeLink::State::waiting: return "waiting";
+    case NodeLink::State::connecting: return "connecting";
+    case NodeLink::State::connected: return "connected";
+    case NodeLink::State::draining: return "draining";
+    case NodeLink::State::failed: return "failed";
+    }
+    return "unknown";
+}
+
 ConnectionManager::ConnectionManager(CmHost &host, const CmConfig &config) : host_(host), config_(config) {}
 
 ConnectionManager::~ConnectionManager() {

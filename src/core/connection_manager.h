@@ -163,6 +163,8 @@ private:
     bool fence_posted_ = false;
 };
 
+const char *link_state_name(NodeLink::State state) noexcept;
+
 class ConnectionManager {
 public:
     ConnectionManager(CmHost &host, const CmConfig &config);
@@ -209,6 +211,16 @@ public:
     template <class F>
     void for_each_link(F &&f) const {
         for (const auto &[node, link] : links_) f(*link);
+    }
+    // Every TGT QP this process made: f(sender, generation, sender's INI QPN, TGT QPN).
+    template <class F>
+    void for_each_owned(F &&f) const {
+        for (const auto &[key, t] : owned_) f(t.sender, t.generation, t.ini_qpn, t.tgt.get()->qp_num);
+    }
+    // Every handle this process opened on another local rank's TGT QP: f(TGT QPN, the remote INI QPN).
+    template <class F>
+    void for_each_opened(F &&f) const {
+        for (const auto &[qpn, h] : opened_) f(qpn, h.ini_qpn);
     }
 
 private:

@@ -136,6 +136,58 @@ PortTransport::~PortTransport() {
     pd_.reset();
 }
 
+void PortTransport::describe(StatusPort &out) const {
+    out.device = device_->name;
+    out.port = port_.port;
+    out.lid = address_.lid;
+    out.xrcd_file = domain_->path();
+    out.xrcd_dev = domain_->file_dev();
+    out.xrcd_ino = domain_->file_ino();
+    out.cm_qpn = address_.cm_qpn;
+    for (const auto &pool : pools_)
+        out.srqs.push_back({pool->buffer_size(), pool->srq_num(), pool->count(), pool->posted(), pool->low_watermark()});
+    // The QP state each connection's INI QP was driven to: INIT until the target accepted, then RTS.
+    auto qp_state = [](bool has_qp, bool ready, const SendQueue &queue) -> std::string {
+        if (!has_qp) return {};
+        if (queue.broken()) return "ERR";
+        return ready ? "RTS" : "INIT";
+    };
+    cm_->for_each_link([&](const NodeLink &link) {
+        StatusLink l;
+        l.node = link.node();
+        l.state = link_state_name(link.state());
+        l.ini_qpn = link.ini_qpn();
+        l.qp_state = qp_state(l.ini_qpn != 0, link.tgt_qpn() != 0, link.queue());
+        l.owner = link.owner();
+        l.tgt_qpn = link.tgt_qpn();
+        l.generation = link.generation();
+        l.outstanding = link.queue().outstanding();
+        l.queued = link.queue().has_pending();
+        out.links.push_back(std::move(l));
+    });
+    cm_->for_each_owned([&](std::uint32_t sender, std::uint32_t generation, std::uint32_t ini_qpn,
+                            std::uint32_t tgt_qpn) {
+        const PortAddress *from = lookup_(sender);
+        out.tgts.push_back({tgt_qpn, "RTS", sender, from != nullptr ? from->node_id : 0, {}, ini_qpn, generation,
+                            false});
+    });
+    cm_->for_each_opened([&](std::uint32_t tgt_qpn, std::uint32_t ini_qpn) { out.handles.push_back({tgt_qpn, ini_qpn}); });
+    if (loopback_ini_ && loopback_tgt_) {
+        const std::uint32_t me = cm_->config().my_rank;
+        StatusLink l;
+        l.node = address_.node_id;
+        l.state = "loopback";
+        l.ini_qpn = loopback_ini_->qp_num;
+        l.qp_state = qp_state(true, true, *loopback_queue_);
+        l.owner = me;
+        l.tgt_qpn = loopback_tgt_->qp_num;
+        l.outstanding = loopback_queue_->outstanding();
+        l.queued = loopback_queue_->has_pending();
+        out.links.push_back(std::move(l));
+        out.tgts.push_back({loopback_tgt_->qp_num, "RTS", me, address_.node_id, {}, loopback_ini_->qp_num, 0, true});
+    }
+}
+
 TransportCounts PortTransport::counts() const noexcept {
     TransportCounts c;
     c.ini_qps = (cm_ ? cm_->live_ini_qps() : 0) + (loopback_ini_ != nullptr);
@@ -197,6 +249,7 @@ bool PortTransport::any_broken() const noexcept {
 }
 
 void PortTransport::begin_finalize() noexcept {
+    changed();
     cm_->begin_finalize();
     loopback_queue_->stop();
     if (loopback_queue_->needs_fence() && !address_.srqs.empty()) {
@@ -240,6 +293,7 @@ ibv_qp *PortTransport::create_ini(std::string &error) noexcept {
         error = errno_text("XRC send QP RESET->INIT");
         return nullptr;
     }
+    changed();
     return qp.release();
 }
 
@@ -248,6 +302,7 @@ std::string PortTransport::connect_ini(ibv_qp *ini, const PortAddress &target, s
     const RemoteQp remote{target.lid, gid_of(target), tgt_qpn, initial_psn(tgt_qpn)};
     if (modify(ini, ini_to_rtr(path, remote)) != 0) return errno_text("XRC send QP INIT->RTR");
     if (modify(ini, ini_to_rts(path, initial_psn(ini->qp_num))) != 0) return errno_text("XRC send QP RTR->RTS");
+    changed();
     return {};
 }
 
@@ -268,6 +323,7 @@ ibv_qp *PortTransport::create_tgt(const PortAddress &initiator, std::uint32_t in
         error = errno_text("readying an XRC TGT QP");
         return nullptr;
     }
+    changed();
     return qp.release();
 }
 
@@ -290,6 +346,7 @@ ibv_qp *PortTransport::open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, st
         error = "it belongs to another connection now";
         return nullptr;
     }
+    changed();
     return qp.release();
 }
 
@@ -311,6 +368,7 @@ std::uint64_t PortTransport::now_us() noexcept {
 }
 
 void PortTransport::link_failed(const NodeLink &link, const std::string &why) noexcept {
+    changed();
     if (listener_.link_failed) listener_.link_failed(&link, why);
 }
 
@@ -341,6 +399,7 @@ void PortTransport::open_loopback() noexcept {
     loopback_ini_ = std::move(ini);
     loopback_tgt_ = std::move(tgt);
     count_connection_opened(*counters_);
+    changed();
     loopback_queue_->open(loopback_ini_.get());
 }
 

@@ -19,6 +19,7 @@
 #include "receive_queue_spec.h"
 #include "recv_pool.h"
 #include "send_queue.h"
+#include "status_record.h"
 #include "ud_channel.h"
 #include "verbs_owners.h"
 #include "xrc_domain.h"
@@ -59,6 +60,9 @@ public:
         // A connection failed (null: the on-node loopback pair could not be made); its sends have completed.
         std::function<void(const NodeLink *link, const std::string &why)> link_failed;
         std::function<void(const std::string &what)> note;
+        // A QP was made, readied, opened or destroyed, or a connection failed: what describe() says has changed.
+        // Called from inside the connection manager, before its own lists are updated: note it, read it later.
+        std::function<void()> changed;
     };
 
     PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port, const TransportConfig &config,
@@ -77,6 +81,9 @@ public:
     std::uint32_t poll_batch() const noexcept { return poll_batch_; }
     TransportCounts counts() const noexcept;
     const ConnectionManager &connections() const noexcept { return *cm_; }
+    // What this port holds now, for the process's status record: device, XRC domain, SRQs, the connection
+    // manager's QP, INI QPs per node, TGT QPs made, handles held. Host names are left empty, counters out.
+    void describe(StatusPort &port) const;
 
     // `peer` (rank and modex address given) sends through the link to its node, or the loopback queue.
     void attach(Peer &peer, const PortAddress &address);
@@ -114,7 +121,10 @@ private:
     std::string connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept override;
     ibv_qp *create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn, std::string &error) noexcept override;
     ibv_qp *open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept override;
-    void destroy_qp(ibv_qp *qp) noexcept override { (void)ibv_destroy_qp(qp); }
+    void destroy_qp(ibv_qp *qp) noexcept override {
+        (void)ibv_destroy_qp(qp);
+        changed();
+    }
     bool reserve_completions(std::size_t links) noexcept override;
     std::uint64_t now_us() noexcept override;
     void link_failed(const NodeLink &link, const std::string &why) noexcept override;
@@ -125,6 +135,9 @@ private:
     bool remote_subnet(const PortAddress &remote) const noexcept;
     static void loopback_blocked(void *self) noexcept;
     void open_loopback() noexcept;
+    void changed() const noexcept {
+        if (listener_.changed) listener_.changed();
+    }
 
     std::shared_ptr<OpenedDevice> device_;
     UsablePort port_;

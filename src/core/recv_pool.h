@@ -38,9 +38,15 @@ public:
     std::uint32_t buffer_size() const noexcept { return buffer_size_; }
     ibv_srq *srq() const noexcept { return srq_.get(); }
     std::size_t registered_bytes() const noexcept { return slab_bytes_; }
+    std::uint32_t count() const noexcept { return count_; }
+    std::uint32_t low_watermark() const noexcept { return low_watermark_; }
+    // Buffers posted and not seen consumed: the completions not polled yet are still counted as posted.
+    std::uint32_t posted() const noexcept { return count_ - not_posted_; }
 
     // Posts one buffer back to the SRQ (after its message was consumed). 0 or an errno.
     int repost(RecvBuffer *buffer) noexcept;
+    // A buffer that is not posted again (flushed, or its repost failed): posted() counts one less.
+    void count_lost() noexcept { ++not_posted_; }
     // Arms the SRQ limit event again (it disarms itself when it fires).
     int arm_limit() noexcept;
 
@@ -49,6 +55,7 @@ private:
     std::uint32_t count_;
     std::uint32_t low_watermark_;
     std::uint32_t srq_num_ = 0;
+    std::uint32_t not_posted_ = 0;
     std::size_t slab_bytes_ = 0;
     std::uint8_t *slab_ = nullptr;
     MrPtr mr_;

@@ -59,7 +59,9 @@ public:
     std::uint32_t node() const noexcept { return node_; }
     bool broken() const noexcept { return broken_; }
     bool is_open() const noexcept { return open_; }
-    std::uint32_t credits() const noexcept { return depth_ - (tail_ - head_); }
+    std::uint32_t credits() const noexcept { return depth_ - outstanding(); }
+    // Work requests posted and not yet retired.
+    std::uint32_t outstanding() const noexcept { return tail_ - head_; }
     // True when a send would go out now: credit, open, and nothing queued before it (order is kept).
     bool can_post() const noexcept { return credits() > 0 && pending_head_ == nullptr; }
     std::uint32_t outstanding_callbacks() const noexcept { return outstanding_callbacks_; }

@@ -20,6 +20,11 @@ XrcDomain::XrcDomain(ibv_context *context, const std::string &dir, const std::st
         error = "cannot open the XRC domain file " + path_ + ": " + std::strerror(errno);
         return;
     }
+    struct stat st{};
+    if (::fstat(fd_, &st) == 0) {
+        dev_ = st.st_dev;
+        ino_ = st.st_ino;
+    }
     ibv_xrcd_init_attr attr{};
     attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
     attr.fd = fd_;

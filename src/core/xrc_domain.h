@@ -10,6 +10,7 @@
 
 #include "verbs_owners.h"
 
+#include <cstdint>
 #include <string>
 
 namespace xrc {
@@ -27,6 +28,9 @@ public:
 
     ibv_xrcd *get() const noexcept { return xrcd_.get(); }
     const std::string &path() const noexcept { return path_; }
+    // The domain file's identity (the kernel keys XRC domains by it), for status listings.
+    std::uint64_t file_dev() const noexcept { return dev_; }
+    std::uint64_t file_ino() const noexcept { return ino_; }
     // Every local rank has joined (then the file is gone already).
     bool everyone_joined() noexcept;
 
@@ -37,6 +41,7 @@ private:
     XrcdPtr xrcd_;
     int fd_ = -1;
     unsigned local_ranks_ = 1;
+    std::uint64_t dev_ = 0, ino_ = 0;
     bool unlinked_ = false;
 };
 

@@ -95,3 +95,52 @@ expect_xrc_one_sided() {
         awk '$1 + $2 + $3 > 0' | wc -l)
     [ "$lines" = "$2" ] && [ "$busy" = "$2" ] || fail "$3: $busy of $2 ranks show one-sided operations over xrc"
 }
+
+# xrc-status (src/xrc-status): what a node's btl xrc processes say they hold, from their status records.
+XRC_STATUS=${XRC_STATUS:-$TOP_BUILDDIR/src/xrc-status/xrc-status}
+
+# wait_for_line FILE REGEX [SECONDS]: until a line of FILE (a job's output, still being written) matches; status 1
+# when none did within SECONDS (default 60)
+wait_for_line() {
+    local i
+    for ((i = 0; i < ${3:-60} * 10; i++)); do
+        grep -qE "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# status_vs_hca NODE [XRC-STATUS ARGS...]: xrc-status --json on NODE lists exactly the QPs, SRQs and XRC domain that
+# NODE's HCA holds (tests/cluster/status_vs_hca.py), every process alive; prints what differs otherwise (status 1).
+# The listings are kept in $WORKDIR/NODE.{status,hca}.json.
+status_vs_hca() {
+    local node=$1
+    shift
+    sc exec "$node" "$XRC_STATUS" --json "$@" >"$WORKDIR/$node.status.json" 2>&1 || {
+        echo "xrc-status on $node exited with status $?: $(head -c 400 "$WORKDIR/$node.status.json")"
+        return 1
+    }
+    sc exec "$node" "$SIMHCA_CTL" list --json >"$WORKDIR/$node.hca.json" 2>&1 || return 1
+    /usr/bin/python3 "$TOP_SRCDIR/tests/cluster/status_vs_hca.py" "$WORKDIR/$node.status.json" \
+        "$WORKDIR/$node.hca.json" --expect-jobs 1
+}
+
+# expect_status_matches_hca NODE [XRC-STATUS ARGS...]: status_vs_hca holds within 20 s (a process rewrites its
+# record at the end of the progress call in which a connection event happened: right after it, not at once)
+expect_status_matches_hca() {
+    local node=$1 i out
+    shift
+    for ((i = 0; i < 100; i++)); do
+        out=$(status_vs_hca "$node" "$@") && { info "$node: xrc-status $*: $out"; return 0; }
+        sleep 0.2
+    done
+    fail "$node: xrc-status does not list what the HCA holds: $out"
+}
+
+# expect_status_empty NODE [XRC-STATUS ARGS...]: xrc-status on NODE lists no process and no problem (exit status 0)
+expect_status_empty() {
+    local node=$1 out
+    shift
+    out=$(sc exec "$node" "$XRC_STATUS" "$@" 2>&1) || fail "$node: xrc-status $* exited with status $? after the job: $out"
+    [ "$out" = "$node: no btl xrc process" ] || fail "$node: xrc-status $* still lists something after the job: $out"
+}
