@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +50,8 @@ static const char *g_dir = ".";
 static double g_hold_limit = 120.0;
 static double g_init_seconds; /* this rank's MPI_Init duration */
 static long g_pace_us;        /* latency: rank 0 sleeps before each receive (for instruction counting) */
+static const char *g_reply_fifo; /* latency: the partner says through this FIFO that its reply is sent */
+static int g_reply_fd = -1;
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -67,7 +70,9 @@ static void usage(FILE *f) {
             "  -q          quick: 2 repetitions, a tenth of the iterations\n"
             "  -S USEC     latency: rank 0 sleeps USEC after each send, so that the reply is there when its\n"
             "              receive starts and it spends no time polling (instruction counts per message under\n"
-            "              callgrind, taken on rank 0; the reported times then include the sleeps)\n");
+            "              callgrind, taken on rank 0; the reported times then include the sleeps)\n"
+            "  -P FIFO     latency: and before that sleep, rank 0 waits until its partner wrote a byte into the\n"
+            "              named pipe FIFO (mkfifo; seen by both ranks) after sending its reply\n");
 }
 
 /* ---------- helpers ---------- */
@@ -156,11 +161,49 @@ static int partner_of_zero(void) {
 }
 
 /* ---------- latency ---------- */
+/* n round trips between rank 0 and `other`. When asked (-S, -P), rank 0 waits after each send until the partner
+ * says through the FIFO that it has sent its reply, then sleeps g_pace_us more, so that its receive finds the
+ * reply there whatever the partner's speed. */
+static void pingpong(int n, int other, unsigned char *sb, unsigned char *rb, long size) {
+    char token = 0;
+    for (int i = 0; i < n; i++) {
+        if (g_rank == 0) {
+            MPI_Send(sb, size, MPI_BYTE, other, TAG_DATA, MPI_COMM_WORLD);
+            if (g_reply_fd >= 0 && read(g_reply_fd, &token, 1) != 1) {
+                fprintf(stderr, "xbench: reading %s: %s\n", g_reply_fifo, strerror(errno));
+                MPI_Abort(MPI_COMM_WORLD, 3);
+            }
+            if (g_pace_us > 0) usleep((useconds_t)g_pace_us);
+            MPI_Recv(rb, size, MPI_BYTE, other, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(rb, size, MPI_BYTE, other, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(sb, size, MPI_BYTE, other, TAG_DATA, MPI_COMM_WORLD);
+            if (g_reply_fd >= 0 && write(g_reply_fd, &token, 1) != 1) {
+                fprintf(stderr, "xbench: writing %s: %s\n", g_reply_fifo, strerror(errno));
+                MPI_Abort(MPI_COMM_WORLD, 3);
+            }
+        }
+    }
+}
+/* The timed repetitions (not the warm-up, which sets the connection up): instruction counting collects only
+ * inside this function (valgrind --tool=callgrind --collect-atstart=no --toggle-collect=timed_pingpong). */
+__attribute__((noipa)) static void timed_pingpong(int n, int other, unsigned char *sb, unsigned char *rb,
+                                                 long size) {
+    pingpong(n, other, sb, rb, size);
+}
+
 static void bench_latency(void) {
     int peer = partner_of_zero();
     int active = g_rank == 0 || g_rank == peer;
     int other = g_rank == 0 ? peer : 0;
     if (g_rank == 0) printf("# latency: ranks 0 (%s) <-> %d (%s), half round trip\n", g_hosts[0], peer, g_hosts[peer]);
+    if (g_reply_fifo && active) { /* the two opens meet (a FIFO's open blocks until the other end is open) */
+        g_reply_fd = open(g_reply_fifo, g_rank == 0 ? O_RDONLY : O_WRONLY);
+        if (g_reply_fd < 0) {
+            fprintf(stderr, "xbench: cannot open %s: %s\n", g_reply_fifo, strerror(errno));
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    }
     unsigned char *sb = xmalloc(g_max), *rb = xmalloc(g_max);
     double *samples = calloc(g_reps, sizeof(double));
     for (long size = g_min; size <= g_max; size *= 2) {
@@ -171,23 +214,14 @@ static void bench_latency(void) {
             if (g_check) memset(rb, 0, size);
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
-            if (active)
-                for (int i = 0; i < n; i++) {
-                    if (g_rank == 0) {
-                        MPI_Send(sb, size, MPI_BYTE, other, TAG_DATA, MPI_COMM_WORLD);
-                        if (g_pace_us > 0) usleep((useconds_t)g_pace_us);
-                        MPI_Recv(rb, size, MPI_BYTE, other, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                    } else {
-                        MPI_Recv(rb, size, MPI_BYTE, other, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                        MPI_Send(sb, size, MPI_BYTE, other, TAG_DATA, MPI_COMM_WORLD);
-                    }
-                }
+            if (active) (rep < 0 ? pingpong : timed_pingpong)(n, other, sb, rb, size);
             double t = MPI_Wtime() - t0;
             if (rep >= 0) samples[rep] = t * 1e6 / (2.0 * n);
             if (g_check && active && n > 0) fail |= verify(rb, size, (unsigned)size ^ (unsigned)other, "latency", size);
         }
         emit("latency", size, "latency", "us", samples, g_reps, iters, check_result(fail));
     }
+    if (g_reply_fd >= 0) close(g_reply_fd), g_reply_fd = -1;
     free(sb), free(rb), free(samples);
 }
 
@@ -452,7 +486,7 @@ int main(int argc, char **argv) {
     g_corrupt = getenv("XBENCH_SELFTEST_CORRUPT") && atoi(getenv("XBENCH_SELFTEST_CORRUPT")) == 1;
     int quick = 0, opt;
     optind = 2;
-    while ((opt = getopt(argc, argv, "m:i:I:w:x:r:W:ct:d:H:qS:")) != -1) {
+    while ((opt = getopt(argc, argv, "m:i:I:w:x:r:W:ct:d:H:qS:P:")) != -1) {
         switch (opt) {
         case 'm':
             if (sscanf(optarg, "%ld:%ld", &g_min, &g_max) != 2) g_min = g_max = atol(optarg);
@@ -469,6 +503,7 @@ int main(int argc, char **argv) {
         case 'H': g_hold_limit = atof(optarg); break;
         case 'q': quick = 1; break;
         case 'S': g_pace_us = atol(optarg); break;
+        case 'P': g_reply_fifo = optarg; break;
         default:
             if (g_rank == 0) usage(stderr);
             MPI_Finalize();

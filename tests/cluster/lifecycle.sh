@@ -23,6 +23,13 @@ sc exec nodeA bash -c 'echo a >/tmp/simcluster-probe; echo a >/dev/shm/simcluste
 sc exec nodeB bash -c '! test -e /tmp/simcluster-probe && ! test -e /dev/shm/simcluster-probe' ||
     fail "/tmp or /dev/shm shared between nodes"
 test -e /tmp/simcluster-probe && fail "node /tmp is the host's /tmp"
+# a /dev of its own per node (device files such as the software HCA's /dev/infiniband/uverbs0), over the
+# host's, whose devices and mounts (pts) stay usable inside and which never changes
+sc exec nodeA bash -c 'mkdir /dev/simcluster-probe && mknod /dev/simcluster-probe/null c 1 3' || fail "no private /dev in nodeA"
+sc exec nodeB bash -c '! test -e /dev/simcluster-probe' || fail "/dev shared between nodes"
+test -e /dev/simcluster-probe && fail "a node's /dev is the host's /dev"
+sc exec nodeA bash -c 'echo x >/dev/simcluster-probe/null && echo x >/dev/null && test -c /dev/pts/ptmx' ||
+    fail "the host's devices or /dev/pts are not usable in a node"
 # private network: the simulated subnet is not on the host, nodes reach each other
 ip -o addr | grep -q ' 10\.99\.0\.' && fail "simulated address visible on the host"
 { sc exec nodeB bash -c 'exec 3<>/dev/tcp/nodeC/9' 2>&1 || true; } | grep -q refused || fail "nodeB cannot reach nodeC"

@@ -12,6 +12,11 @@ constexpr uint32_t kVendorPartId = 4119;
 constexpr uint32_t kHwVer = 0;
 constexpr const char *kFwVer = "1.0.0";
 constexpr const char *kDeviceName = "simhca0";
+// The device's uverbs file name (ibv_device::dev_name; /dev/infiniband/<name> when the daemon is given a device
+// directory) and the numbers the kernel gives the first uverbs device (IB_UVERBS_MAJOR, IB_UVERBS_BASE_MINOR).
+constexpr const char *kUverbsName = "uverbs0";
+constexpr unsigned kUverbsMajor = 231;
+constexpr unsigned kUverbsMinor = 192;
 
 constexpr uint32_t kMaxQp = 16384;
 constexpr uint32_t kMaxQpWr = 16384;

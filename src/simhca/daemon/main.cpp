@@ -1,5 +1,5 @@
 // simhcad: the per-node software HCA daemon.
-//   simhcad --node NAME [--fabric FILE] [--sysfs DIR]
+//   simhcad --node NAME [--fabric FILE] [--sysfs DIR] [--dev-dir DIR]
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -17,14 +17,15 @@
 using namespace simhca;
 
 static void usage() {
-    std::fprintf(stderr, "usage: simhcad --node NAME [--fabric FILE] [--sysfs DIR] [--no-realtime]\n"
+    std::fprintf(stderr, "usage: simhcad --node NAME [--fabric FILE] [--sysfs DIR] [--dev-dir DIR] [--no-realtime]\n"
                          "Runs the software HCA of one (simulated) node in the foreground.\n"
+                         "--dev-dir DIR: create the device file DIR/uverbs0 (a node's /dev/infiniband) while it runs.\n"
                          "Listens on the abstract socket @simhca[.$SIMHCA_INSTANCE].\n");
 }
 
 int main(int argc, char **argv) {
     DeviceConfig cfg;
-    std::string fabric;
+    std::string fabric, dev_dir;
     bool have_node = false;
     bool realtime = true;
     for (int i = 1; i < argc; ++i) {
@@ -39,6 +40,7 @@ int main(int argc, char **argv) {
         if (a == "--node") cfg.node = next(), have_node = true;
         else if (a == "--fabric") fabric = next();
         else if (a == "--sysfs") cfg.sysfs_dir = next();
+        else if (a == "--dev-dir") dev_dir = next();
         else if (a == "--no-realtime") realtime = false;
         else if (a == "-h" || a == "--help") return usage(), 0;
         else {
@@ -76,6 +78,11 @@ int main(int argc, char **argv) {
     }
     std::string err;
     if (!write_sysfs(cfg.sysfs_dir, cfg.lid, err)) std::fprintf(stderr, "simhcad: warning: %s\n", err.c_str());
+    UverbsFile uverbs;
+    if (!dev_dir.empty() && !uverbs.create(dev_dir, err)) {
+        std::fprintf(stderr, "simhcad: %s\n", err.c_str());
+        return 1;
+    }
 
     // The daemon is the adapter: when applications busy-poll every core (MPI
     // and perftest poll memory, not only CQs), it must still run promptly

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "../common/limits.hpp"
@@ -77,6 +78,28 @@ bool write_sysfs(const std::string &dir, uint16_t lid, std::string &err) {
               write_port_counters(dir, PortCounters{});
     if (!ok) err = "cannot write files in " + dir;
     return ok;
+}
+
+bool UverbsFile::create(const std::string &dir, std::string &err) {
+    std::string path = dir + "/" + limits::kUverbsName;
+    if (!mkdirs(dir)) {
+        err = "cannot create " + dir + ": " + std::strerror(errno);
+        return false;
+    }
+    (void)::unlink(path.c_str()); // a crashed daemon's file
+    mode_t old = ::umask(0);
+    int rc = ::mknod(path.c_str(), S_IFCHR | 0666, makedev(limits::kUverbsMajor, limits::kUverbsMinor));
+    ::umask(old);
+    if (rc < 0) {
+        err = "cannot create the character device " + path + ": " + std::strerror(errno);
+        return false;
+    }
+    path_ = path;
+    return true;
+}
+
+UverbsFile::~UverbsFile() {
+    if (!path_.empty()) (void)::unlink(path_.c_str());
 }
 
 } // namespace simhca

@@ -39,8 +39,8 @@ bool probe(Device &d) {
     d.dev.node_type = IBV_NODE_CA;
     d.dev.transport_type = IBV_TRANSPORT_IB;
     std::snprintf(d.dev.name, sizeof(d.dev.name), "%s", limits::kDeviceName);
-    std::snprintf(d.dev.dev_name, sizeof(d.dev.dev_name), "uverbs0");
-    std::snprintf(d.dev.dev_path, sizeof(d.dev.dev_path), "/sys/class/infiniband_verbs/uverbs0");
+    std::snprintf(d.dev.dev_name, sizeof(d.dev.dev_name), "%s", limits::kUverbsName);
+    std::snprintf(d.dev.dev_path, sizeof(d.dev.dev_path), "/sys/class/infiniband_verbs/%s", limits::kUverbsName);
     std::snprintf(d.dev.ibdev_path, sizeof(d.dev.ibdev_path), "%s", resp.hello.sysfs_dir);
     d.guid = resp.hello.node_guid;
     d.present = true;
