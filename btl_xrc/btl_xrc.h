@@ -99,6 +99,9 @@ struct mca_btl_xrc_module_t {
     opal_free_list_t rdma_frags;   // put/get/atomic descriptors (no payload)
     bool lists_ready;
     bool wired;  // first add_procs done (eager mode: every node's connection started)
+    // finalize has begun. Open MPI finalizes a BTL after the PML and osc that used it have closed and been
+    // unloaded, so from here on no callback goes up (a completion or a message still arriving would call into
+    // unmapped code); queues still drain, errors are only logged.
     bool finalizing;
     mca_btl_base_module_error_cb_fn_t error_cb;
     opal_event_t async_event;
@@ -111,6 +114,10 @@ struct mca_btl_xrc_module_t {
     // BML may hand the same endpoint to del_procs more than once (it sits in several of its BTL arrays), so only
     // endpoints still listed here are released.
     std::unordered_map<uint32_t, struct mca_btl_base_endpoint_t *> *endpoints;
+    // Endpoints del_procs removed: freed at finalize, not before, because fragments still queued or in flight
+    // toward their node point to them until the queue drains (a failed completion names its endpoint's peer).
+    // Their proc pointer is cleared: Open MPI may release the proc after del_procs.
+    std::vector<struct mca_btl_base_endpoint_t *> *retired_endpoints;
     // Eager RDMA rings (btl_xrc_eager.cc); null when btl_xrc_use_eager_rdma is off.
     struct mca_btl_xrc_eager_t *eager;
     // Ring requests from peers this module has no endpoint for yet (Open MPI adds a peer when this process first

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 #include <new>
@@ -87,10 +88,17 @@ int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **, mca
         if (endpoint == nullptr) continue;
         auto it = m->endpoints->find(endpoint->peer.rank);
         if (it == m->endpoints->end() || it->second != endpoint) continue;
+        try {
+            auto &retired = *m->retired_endpoints;  // grown here so that push_back below cannot throw
+            if (retired.size() == retired.capacity()) retired.reserve(std::max<size_t>(16, 2 * retired.capacity()));
+        } catch (...) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
         m->endpoints->erase(it);
         mca_btl_xrc_eager_endpoint_fini(endpoint);
         m->transport->detach(endpoint->peer);
-        delete endpoint;
+        endpoint->proc = nullptr;
+        m->retired_endpoints->push_back(endpoint);
     }
     return OPAL_SUCCESS;
 }
@@ -158,7 +166,7 @@ mca_btl_base_descriptor_t *xrc_prepare_src(mca_btl_base_module_t *btl, mca_btl_b
 void send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
     const int rc = status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR;
-    if (frag->base.des_cbfunc != nullptr)
+    if (frag->base.des_cbfunc != nullptr && !frag->module->finalizing)
         frag->base.des_cbfunc(&frag->module->super, frag->endpoint, &frag->base, rc);
     if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
 }
@@ -298,6 +306,11 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
         delete m->endpoints;
         m->endpoints = nullptr;
     }
+    if (m->retired_endpoints != nullptr) {
+        for (auto *endpoint : *m->retired_endpoints) delete endpoint;
+        delete m->retired_endpoints;
+        m->retired_endpoints = nullptr;
+    }
     mca_btl_xrc_eager_fini(m);
     mca_btl_xrc_frag_lists_fini(m);
     mca_btl_xrc_rdma_fini(m);
@@ -311,7 +324,8 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
 
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
     m->endpoints = new (std::nothrow) std::unordered_map<uint32_t, mca_btl_base_endpoint_t *>();
-    if (m->endpoints == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    m->retired_endpoints = new (std::nothrow) std::vector<mca_btl_base_endpoint_t *>();
+    if (m->endpoints == nullptr || m->retired_endpoints == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     m->transport->count_into(&m->counters);
     xrc::count_registration(m->counters, m->transport->counts().receive_bytes);
     int rc = mca_btl_xrc_rdma_init(m);  // the rcache first: the fragment lists register through it

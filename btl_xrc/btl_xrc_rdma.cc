@@ -41,7 +41,7 @@ int deregister_mem_cb(void *reg_data, mca_rcache_base_registration_t *reg) {
 // leaves it out for a put that needs no clean-up).
 void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
-    if (frag->rdma_cb != nullptr)
+    if (frag->rdma_cb != nullptr && !frag->module->finalizing)
         frag->rdma_cb(&frag->module->super, frag->endpoint, frag->local_address, frag->local_handle, frag->rdma_context,
                       frag->rdma_cbdata, status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR);
     mca_btl_xrc_frag_return(frag);
