@@ -12,6 +12,7 @@
  * end every rank prints btl xrc's MPI_T variables ("pvar RANK NAME VALUE": counters since before MPI_Init, read
  * at a cut of the job no message crosses, so that they add up; levels as they are then).
  */
+#include "mix64.h"
 #include "xrc_pvars.h"
 
 #include <mpi.h>
@@ -47,16 +48,6 @@ static void report(const char *fmt, ...)
 }
 
 /* ------------------------------------------------------------------------------------ pattern/checksum */
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
 static uint64_t seed_of(int src, int dst, size_t size, int iter)
 {
     return mix64(((uint64_t)src << 48) ^ ((uint64_t)dst << 32) ^ ((uint64_t)size * 0x9e3779b97f4a7c15ULL) ^

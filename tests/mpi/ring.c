@@ -18,15 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
+#include "mix64.h"
 
 static unsigned char byte_at(int src, int dst, size_t size, int iter, size_t i)
 {

@@ -290,6 +290,30 @@ FakeQp *ini_of(NodeLink &link) {
 }
 std::uint32_t imm_of(const ibv_send_wr &wr) { return ntohl(wr.imm_data); }
 
+// One INI QP per process at most, and no reverse connection on accept: every second node evicts the first.
+CmConfig capped_at_one() {
+    CmConfig c;
+    c.max_ini_qps = 1;
+    c.reciprocate = false;
+    return c;
+}
+// Ranks 0..5 on nodes 0..2, two per node. Rank 0 connects to node 1 through ranks 2 and 3 (rank 2 owns the TGT
+// QP), then sends to rank 4 on node 2, which under the cap evicts node 1's connection; returns that link once it
+// has drained and closed.
+NodeLink &connect_then_evict(Net &net, Message &a, Message &b, Message &d) {
+    send(net[0], 2, a);
+    send(net[0], 3, b);
+    net.run();
+    NodeLink &link = *net[0].peer(2).link;
+    complete_all(link);
+    link.queue().clear_used();
+    send(net[0], 4, d);
+    net.run();
+    complete_all(link);
+    net.run();
+    return link;
+}
+
 }  // namespace
 
 TEST(ConnectionManager, FirstSendConnectsAndQueuedSendsGoOutInOrder) {
@@ -457,9 +481,7 @@ TEST(ConnectionManager, ForgedGarbageAndForeignDatagramsCreateNothing) {
 }
 
 TEST(ConnectionManager, EvictionUnderTheCapDrainsClosesBothSidesAndReconnects) {
-    CmConfig c;
-    c.max_ini_qps = 1;
-    c.reciprocate = false;
+    const CmConfig c = capped_at_one();
     Net net(3, 1, c);
     Message a;
     send(net[0], 1, a);
@@ -508,9 +530,7 @@ TEST(ConnectionManager, EvictionUnderTheCapDrainsClosesBothSidesAndReconnects) {
 }
 
 TEST(ConnectionManager, ClosingTellsEveryReceiverThatMayHoldAHandle) {
-    CmConfig c;
-    c.max_ini_qps = 1;
-    c.reciprocate = false;
+    const CmConfig c = capped_at_one();
     Net net(3, 2, c);
     Message a, b;
     send(net[0], 2, a);  // owner: rank 2
@@ -532,9 +552,7 @@ TEST(ConnectionManager, ClosingTellsEveryReceiverThatMayHoldAHandle) {
 }
 
 TEST(ConnectionManager, ALateCopyOfAClosedConnectionsConnectIsIgnored) {
-    CmConfig c;
-    c.max_ini_qps = 1;
-    c.reciprocate = false;
+    const CmConfig c = capped_at_one();
     Net net(3, 1, c);
     std::vector<Datagram> seen;
     net.lose = [&](const Datagram &d) {
@@ -647,22 +665,10 @@ TEST(ConnectionManager, FinalizeEndsOnlyWhenEveryInitiatorClosedTheTgtQpsItHad) 
 }
 
 TEST(ConnectionManager, AFinalizingOwnerIsReplacedByAnotherRankOfItsNode) {
-    CmConfig c;
-    c.max_ini_qps = 1;
-    c.reciprocate = false;
+    const CmConfig c = capped_at_one();
     Net net(3, 2, c);
-    Message a, b;
-    send(net[0], 2, a);  // owner: rank 2
-    send(net[0], 3, b);
-    net.run();
-    NodeLink &link = *net[0].peer(2).link;
-    complete_all(link);
-    link.queue().clear_used();
-    Message d;
-    send(net[0], 4, d);  // node 1's connection is evicted
-    net.run();
-    complete_all(link);
-    net.run();
+    Message a, b, d;
+    NodeLink &link = connect_then_evict(net, a, b, d);
     ASSERT_EQ(link.state(), NodeLink::State::idle);
     net[2].cm().begin_finalize();  // rank 2 is leaving; rank 3 on its node is not
     complete_all(*net[0].peer(4).link);
