@@ -54,7 +54,9 @@ TEST_F(TwoNode, LostTrafficCountsEachRetransmission) {
 // until the receive is there; sends, RDMA and atomics that are acknowledged at once leave the counter alone.
 TEST_F(TwoNode, AnsweredTrafficAndRnrNaksCountNoAckTimeout) {
     ibv_qp *a, *b;
-    rc_pair(a, b, 7, 8);  // a short ACK timeout: a stray expiry would show
+    // An ACK timeout (~1 s) far above any answer's delay, even on a loaded machine: an expiry counted here would
+    // be a miscount, not a slow answer.
+    rc_pair(a, b, 7, 18);
     ASSERT_EQ(post_send_simple(a, mr[0], buf[0].data(), 64, 1), 0);
     ibv_wc wc;
     EXPECT_EQ(poll_n(cq[0], &wc, 1, 20), 0);  // RNR NAKed, waiting for a receive
