@@ -103,6 +103,9 @@ struct mca_btl_xrc_module_t {
     // unloaded, so from here on no callback goes up (a completion or a message still arriving would call into
     // unmapped code); queues still drain, errors are only logged.
     bool finalizing;
+    // The receive callbacks by tag: Open MPI's table, and from finalize on an empty one, so that a message still
+    // arriving finds no handler without a test of its own on the receive path.
+    const mca_btl_active_message_callback_t *receive_callbacks;
     mca_btl_base_module_error_cb_fn_t error_cb;
     opal_event_t async_event;
     bool async_event_active;

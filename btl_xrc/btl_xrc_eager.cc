@@ -278,7 +278,7 @@ int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *m) noexcept {
         if (r.busy) continue;
         xrc::EagerRing::Message message;
         while (r.ring.peek(message)) {
-            const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[message.tag];
+            const mca_btl_active_message_callback_t *reg = &m->receive_callbacks[message.tag];
             if (message.well_formed && r.writer != nullptr) r.writer->peer.eager.note_ack(message.ack);
             if (message.well_formed && reg->cbfunc != nullptr) {
                 r.busy = true;

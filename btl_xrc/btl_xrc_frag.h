@@ -47,7 +47,6 @@ inline void mca_btl_xrc_frag_return_on_complete(xrc::SendOp *op, ibv_wc_status) 
 inline void mca_btl_xrc_deliver(mca_btl_xrc_module_t *module, const mca_btl_active_message_callback_t *reg,
                                 mca_btl_base_tag_t tag, void *data, size_t length,
                                 mca_btl_base_endpoint_t *endpoint = nullptr) {
-    if (OPAL_UNLIKELY(module->finalizing)) return;
     mca_btl_base_segment_t segment{};
     segment.seg_addr.pval = data;
     segment.seg_len = length;

@@ -222,13 +222,16 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
     auto rewind = [&] {
         if (payload_size > 0) (void)opal_convertor_set_position(convertor, &position);
     };
-    const uint32_t wire = peer.eager.can_send(length) ? xrc::eager_wire_size(length) : length;
+    // The queue can post (checked above), and an inline message always fits the stack buffer: prepare()'s rule
+    // reduces to the ring having room.
+    const bool ring_room = peer.eager.can_send(length);
+    const uint32_t wire = ring_room ? xrc::eager_wire_size(length) : length;
     if (wire <= m->transport->max_inline()) {
         // Small: assemble on the stack and send inline; nothing to release afterwards.
         alignas(8) unsigned char buffer[kInlineBufferSize];
         if (!assemble(buffer, header, header_size, convertor, payload_size)) return OPAL_ERROR;
         xrc::SendOp op;
-        const bool ring = peer.prepare(op, buffer, length, 0, tag, sizeof(buffer));
+        const bool ring = peer.prepare_routed(op, ring_room, buffer, length, 0, tag);
         op.wr.send_flags = IBV_SEND_INLINE;
         if (peer.queue->try_post(op) == 0) {
             mca_btl_xrc_sent(m, endpoint, ring, length);
@@ -246,7 +249,8 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
         mca_btl_xrc_frag_return(frag);
         return OPAL_ERROR;
     }
-    const bool ring = peer.prepare(frag->op, data, length, frag->lkey, tag, frag->capacity);
+    const bool ring = peer.prepare_routed(frag->op, ring_room && xrc::eager_wire_size(length) <= frag->capacity, data,
+                                          length, frag->lkey, tag);
     frag->op.on_complete = mca_btl_xrc_frag_return_on_complete;  // sendi: nobody waits, the BTL owns it
     if (peer.queue->try_post(frag->op) != 0) {
         peer.unprepare(frag->op, ring);
@@ -294,6 +298,8 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     // sender still draining toward this node loses nothing. Errors from here on are peers that left: no error
     // callback (Open MPI's error handling is being torn down).
     m->finalizing = true;
+    static const mca_btl_active_message_callback_t no_receive_callbacks[MCA_BTL_TAG_MAX] = {};
+    m->receive_callbacks = no_receive_callbacks;
     m->transport->begin_finalize();
     if (!progress_until(m, [m] { return m->transport->finished(); }, wait))
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: connections still open after %d s at finalize", opal_process_info.nodename,
@@ -323,6 +329,7 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
 }  // namespace
 
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
+    m->receive_callbacks = mca_btl_base_active_message_trigger;
     m->endpoints = new (std::nothrow) std::unordered_map<uint32_t, mca_btl_base_endpoint_t *>();
     m->retired_endpoints = new (std::nothrow) std::vector<mca_btl_base_endpoint_t *>();
     if (m->endpoints == nullptr || m->retired_endpoints == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;

@@ -30,7 +30,7 @@ void dispatch_flagged(mca_btl_xrc_module_t *m, const ibv_wc &wc, xrc::RecvBuffer
         return;
     }
     const mca_btl_base_tag_t tag = xrc::imm_tag(imm);
-    const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
+    const mca_btl_active_message_callback_t *reg = &m->receive_callbacks[tag];
     if (reg->cbfunc == nullptr) {
         BTL_XRC_VERBOSE(1, "btl:xrc: dropped a %u-byte message for tag %u (no handler)", wc.byte_len, tag);
         return;
@@ -45,7 +45,7 @@ void dispatch_receive(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
     if (wc.status == IBV_WC_SUCCESS) {
         const uint32_t imm = ntohl(wc.imm_data);
         const mca_btl_base_tag_t tag = xrc::imm_tag(imm);
-        const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
+        const mca_btl_active_message_callback_t *reg = &m->receive_callbacks[tag];
         if (OPAL_LIKELY((imm & (xrc::kImmMarkerMask | xrc::kImmFlagMask)) == xrc::kImmMarker &&
                         (wc.wc_flags & IBV_WC_WITH_IMM) != 0 && reg->cbfunc != nullptr)) {
             ++m->counters.srq_receives;

@@ -56,12 +56,18 @@ public:
     // holds it. Returns true for the ring.
     [[gnu::always_inline]] bool prepare(SendOp &op, unsigned char *data, std::uint32_t len, std::uint32_t lkey,
                                         std::uint8_t tag, std::size_t capacity) noexcept {
-        if (eager.can_send(len) && eager_wire_size(len) <= capacity && queue->can_post()) {
+        return prepare_routed(op, eager.can_send(len) && eager_wire_size(len) <= capacity && queue->can_post(), data,
+                              len, lkey, tag);
+    }
+    // prepare() for a caller that has just evaluated that rule itself (sendi, which must know the wire size before
+    // it assembles the message): `ring` is its answer, and nothing changed since.
+    [[gnu::always_inline]] bool prepare_routed(SendOp &op, bool ring, unsigned char *data, std::uint32_t len,
+                                               std::uint32_t lkey, std::uint8_t tag) noexcept {
+        if (ring)
             prepare_ring(op, data, len, lkey, tag);
-            return true;
-        }
-        prepare_srq(op, data, len, lkey, make_imm(tag));
-        return false;
+        else
+            prepare_srq(op, data, len, lkey, make_imm(tag));
+        return ring;
     }
     // A SEND_WITH_IMM of `len` bytes with immediate `imm` (flags added) into the smallest SRQ that holds it.
     [[gnu::always_inline]] void prepare_srq(SendOp &op, const void *data, std::uint32_t len, std::uint32_t lkey,
