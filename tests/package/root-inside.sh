@@ -17,13 +17,24 @@ snapshot() {
         -o -path /var/cache -o -path /var/log -o -path /var/lib/apt -o -path /var/lib/dpkg -o -path /root \) -prune \
         -o -print | sort
 }
-snapshot >"$tmp/files.before"
-
 debs=("$tmp"/debs/btl-xrc_*.deb "$tmp"/debs/simhca_*.deb)
-install() { apt-get install "${apt_opts[@]}" "${debs[@]}" >"$tmp/install.log" 2>&1; }
+# What apt resolves for the packages comes first, so that the root's files before the packages are known: the
+# dependencies' maintainer scripts change the root too (groups, alternatives), and they stay until the end.
+deps=()
+install_deps() {
+    apt-get install -s "${apt_opts[@]}" "${debs[@]}" >"$tmp/resolve.log" 2>&1 || return 1
+    mapfile -t deps < <(awk '$1 == "Inst" && $2 != "btl-xrc" && $2 != "simhca" { print $2 }' "$tmp/resolve.log")
+    [ ${#deps[@]} = 0 ] || { apt-get install "${apt_opts[@]}" "${deps[@]}" && apt-mark auto "${deps[@]}"; } >"$tmp/deps.log" 2>&1
+}
 # The root's package lists date from when it was made: when the mirror has moved on, fetch them again.
-if install || { apt-get update -q >>"$tmp/install.log" 2>&1 && install; }; then
-    pass "apt-get install ./btl-xrc_*.deb ./simhca_*.deb: $(grep -c '^Setting up' "$tmp/install.log") packages set up"
+if ! install_deps && ! { apt-get update -q >"$tmp/update.log" 2>&1 && install_deps; }; then
+    tail -30 "$tmp/resolve.log" "$tmp/deps.log" 2>/dev/null
+    echo "FAIL: apt cannot resolve or install the packages' dependencies"
+    exit 1
+fi
+snapshot >"$tmp/files.before"
+if apt-get install "${apt_opts[@]}" "${debs[@]}" >"$tmp/install.log" 2>&1; then
+    pass "apt-get install ./btl-xrc_*.deb ./simhca_*.deb (${#deps[@]} dependencies resolved by apt)"
 else
     tail -30 "$tmp/install.log"
     echo "FAIL: apt-get install of the packages"
@@ -111,9 +122,8 @@ if xrc-status >"$tmp/xrc-status.out" 2>&1; then pass "xrc-status after the jobs:
 else fail "xrc-status after the jobs"; cat "$tmp/xrc-status.out"; fi
 stop_daemon
 
-# Purge the packages, then what apt installed for them: the root must have the files it had before.
-apt-get purge "${apt_opts[@]}" btl-xrc simhca >"$tmp/purge.log" 2>&1 &&
-    apt-get autoremove --purge "${apt_opts[@]}" >>"$tmp/purge.log" 2>&1 || { tail -20 "$tmp/purge.log"; fail "apt-get purge"; }
+# Purge the packages: the root must have the files it had before them. Then their dependencies go the same way.
+apt-get purge "${apt_opts[@]}" btl-xrc simhca >"$tmp/purge.log" 2>&1 || { tail -20 "$tmp/purge.log"; fail "apt-get purge"; }
 left=$(while read -r f; do [ -d "$f" ] && continue; { [ -e "$f" ] || [ -L "$f" ]; } && echo "$f"; done <"$tmp/owned")
 [ -z "$left" ] && pass "purge: no file of btl-xrc or simhca left" || fail "purge left: $left"
 snapshot >"$tmp/files.after"
@@ -121,6 +131,11 @@ new=$(comm -13 "$tmp/files.before" "$tmp/files.after")
 gone=$(comm -23 "$tmp/files.before" "$tmp/files.after")
 if [ -z "$new$gone" ]; then pass "purge: the root's files are those before the install ($(wc -l <"$tmp/files.after") paths)"
 else fail "the root differs after purge: new: ${new:-none}; gone: ${gone:-none}"; fi
+if apt-get autoremove --purge "${apt_opts[@]}" >>"$tmp/purge.log" 2>&1 && ! dpkg -l "${deps[@]}" 2>/dev/null | grep -q '^ii'; then
+    pass "apt-get autoremove --purge: the ${#deps[@]} dependencies are gone too"
+else
+    fail "apt-get autoremove --purge left dependencies installed"; tail -20 "$tmp/purge.log"
+fi
 
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
 exit 0
