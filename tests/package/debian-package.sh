@@ -10,7 +10,6 @@ set -u -o pipefail
 src=${BTL_XRC_SRCDIR:?BTL_XRC_SRCDIR is not set (run through make check)}
 suite=${DEBIAN_PACKAGE_SUITE:-bookworm}
 cache=${DEBIAN_PACKAGE_CACHE:-/var/cache/btl-xrc/debian-package}
-debroot=$src/scripts/debroot
 start=$SECONDS
 
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (debootstrap, chroot and mounts for the Debian roots)"; exit 77; }
@@ -30,6 +29,7 @@ mkdir "$tmp/src" "$tmp/debs"
 (cd "$src" && git ls-files -z -co --exclude-standard |
     while IFS= read -r -d '' f; do [ -e "$f" ] || [ -L "$f" ] && printf '%s\0' "$f"; done |
     tar --null -T - -cf -) | tar -xf - -C "$tmp/src" || die "copying the checkout"
+debroot=$tmp/src/scripts/debroot   # the copy: the checkout may change while this runs
 
 # The build root: build-essential and the first alternative of every Build-Depends entry, without versions
 # (debhelper-compat is provided by debhelper). A changed list makes a new root (scripts/debroot's key).
