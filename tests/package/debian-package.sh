@@ -48,6 +48,9 @@ note "roots ready after $((SECONDS - start)) s"
 key=$( (cd "$tmp/src" && find . -type f ! -path './tests/package/*' -print0 | sort -z | xargs -0 sha256sum
         echo "$buildroot") | sha256sum | cut -c1-16)
 built=$cache/$suite-$key
+mkdir -p "$cache"
+exec 9>"$cache/$suite.lock"   # one run at a time builds, replaces or copies this suite's packages
+flock -w 3600 9 || die "could not lock $cache/$suite.lock"
 if [ -f "$built/complete" ]; then
     note "reusing the packages built from the same tree ($built)"
 else
@@ -67,6 +70,7 @@ else
     note "built $(cd "$built" && ls ./*.deb | tr '\n' ' ')in $((SECONDS - t0)) s"
 fi
 cp -a "$built/." "$tmp/debs/"
+exec 9>&-
 
 # lintian: errors fail, warnings are listed.
 lintian --fail-on error "$tmp"/debs/btl-xrc_*.deb "$tmp"/debs/simhca_*.deb \

@@ -140,4 +140,6 @@ if apt-get autoremove --purge "${apt_opts[@]}" >>"$tmp/purge.log" 2>&1 && ! dpkg
 else
     fail "apt-get autoremove --purge left dependencies installed"; tail -20 "$tmp/purge.log"
 fi
+# The kept downloads: only what the mirror still has.
+apt-get autoclean "${apt_opts[@]}" >/dev/null 2>&1
 finish
