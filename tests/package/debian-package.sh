@@ -34,7 +34,7 @@ debroot=$tmp/src/scripts/debroot   # the copy: the checkout may change while thi
 # The build root: build-essential and the first alternative of every Build-Depends entry, without versions
 # (debhelper-compat is provided by debhelper). A changed list makes a new root (scripts/debroot's key).
 build_deps() {
-    sed -n '/^Build-Depends:/,/^[^ ]/p' "$src/debian/control" | sed '1s/^Build-Depends://; /^[A-Za-z-]*:/d' |
+    sed -n '/^Build-Depends:/,/^[^ ]/p' "$tmp/src/debian/control" | sed '1s/^Build-Depends://; /^[A-Za-z-]*:/d' |
         tr ',' '\n' | sed 's/|.*//; s/([^)]*)//; s/\[[^]]*\]//; s/<[^>]*>//; s/[[:space:]]//g' | grep -v '^$' |
         sed 's/^debhelper-compat$/debhelper/'
 }
