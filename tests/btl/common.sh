@@ -13,32 +13,9 @@ MPI="$BTL_XRC_BUILDDIR/tests/mpi"
 # A sanitizer error in any process fails the run it happens in.
 sanitizer_report() { grep -qE '^(==[0-9]+==ERROR: AddressSanitizer|.*runtime error:)' "$1"; }
 work=$(mktemp -d)
-daemon_pid=""
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
-
-stop_daemon() {
-    if [ -n "$daemon_pid" ]; then
-        kill -TERM "$daemon_pid" 2>/dev/null
-        for _ in $(seq 50); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$daemon_pid" 2>/dev/null
-        wait "$daemon_pid" 2>/dev/null
-        daemon_pid=""
-    fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/hca.sh"
 trap 'stop_daemon; rm -rf "$work"' EXIT
 trap 'exit 1' INT TERM
-
-start_daemon() {
-    "$SIMHCAD" --node n0 >"$work/simhcad.log" 2>&1 &
-    daemon_pid=$!
-    if ! timeout 15 "$SIMHCA_CTL" wait-ready --timeout 10 >/dev/null 2>&1; then
-        echo "simhcad did not start:"; cat "$work/simhcad.log"
-        exit 1
-    fi
-}
 
 # In an --enable-asan build the plugin and the software HCA carry AddressSanitizer; the MPI programs do not, so
 # the runtime is preloaded. Leak detection stays off for MPI processes (Open MPI itself does not free everything
@@ -57,18 +34,6 @@ xrun() {
         "${asan_args[@]}" --mca pml ob1 "$@" >"$file" 2>&1
 }
 
-# The daemon must hold nothing once a job is over (the kernel's uverbs cleanup, reproduced).
-expect_no_objects() {
-    local what=$1 status
-    status=$("$SIMHCA_CTL" status 2>&1 | sed -n 2p)
-    if [ "$status" = "clients 0 pds 0 mrs 0 cqs 0 srqs 0 xrcds 0 qps 0" ]; then
-        pass "$what: no object left in the HCA"
-    else
-        fail "$what: left behind: $status"
-        "$SIMHCA_CTL" list | head -20
-    fi
-}
-
 # run_check NAME EXPECTED-LINE-REGEX MPIRUN-ARGS...
 run_check() {
     local name=$1 expect=$2
@@ -82,12 +47,4 @@ run_check() {
         grep -v '^\[.*\] \[ *[0-9]*\]' "$work/out" | head -30 | sed 's/^/    /'
     fi
     expect_no_objects "$name"
-}
-
-# pvar_sum NAME FILE: the sum over the ranks of btl_xrc_NAME as the MPI programs print it ("pvar RANK NAME VALUE")
-pvar_sum() { awk -v n="$1" '$1 == "pvar" && $3 == n { s += $4 } END { print s + 0 }' "$2"; }
-
-finish() {
-    [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
-    exit 0
 }

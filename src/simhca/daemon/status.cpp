@@ -41,9 +41,15 @@ int Device::do_status(proto::Response &, bool json) {
     std::string &out = listing_;
     out.clear();
     char line[512];
+    // A literal without arguments is appended as it is: it is no format (Debian builds with
+    // -Werror=format-security, which rejects a non-literal format without arguments).
     auto add = [&](const char *fmt, auto... a) {
-        std::snprintf(line, sizeof(line), fmt, a...);
-        out += line;
+        if constexpr (sizeof...(a) == 0) {
+            out += fmt;
+        } else {
+            std::snprintf(line, sizeof(line), fmt, a...);
+            out += line;
+        }
     };
     struct PerPid {
         size_t pds = 0, mrs = 0, cqs = 0, srqs = 0, qps = 0, qp_handles = 0, xrcds = 0;
