@@ -45,111 +45,145 @@ bool Responder::take_recv(Qp &t, Srq *srq, RecvWqe &w) {
     return true;
 }
 
+// The responder's state machine for one request (rxe_resp.c's states, without the ones of multi-packet
+// messages: every Message is a whole one). Each state either moves on or sets the answer and goes to
+// Acknowledge; no state allocates.
 Reply Responder::respond(const Message &m) {
-    if (m.dst_qpn == limits::kMulticastQpn && m.dlid >= limits::kMcastLidBase) return respond_mcast(m);
     Reply rep;
-    Qp *t = objs_.qp_by_num(m.dst_qpn);
-    if (!t || (t->state != IBV_QPS_RTR && t->state != IBV_QPS_RTS && t->state != IBV_QPS_SQD)) {
-        rep.status = RespStatus::Drop;  // nobody listens: the requester times out
-        return rep;
-    }
-    rep.rnr_timer = t->attr.min_rnr_timer;
+    Qp *t = nullptr;
     Srq *srq = nullptr;
-    switch (t->type) {
-        case IBV_QPT_RC:
-            if (t->attr.dest_qp_num != m.src_qpn || t->attr.ah_attr.dlid != m.src_lid)
-                return rep.status = RespStatus::Drop, rep;
-            if (t->srq) srq = objs_.srqs[t->srq].get();
-            break;
-        case IBV_QPT_UC:
-            if (t->attr.dest_qp_num != m.src_qpn || t->attr.ah_attr.dlid != m.src_lid)
-                return rep.status = RespStatus::Drop, rep;
-            if (t->srq) srq = objs_.srqs[t->srq].get();
-            break;
-        case IBV_QPT_UD:
-            if ((m.opcode != IBV_WR_SEND && m.opcode != IBV_WR_SEND_WITH_IMM) || m.qkey != t->attr.qkey)
-                return rep.status = RespStatus::Drop, rep;
-            if (t->srq) srq = objs_.srqs[t->srq].get();
-            break;
-        case IBV_QPT_XRC_RECV:
-            if (t->attr.dest_qp_num != m.src_qpn || t->attr.ah_attr.dlid != m.src_lid)
-                return rep.status = RespStatus::Drop, rep;
-            srq = objs_.srq_by_num(m.srqn);
-            // The SRQ must live in the TGT QP's own XRC domain.
-            if (!srq || srq->type != IBV_SRQT_XRC || srq->xrcd != t->xrcd)
-                return rep.status = RespStatus::RemInvReq, rep;
-            break;
-        default:
-            return rep.status = RespStatus::Drop, rep;
-    }
-    switch (m.opcode) {
-        case IBV_WR_SEND_WITH_INV:
-            if (t->type == IBV_QPT_XRC_RECV || t->type == IBV_QPT_UD) return rep.status = RespStatus::RemInvReq, rep;
-            [[fallthrough]];
-        case IBV_WR_SEND:
-        case IBV_WR_SEND_WITH_IMM:
-            // An RC QP on a TM SRQ: the SRQ matches the message's tag first (tag_matching.cpp). A SEND with
-            // invalidate is no TM message (its invalidation needs the ordinary path).
-            rep.status = srq && srq->tm && t->type == IBV_QPT_RC && !m.has_inv ? tm_deliver(*t, *srq, m)
-                                                                               : deliver_recv(*t, srq, m);
-            break;
-        case IBV_WR_RDMA_WRITE_WITH_IMM:
-            if (!recv_available(*t, srq)) {
-                rep.status = RespStatus::RnrNak;
+    RespState state = RespState::GetQp;
+    while (state != RespState::Done) {
+        switch (state) {
+            case RespState::GetQp:
+                if (m.dst_qpn == limits::kMulticastQpn && m.dlid >= limits::kMcastLidBase) return respond_mcast(m);
+                t = objs_.qp_by_num(m.dst_qpn);
+                if (!t || (t->state != IBV_QPS_RTR && t->state != IBV_QPS_RTS && t->state != IBV_QPS_SQD)) {
+                    rep.status = RespStatus::Drop;  // nobody listens: the requester times out
+                    return rep;
+                }
+                rep.rnr_timer = t->attr.min_rnr_timer;
+                state = RespState::CheckRoute;
                 break;
-            }
-            rep.status = remote_mem(*t, srq, m, rep);
-            if (rep.status == RespStatus::Ack) rep.status = deliver_recv(*t, srq, m);
-            break;
-        case IBV_WR_RDMA_WRITE:
-        case IBV_WR_RDMA_READ:
-        case IBV_WR_ATOMIC_CMP_AND_SWP:
-        case IBV_WR_ATOMIC_FETCH_AND_ADD:
-        case IBV_WR_ATOMIC_WRITE:
-            rep.status = remote_mem(*t, srq, m, rep);
-            break;
-        default:
-            rep.status = RespStatus::RemInvReq;
+            case RespState::CheckRoute:
+                state = check_route(*t, m, srq, rep.status) ? RespState::CheckOpValid : RespState::Acknowledge;
+                break;
+            case RespState::CheckOpValid:
+                state = RespState::CheckResource;
+                switch (m.opcode) {
+                    case IBV_WR_SEND_WITH_INV:
+                        if (t->type == IBV_QPT_XRC_RECV || t->type == IBV_QPT_UD) {
+                            rep.status = RespStatus::RemInvReq;
+                            state = RespState::Acknowledge;
+                        }
+                        break;
+                    case IBV_WR_SEND:
+                    case IBV_WR_SEND_WITH_IMM:
+                    case IBV_WR_RDMA_WRITE_WITH_IMM:
+                    case IBV_WR_RDMA_WRITE:
+                    case IBV_WR_RDMA_READ:
+                    case IBV_WR_ATOMIC_CMP_AND_SWP:
+                    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+                    case IBV_WR_ATOMIC_WRITE:
+                        break;
+                    default:
+                        rep.status = RespStatus::RemInvReq;
+                        state = RespState::Acknowledge;
+                }
+                break;
+            case RespState::CheckResource:
+                // A WRITE with immediate consumes a receive: without one nothing is written (RNR NAK). A SEND
+                // looks for its receive when it executes (deliver_recv), after tag matching may have taken it.
+                if (m.opcode == IBV_WR_RDMA_WRITE_WITH_IMM && !recv_available(*t, srq)) {
+                    rep.status = RespStatus::RnrNak;
+                    state = RespState::Acknowledge;
+                } else {
+                    state = RespState::Execute;
+                }
+                break;
+            case RespState::Execute:
+                state = RespState::Acknowledge;
+                switch (m.opcode) {
+                    case IBV_WR_SEND_WITH_INV:
+                    case IBV_WR_SEND:
+                    case IBV_WR_SEND_WITH_IMM:
+                        // An RC QP on a TM SRQ: the SRQ matches the message's tag first (tag_matching.cpp). A
+                        // SEND with invalidate is no TM message (its invalidation needs the ordinary path).
+                        rep.status = srq && srq->tm && t->type == IBV_QPT_RC && !m.has_inv ? tm_deliver(*t, *srq, m)
+                                                                                           : deliver_recv(*t, srq, m);
+                        break;
+                    case IBV_WR_RDMA_WRITE_WITH_IMM:
+                        // Remote memory first (the rkey checks of rxe's CHK_RKEY are in remote_mem).
+                        rep.status = remote_mem(*t, srq, m, rep);
+                        if (rep.status == RespStatus::Ack) state = RespState::Complete;
+                        break;
+                    default:  // RDMA WRITE / READ, atomics
+                        rep.status = remote_mem(*t, srq, m, rep);
+                }
+                break;
+            case RespState::Complete:  // the receive completion of a WRITE with immediate
+                rep.status = deliver_recv(*t, srq, m);
+                state = RespState::Acknowledge;
+                break;
+            case RespState::Acknowledge:
+                // UC has no responses: a missing receive or a bad rkey just loses the message.
+                if (t->type == IBV_QPT_UC && rep.status != RespStatus::Ack) rep.status = RespStatus::Drop;
+                state = RespState::Done;
+                break;
+            case RespState::Done:
+                break;
+        }
     }
-    // UC has no responses: a missing receive or a bad rkey just loses the message.
-    if (t->type == IBV_QPT_UC && rep.status != RespStatus::Ack) rep.status = RespStatus::Drop;
     return rep;
 }
 
-// A request from another node. Requests of one requester QP carry a
-// stream (connection epoch) and consecutive sequence numbers, like RC PSNs:
-// the expected one is executed; a retransmitted older one gets its recorded
-// answer again (never executed twice); a newer one is discarded (an earlier
-// request was NAKed or lost, and the requester will go back to it).
+// Whether QP `t` takes this requester's message, and from which SRQ its receives come. False: `st` is the
+// answer (a silent drop, or REM_INV_REQ for an XRC SRQ outside the TGT QP's domain).
+bool Responder::check_route(Qp &t, const Message &m, Srq *&srq, RespStatus &st) {
+    switch (t.type) {
+        case IBV_QPT_RC:
+        case IBV_QPT_UC:  // connected: only its peer QP
+            if (t.attr.dest_qp_num != m.src_qpn || t.attr.ah_attr.dlid != m.src_lid)
+                return st = RespStatus::Drop, false;
+            if (t.srq) srq = objs_.srqs[t.srq].get();
+            return true;
+        case IBV_QPT_UD:  // datagrams: SENDs with the QP's Q_Key
+            if ((m.opcode != IBV_WR_SEND && m.opcode != IBV_WR_SEND_WITH_IMM) || m.qkey != t.attr.qkey)
+                return st = RespStatus::Drop, false;
+            if (t.srq) srq = objs_.srqs[t.srq].get();
+            return true;
+        case IBV_QPT_XRC_RECV:  // connected to one INI QP; the SRQ is the one the message names
+            if (t.attr.dest_qp_num != m.src_qpn || t.attr.ah_attr.dlid != m.src_lid)
+                return st = RespStatus::Drop, false;
+            srq = objs_.srq_by_num(m.srqn);
+            // The SRQ must live in the TGT QP's own XRC domain.
+            if (!srq || srq->type != IBV_SRQT_XRC || srq->xrcd != t.xrcd) return st = RespStatus::RemInvReq, false;
+            return true;
+        default:
+            return st = RespStatus::Drop, false;
+    }
+}
+
+// A request from another node. Requests of one requester QP carry a stream (connection epoch) and
+// consecutive sequence numbers, like RC PSNs (rxe's CHK_PSN): the expected one is executed; a retransmitted
+// older one gets its recorded answer again (never executed twice: DUPLICATE_REQUEST); a newer one is
+// discarded (ERR_PSN_OUT_OF_SEQ: an earlier request was NAKed or lost, and the requester will go back to it).
 Reply Responder::respond_remote(const Message &m) {
-    constexpr size_t kReplay = 64;  // > the requester's window
     Qp *t = objs_.qp_by_num(m.dst_qpn);
-    bool sequenced = t && m.stream && (t->type == IBV_QPT_RC || t->type == IBV_QPT_XRC_RECV) &&
-                     t->attr.dest_qp_num == m.src_qpn && t->attr.ah_attr.dlid == m.src_lid;
-    if (!sequenced) return respond(m);
-    if (t->rstream != m.stream) {  // first request of a new epoch: synchronise
-        t->rstream = m.stream;
-        t->expected = m.seq;
-        t->replay.assign(kReplay, {});
+    switch (check_psn(t, m)) {
+        case PsnCheck::Unsequenced:
+            return respond(m);
+        case PsnCheck::Duplicate:
+            return duplicate(*t, m);
+        case PsnCheck::OutOfSequence: {
+            Reply r;
+            r.status = RespStatus::Discard;
+            return r;
+        }
+        case PsnCheck::Expected:
+            break;
     }
-    Reply r;
-    if (m.seq < t->expected) {
-        const auto &c = t->replay[m.seq % kReplay];
-        // A READ has no side effect: like real responders, execute it again
-        // rather than keeping its data.
-        if (c.seq == m.seq && m.opcode == IBV_WR_RDMA_READ && c.status == int(RespStatus::Ack)) return respond(m);
-        if (c.seq == m.seq) {
-            r.status = RespStatus(c.status);
-            r.rnr_timer = c.rnr;
-            r.data = c.data;
-        }  // else: executed long ago, and acknowledged since: a plain ACK
-        return r;
-    }
-    if (m.seq > t->expected) {
-        r.status = RespStatus::Discard;
-        return r;
-    }
-    r = respond(m);
+    Reply r = respond(m);
     t = objs_.qp_by_num(m.dst_qpn);  // still there?
     if (t && r.status != RespStatus::Drop && r.status != RespStatus::RnrNak) {
         auto &c = t->replay[m.seq % kReplay];
@@ -159,6 +193,35 @@ Reply Responder::respond_remote(const Message &m) {
         c.data = r.data;  // atomics only (8 bytes); READ data is not kept
         t->expected++;
     }
+    return r;
+}
+
+Responder::PsnCheck Responder::check_psn(Qp *t, const Message &m) {
+    bool sequenced = t && m.stream && (t->type == IBV_QPT_RC || t->type == IBV_QPT_XRC_RECV) &&
+                     t->attr.dest_qp_num == m.src_qpn && t->attr.ah_attr.dlid == m.src_lid;
+    if (!sequenced) return PsnCheck::Unsequenced;
+    if (t->rstream != m.stream) {  // first request of a new epoch: synchronise
+        t->rstream = m.stream;
+        t->expected = m.seq;
+        t->replay.assign(kReplay, {});
+    }
+    if (m.seq < t->expected) return PsnCheck::Duplicate;
+    if (m.seq > t->expected) return PsnCheck::OutOfSequence;
+    return PsnCheck::Expected;
+}
+
+// A retransmission of a request executed before: its recorded answer again.
+Reply Responder::duplicate(Qp &t, const Message &m) {
+    Reply r;
+    const auto &c = t.replay[m.seq % kReplay];
+    // A READ has no side effect: like real responders, execute it again
+    // rather than keeping its data.
+    if (c.seq == m.seq && m.opcode == IBV_WR_RDMA_READ && c.status == int(RespStatus::Ack)) return respond(m);
+    if (c.seq == m.seq) {
+        r.status = RespStatus(c.status);
+        r.rnr_timer = c.rnr;
+        r.data = c.data;
+    }  // else: executed long ago, and acknowledged since: a plain ACK
     return r;
 }
 

@@ -19,6 +19,19 @@ namespace simhca {
 
 class Completer;
 
+// The steps of one request at the responder, named after rxe_resp.c's (which has more: it also reassembles
+// multi-packet messages and builds READ responses packet by packet; here every Message is a whole one).
+enum class RespState : uint8_t {
+    GetQp,          // the destination QP (a multicast group fans out instead), receiving (RTR, RTS, SQD)
+    CheckRoute,     // it takes this requester's messages: connected peer, UD Q_Key, XRC SRQ in its XRCD
+    CheckOpValid,   // the QP type serves the opcode
+    CheckResource,  // a receive WQE for a WRITE with immediate (else RNR NAK)
+    Execute,        // SEND into a receive (or a TM SRQ's matcher); WRITE / READ / atomics on remote memory
+    Complete,       // WRITE with immediate: the receive completion after the write
+    Acknowledge,    // the answer (UC answers nothing: anything but an ACK becomes a silent drop)
+    Done,
+};
+
 class Responder {
 public:
     Responder(ObjectTable &objs, Dma &dma, Completer &comp) : objs_(objs), dma_(dma), comp_(comp) {}
@@ -31,6 +44,12 @@ public:
     Reply respond_mcast(const Message &m);
 
 private:
+    // Sequencing of requests from other nodes (rxe's CHK_PSN).
+    enum class PsnCheck { Unsequenced, Expected, Duplicate, OutOfSequence };
+    static constexpr size_t kReplay = 64;  // recorded answers per QP: more than the requester's window
+    PsnCheck check_psn(Qp *t, const Message &m);
+    Reply duplicate(Qp &t, const Message &m);
+    bool check_route(Qp &t, const Message &m, Srq *&srq, RespStatus &st);
     RespStatus deliver_recv(Qp &t, Srq *srq, const Message &m, ibv_wc_opcode opcode = IBV_WC_RECV);
     RespStatus remote_mem(Qp &t, Srq *srq, const Message &m, Reply &out);
     bool recv_available(Qp &t, Srq *srq);
