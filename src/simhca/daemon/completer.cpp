@@ -1,3 +1,4 @@
+// The completer (completer.hpp): answers -> completions, retries, errors.
 #include "completer.hpp"
 
 #include <algorithm>

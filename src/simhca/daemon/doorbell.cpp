@@ -1,3 +1,4 @@
+// Doorbells and the awake word (doorbell.hpp).
 #include "doorbell.hpp"
 
 #include <cerrno>

@@ -1,7 +1,9 @@
 // Memory windows: allocation, binding (type 1 through ibv_bind_mw, type 2
 // through IBV_WR_BIND_MW), local and remote invalidation. Binds and local
 // invalidations are work requests executed in send-queue order, without a
-// message to the peer.
+// message to the peer. Allocation is a control verb (Device), binds and local
+// invalidations run in the Requester, SEND_WITH_INV's invalidation in the
+// Responder.
 #include <cerrno>
 
 #include "../common/limits.hpp"

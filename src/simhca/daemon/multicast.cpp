@@ -1,7 +1,8 @@
 // UD multicast: membership (ibv_attach_mcast / ibv_detach_mcast, kept per
 // (MLID, MGID) like an SM's multicast groups) and the fan-out of a datagram
 // sent to a multicast LID with QPN 0xFFFFFF to every member QP of this node;
-// the sending node also forwards it to every other node (engine.cpp).
+// the sending node also forwards it to every other node (requester.cpp).
+// Membership is a control verb (Device), the fan-out belongs to the Responder.
 // Rules as the kernel's ib_attach_mcast: UD QPs only, a multicast GID (ff..)
 // and a multicast LID (0xC000..0xFFFE), attaching twice is a no-op, detaching
 // what is not attached is EINVAL, and destroying a QP detaches it.

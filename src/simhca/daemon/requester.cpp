@@ -1,3 +1,4 @@
+// The requester (requester.hpp): send queues -> requests.
 #include "requester.hpp"
 
 #include <algorithm>

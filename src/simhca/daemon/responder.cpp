@@ -1,3 +1,4 @@
+// The responder (responder.hpp): requests -> memory, receives, answers.
 #include "responder.hpp"
 
 #include <cstring>

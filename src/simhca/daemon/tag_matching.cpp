@@ -15,6 +15,8 @@
 //   - NO_TAG: the whole message to an ordinary receive, TM_NO_TAG.
 //   - shorter than a TMH, FIN or an unknown opcode: a plain receive (RECV),
 //     so a malformed header never reaches the matching logic.
+// One feature, three roles: the list operations are control verbs (Device::do_tm_op), matching and the
+// start of a rendezvous belong to the Responder, the rendezvous' completions to the Completer.
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -254,7 +256,7 @@ void Responder::tm_start_rendezvous(Qp &t, Srq &srq, uint32_t handle, const uint
     bool was_idle = t.pending.empty() && !t.retry_at_ns && !t.sent;
     t.pending.push_back(rd);
     t.pending.push_back(fin);
-    // Not from here (we are inside the sender's request): the engine's timer
+    // Not from here (we are inside the sender's request): the completer's timer
     // pass starts the QP on its next turn.
     if (was_idle) {
         t.retry_at_ns = now_ns();
