@@ -12,21 +12,8 @@ namespace simhca {
 
 using namespace proto;
 
-Qp *Device::qp_by_num(uint32_t qpn) {
-    auto it = qps_.find(qpn);
-    return it == qps_.end() ? nullptr : it->second.get();
-}
-
-void Device::qp_event(Qp &qp, ibv_event_type type) {
-    for (uint32_t hid : qp.handles) {
-        auto it = qp_handles_.find(hid);
-        if (it == qp_handles_.end()) continue;
-        if (post_async(it->second->owner, type, it->second->cookie)) it->second->async_events++;
-    }
-}
-
 int Device::do_create_qp(Client &c, const CreateQpReq &q, Response &r, std::vector<int> &fds) {
-    if (qps_.size() >= limits::kMaxQp) return ENOMEM;
+    if (objs_.qps.size() >= limits::kMaxQp) return ENOMEM;
     ibv_qp_type type = ibv_qp_type(q.type);
     if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD && type != IBV_QPT_XRC_SEND &&
         type != IBV_QPT_XRC_RECV)
@@ -43,20 +30,20 @@ int Device::do_create_qp(Client &c, const CreateQpReq &q, Response &r, std::vect
     Srq *srq = nullptr;
     Xrcd *x = nullptr;
     if (type == IBV_QPT_XRC_RECV) {
-        x = xrcd_of_handle(c, q.xrcd);
+        x = objs_.xrcd_of_handle(c, q.xrcd);
         if (!x) return EINVAL;
-        cap = {}; // a TGT QP has no queues of its own
+        cap = {};  // a TGT QP has no queues of its own
     } else {
-        pd = owned(pds_, c, q.pd);
-        scq = owned(cqs_, c, q.send_cq);
+        pd = objs_.owned(objs_.pds, c, q.pd);
+        scq = objs_.owned(objs_.cqs, c, q.send_cq);
         if (!pd || !scq) return EINVAL;
         if (type == IBV_QPT_XRC_SEND) {
             cap.max_recv_wr = cap.max_recv_sge = 0;
         } else {
-            rcq = owned(cqs_, c, q.recv_cq);
+            rcq = objs_.owned(objs_.cqs, c, q.recv_cq);
             if (!rcq) return EINVAL;
             if (q.srq) {
-                srq = owned(srqs_, c, q.srq);
+                srq = objs_.owned(objs_.srqs, c, q.srq);
                 // A TM SRQ serves RC QPs only (IBV_TM_CAP_RC).
                 if (!srq || (srq->type != IBV_SRQT_BASIC && !(srq->type == IBV_SRQT_TM && type == IBV_QPT_RC)))
                     return EINVAL;
@@ -64,7 +51,8 @@ int Device::do_create_qp(Client &c, const CreateQpReq &q, Response &r, std::vect
             }
         }
         qp->sq_entries = shm::round_up_pow2(std::max<uint32_t>(cap.max_send_wr, 1));
-        qp->rq_entries = (type == IBV_QPT_XRC_SEND || srq) ? 0 : shm::round_up_pow2(std::max<uint32_t>(cap.max_recv_wr, 1));
+        qp->rq_entries =
+            (type == IBV_QPT_XRC_SEND || srq) ? 0 : shm::round_up_pow2(std::max<uint32_t>(cap.max_recv_wr, 1));
         if (int e = qp->shm.create("simhca-qp", shm::qp_region_size(qp->sq_entries, qp->rq_entries))) return e;
         char *base = static_cast<char *>(qp->shm.data());
         qp->ctl = reinterpret_cast<shm::QpCtl *>(base);
@@ -76,9 +64,9 @@ int Device::do_create_qp(Client &c, const CreateQpReq &q, Response &r, std::vect
         if (qp->rq_entries) cap.max_recv_sge = std::max<uint32_t>(cap.max_recv_sge, 1);
     }
     do {
-        next_qpn_ = (next_qpn_ + 1) & 0xffffff;
-    } while (next_qpn_ < 2 || qps_.count(next_qpn_));
-    qp->qpn = next_qpn_;
+        objs_.next_qpn = (objs_.next_qpn + 1) & 0xffffff;
+    } while (objs_.next_qpn < 2 || objs_.qps.count(objs_.next_qpn));
+    qp->qpn = objs_.next_qpn;
     qp->owner = type == IBV_QPT_XRC_RECV ? nullptr : &c;
     qp->pd = pd ? pd->id : 0;
     qp->send_cq = scq ? scq->id : 0;
@@ -95,28 +83,28 @@ int Device::do_create_qp(Client &c, const CreateQpReq &q, Response &r, std::vect
     if (rcq) rcq->users++;
     if (srq) srq->users++;
     if (x) x->usecnt++;
-    auto h = std::make_unique<QpHandle>(QpHandle{new_id(), &c, qp->qpn, 0, 0});
+    auto h = std::make_unique<QpHandle>(QpHandle{objs_.new_id(), &c, qp->qpn, 0, 0});
     h->cookie = h->id;
     qp->handles.push_back(h->id);
     r.create_qp = {h->id, qp->qpn, qp->sq_entries, qp->rq_entries, cap};
     if (qp->ctl) fds = {qp->shm.fd()};
-    qp_handles_[h->id] = std::move(h);
+    objs_.qp_handles[h->id] = std::move(h);
     if (qp->owner) c.qpns.push_back(qp->qpn);
-    qps_[qp->qpn] = std::move(qp);
+    objs_.qps[qp->qpn] = std::move(qp);
     return 0;
 }
 
 int Device::do_open_qp(Client &c, const OpenQpReq &q, Response &r) {
     if (q.type != IBV_QPT_XRC_RECV) return EINVAL;
-    Xrcd *x = xrcd_of_handle(c, q.xrcd);
-    Qp *qp = qp_by_num(q.qpn);
+    Xrcd *x = objs_.xrcd_of_handle(c, q.xrcd);
+    Qp *qp = objs_.qp_by_num(q.qpn);
     if (!x || !qp || qp->type != IBV_QPT_XRC_RECV || qp->xrcd != x->id) return EINVAL;
-    auto h = std::make_unique<QpHandle>(QpHandle{new_id(), &c, qp->qpn, 0, 0});
+    auto h = std::make_unique<QpHandle>(QpHandle{objs_.new_id(), &c, qp->qpn, 0, 0});
     h->cookie = h->id;
     qp->handles.push_back(h->id);
     r.create_qp.handle = h->id;
     r.create_qp.qpn = qp->qpn;
-    qp_handles_[h->id] = std::move(h);
+    objs_.qp_handles[h->id] = std::move(h);
     return 0;
 }
 
@@ -136,9 +124,9 @@ static bool attrs_in_range(const ibv_qp_attr &a, int mask) {
 }
 
 int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
-    auto hit = qp_handles_.find(q.handle);
-    if (hit == qp_handles_.end() || hit->second->owner != &c) return EINVAL;
-    Qp *qp = qp_by_num(hit->second->qpn);
+    auto hit = objs_.qp_handles.find(q.handle);
+    if (hit == objs_.qp_handles.end() || hit->second->owner != &c) return EINVAL;
+    Qp *qp = objs_.qp_by_num(hit->second->qpn);
     if (!qp) return EINVAL;
     const ibv_qp_attr &a = q.attr;
     // Like the kernel's uverbs modify_qp_mask(): attributes that mean nothing
@@ -184,7 +172,7 @@ int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
         // Reset discards all outstanding work, like the hardware does.
         qp->pending.clear();
         qp->retry_at_ns = 0;
-        forget_inflight(*qp);
+        completer_.forget_inflight(*qp);
         qp->rstream = qp->expected = 0;
         qp->last_wqe_sent = false;
         if (qp->ctl) {
@@ -193,23 +181,23 @@ int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
             qp->ctl->in_error.store(0, std::memory_order_release);
         }
     } else if (next == IBV_QPS_ERR && old != IBV_QPS_ERR) {
-        qp_to_error(*qp);
+        completer_.qp_to_error(*qp);
     } else if (next == IBV_QPS_RTS) {
         qp->counters_loaded = false;
         if (old != IBV_QPS_RTS && old != IBV_QPS_SQD) {
             // A new connection epoch: the peer resynchronises on it.
-            qp->stream = (uint64_t(cfg.lid) << 48) | ++next_stream_;
+            qp->stream = requester_.new_stream();
             qp->head_seq = 1;
         }
-        pull_sq(*qp);
+        requester_.pull_sq(*qp);
     }
     return 0;
 }
 
 int Device::do_query_qp(Client &c, uint32_t h, Response &r) {
-    auto hit = qp_handles_.find(h);
-    if (hit == qp_handles_.end() || hit->second->owner != &c) return EINVAL;
-    Qp *qp = qp_by_num(hit->second->qpn);
+    auto hit = objs_.qp_handles.find(h);
+    if (hit == objs_.qp_handles.end() || hit->second->owner != &c) return EINVAL;
+    Qp *qp = objs_.qp_by_num(hit->second->qpn);
     if (!qp) return EINVAL;
     r.query_qp.attr = qp->attr;
     r.query_qp.attr.qp_state = qp->state;
@@ -221,32 +209,32 @@ int Device::do_query_qp(Client &c, uint32_t h, Response &r) {
 }
 
 void Device::destroy_qp_object(uint32_t qpn) {
-    Qp *qp = qp_by_num(qpn);
+    Qp *qp = objs_.qp_by_num(qpn);
     if (!qp) return;
-    if (auto it = pds_.find(qp->pd); it != pds_.end()) it->second->users--;
-    if (auto it = cqs_.find(qp->send_cq); it != cqs_.end()) it->second->users--;
-    if (auto it = cqs_.find(qp->recv_cq); it != cqs_.end()) it->second->users--;
-    if (auto it = srqs_.find(qp->srq); it != srqs_.end()) it->second->users--;
+    if (auto it = objs_.pds.find(qp->pd); it != objs_.pds.end()) it->second->users--;
+    if (auto it = objs_.cqs.find(qp->send_cq); it != objs_.cqs.end()) it->second->users--;
+    if (auto it = objs_.cqs.find(qp->recv_cq); it != objs_.cqs.end()) it->second->users--;
+    if (auto it = objs_.srqs.find(qp->srq); it != objs_.srqs.end()) it->second->users--;
     if (qp->xrcd) xrcd_put(qp->xrcd);
     if (qp->owner) std::erase(qp->owner->qpns, qpn);
-    mcast_forget_qp(qpn); // like uverbs, destroying a QP detaches it from its groups
-    forget_inflight(*qp);
-    if (qp->srq) tm_drop_qp(*qp); // a rendezvous of a TM SRQ in progress
-    timed_.erase(qpn);
-    qps_.erase(qpn);
+    mcast_forget_qp(qpn);  // like uverbs, destroying a QP detaches it from its groups
+    completer_.forget_inflight(*qp);
+    if (qp->srq) completer_.tm_drop_qp(*qp);  // a rendezvous of a TM SRQ in progress
+    completer_.forget_timer(qpn);
+    objs_.qps.erase(qpn);
 }
 
 int Device::do_destroy_qp(Client &c, uint32_t h, Response &r) {
-    auto hit = qp_handles_.find(h);
-    if (hit == qp_handles_.end() || hit->second->owner != &c) return EINVAL;
+    auto hit = objs_.qp_handles.find(h);
+    if (hit == objs_.qp_handles.end() || hit->second->owner != &c) return EINVAL;
     uint32_t qpn = hit->second->qpn;
     r.destroyed = {0, hit->second->async_events};
-    qp_handles_.erase(hit);
-    Qp *qp = qp_by_num(qpn);
+    objs_.qp_handles.erase(hit);
+    Qp *qp = objs_.qp_by_num(qpn);
     if (!qp) return 0;
     std::erase(qp->handles, h);
     if (qp->handles.empty()) destroy_qp_object(qpn);
     return 0;
 }
 
-} // namespace simhca
+}  // namespace simhca

@@ -12,31 +12,31 @@ using namespace proto;
 
 int Device::do_alloc_dm(Client &c, const AllocDmReq &q, Response &r, std::vector<int> &fds) {
     if (q.length == 0 || q.length > limits::kMaxDm || q.log_align > 12) return EINVAL;
-    if (dm_bytes_ + q.length > limits::kMaxDm) return ENOMEM; // the device's memory is finite
+    if (objs_.dm_bytes + q.length > limits::kMaxDm) return ENOMEM;  // the device's memory is finite
     auto d = std::make_unique<Dm>();
-    d->id = new_id();
+    d->id = objs_.new_id();
     d->owner = &c;
     d->length = q.length;
     if (int e = d->shm.create("simhca-dm", q.length)) return e;
-    dm_bytes_ += q.length;
+    objs_.dm_bytes += q.length;
     r.h.handle = d->id;
     fds = {d->shm.fd()};
-    dms_[d->id] = std::move(d);
+    objs_.dms[d->id] = std::move(d);
     return 0;
 }
 
 int Device::do_free_dm(Client &c, uint32_t h) {
-    Dm *d = owned(dms_, c, h);
+    Dm *d = objs_.owned(objs_.dms, c, h);
     if (!d) return EINVAL;
     if (d->users) return EBUSY;
-    dm_bytes_ -= d->length;
-    dms_.erase(h);
+    objs_.dm_bytes -= d->length;
+    objs_.dms.erase(h);
     return 0;
 }
 
 int Device::do_reg_dm_mr(Client &c, const RegDmMrReq &q, Response &r) {
-    Pd *pd = owned(pds_, c, q.pd);
-    Dm *d = owned(dms_, c, q.dm);
+    Pd *pd = objs_.owned(objs_.pds, c, q.pd);
+    Dm *d = objs_.owned(objs_.dms, c, q.dm);
     if (!pd || !d) return EINVAL;
     // Device memory is only addressable zero-based, and never on demand.
     if (!(q.access & IBV_ACCESS_ZERO_BASED) || (q.access & IBV_ACCESS_ON_DEMAND)) return EINVAL;
@@ -48,7 +48,7 @@ int Device::do_reg_dm_mr(Client &c, const RegDmMrReq &q, Response &r) {
     // (A zero-length device MR is accepted, as mlx5 does.)
     if (q.offset + q.length > d->length || q.offset + q.length < q.offset) return EINVAL;
     auto mr = std::make_unique<Mr>();
-    mr->id = new_id();
+    mr->id = objs_.new_id();
     mr->owner = &c;
     mr->pd = q.pd;
     mr->addr = reinterpret_cast<uint64_t>(d->shm.data()) + q.offset;
@@ -57,13 +57,13 @@ int Device::do_reg_dm_mr(Client &c, const RegDmMrReq &q, Response &r) {
     mr->access = q.access;
     mr->local = true;
     mr->dm = d->id;
-    mr->key = new_key();
+    mr->key = objs_.new_key();
     r.reg_mr = {mr->id, mr->key, mr->key};
-    key_to_mr_[mr->key] = mr->id;
+    objs_.key_to_mr[mr->key] = mr->id;
     pd->users++;
     d->users++;
-    mrs_[mr->id] = std::move(mr);
+    objs_.mrs[mr->id] = std::move(mr);
     return 0;
 }
 
-} // namespace simhca
+}  // namespace simhca

@@ -44,14 +44,14 @@ bool hung_up(int sock) {
     return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
-} // namespace
+}  // namespace
 
 int Device::make_event_pipe(Client &c) {
     int p[2];
     if (::pipe2(p, O_CLOEXEC) < 0) return errno;
     c.async_rd.reset(p[0]);
     c.async_wr.reset(p[1]);
-    ::fcntl(p[1], F_SETFL, O_NONBLOCK); // a client that never reads its events cannot stall the HCA
+    ::fcntl(p[1], F_SETFL, O_NONBLOCK);  // a client that never reads its events cannot stall the HCA
     return 0;
 }
 
@@ -63,25 +63,25 @@ int Device::do_import_device(Client &conn, int fd, Response &r, std::vector<int>
     socklen_t me_len = daemon_address(me);
     std::string ours(me.sun_path, me_len - offsetof(sockaddr_un, sun_path));
     std::string name = bound_name(fd, false);
-    if (name.empty() || bound_name(fd, true) != ours) return EINVAL; // not a cmd_fd of this device
+    if (name.empty() || bound_name(fd, true) != ours) return EINVAL;  // not a cmd_fd of this device
     Client *t = nullptr;
-    for (auto &[id, c] : clients_)
+    for (auto &[id, c] : objs_.clients)
         if (c.get() != &conn && c->sock_name == name && !c->alias_of && !c->is_ctl) t = c.get();
     // A stale name (its socket closed, the hang-up not handled yet) could be reused by another socket.
     if (!t || !t->async_wr || hung_up(t->sock.get())) return EINVAL;
     if (int e = make_event_pipe(conn)) return e;
     conn.alias_of = t->id;
     r.hello.client_id = t->id;
-    r.hello.secret = t->secret; // a fork()ed child of the importer joins with it (Conn::rejoin)
-    r.hello.lid = cfg.lid;
-    r.hello.port_state = port_state;
-    r.hello.node_guid = __builtin_bswap64(limits::node_guid_for_lid(cfg.lid));
-    std::snprintf(r.hello.node_name, sizeof(r.hello.node_name), "%s", cfg.node.c_str());
-    std::snprintf(r.hello.sysfs_dir, sizeof(r.hello.sysfs_dir), "%s", cfg.sysfs_dir.c_str());
+    r.hello.secret = t->secret;  // a fork()ed child of the importer joins with it (Conn::rejoin)
+    r.hello.lid = objs_.cfg.lid;
+    r.hello.port_state = objs_.port_state;
+    r.hello.node_guid = __builtin_bswap64(limits::node_guid_for_lid(objs_.cfg.lid));
+    std::snprintf(r.hello.node_name, sizeof(r.hello.node_name), "%s", objs_.cfg.node.c_str());
+    std::snprintf(r.hello.sysfs_dir, sizeof(r.hello.sysfs_dir), "%s", objs_.cfg.sysfs_dir.c_str());
     // Its own event pipe (port and object events go to the owner's, as they go to the kernel's default
     // async file), the owner's doorbell (the owner's QPs are the ones it posts to) and the awake word.
     fds = {conn.async_rd.get(), t->doorbell.get()};
-    if (awake_fd_) fds.push_back(awake_fd_.get());
+    if (doorbells_.awake_fd() >= 0) fds.push_back(doorbells_.awake_fd());
     return 0;
 }
 
@@ -92,29 +92,29 @@ int Device::missing_object_error(Client &c, uint32_t h) const {
         auto it = m.find(h);
         return it != m.end() && it->second->owner == &c;
     };
-    if (mine(pds_) || mine(mrs_) || mine(mws_) || mine(dms_) || mine(channels_) || mine(cqs_) ||
-        mine(xrcd_handles_) || mine(srqs_) || mine(qp_handles_))
+    if (mine(objs_.pds) || mine(objs_.mrs) || mine(objs_.mws) || mine(objs_.dms) || mine(objs_.channels) ||
+        mine(objs_.cqs) || mine(objs_.xrcd_handles) || mine(objs_.srqs) || mine(objs_.qp_handles))
         return EINVAL;
     return ENOENT;
 }
 
 int Device::do_import_pd(Client &c, uint32_t h) {
-    return owned(pds_, c, h) ? 0 : missing_object_error(c, h);
+    return objs_.owned(objs_.pds, c, h) ? 0 : missing_object_error(c, h);
 }
 
 int Device::do_import_mr(Client &c, uint32_t h, Response &r) {
-    Mr *mr = owned(mrs_, c, h);
+    Mr *mr = objs_.owned(objs_.mrs, c, h);
     if (!mr) return missing_object_error(c, h);
     r.import_mr = {mr->id, mr->key, mr->key, 0, mr->length};
     return 0;
 }
 
 int Device::do_import_dm(Client &c, uint32_t h, Response &r, std::vector<int> &fds) {
-    Dm *d = owned(dms_, c, h);
+    Dm *d = objs_.owned(objs_.dms, c, h);
     if (!d) return missing_object_error(c, h);
     r.import_dm = {d->id, 0, d->length};
     fds = {d->shm.fd()};
     return 0;
 }
 
-} // namespace simhca
+}  // namespace simhca

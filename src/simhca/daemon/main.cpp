@@ -17,10 +17,11 @@
 using namespace simhca;
 
 static void usage() {
-    std::fprintf(stderr, "usage: simhcad --node NAME [--fabric FILE] [--sysfs DIR] [--dev-dir DIR] [--no-realtime]\n"
-                         "Runs the software HCA of one (simulated) node in the foreground.\n"
-                         "--dev-dir DIR: create the device file DIR/uverbs0 (a node's /dev/infiniband) while it runs.\n"
-                         "Listens on the abstract socket @simhca[.$SIMHCA_INSTANCE].\n");
+    std::fprintf(stderr,
+                 "usage: simhcad --node NAME [--fabric FILE] [--sysfs DIR] [--dev-dir DIR] [--no-realtime]\n"
+                 "Runs the software HCA of one (simulated) node in the foreground.\n"
+                 "--dev-dir DIR: create the device file DIR/uverbs0 (a node's /dev/infiniband) while it runs.\n"
+                 "Listens on the abstract socket @simhca[.$SIMHCA_INSTANCE].\n");
 }
 
 int main(int argc, char **argv) {
@@ -37,12 +38,18 @@ int main(int argc, char **argv) {
             }
             return argv[++i];
         };
-        if (a == "--node") cfg.node = next(), have_node = true;
-        else if (a == "--fabric") fabric = next();
-        else if (a == "--sysfs") cfg.sysfs_dir = next();
-        else if (a == "--dev-dir") dev_dir = next();
-        else if (a == "--no-realtime") realtime = false;
-        else if (a == "-h" || a == "--help") return usage(), 0;
+        if (a == "--node")
+            cfg.node = next(), have_node = true;
+        else if (a == "--fabric")
+            fabric = next();
+        else if (a == "--sysfs")
+            cfg.sysfs_dir = next();
+        else if (a == "--dev-dir")
+            dev_dir = next();
+        else if (a == "--no-realtime")
+            realtime = false;
+        else if (a == "-h" || a == "--help")
+            return usage(), 0;
         else {
             std::fprintf(stderr, "simhcad: unknown argument '%s'\n", a.c_str());
             usage();
@@ -94,14 +101,15 @@ int main(int argc, char **argv) {
     const char *rt = std::getenv("SIMHCA_REALTIME");
     sched_param sp{};
     sp.sched_priority = 1;
-    if (!realtime || (rt && std::strcmp(rt, "0") == 0) || ::sched_setscheduler(0, SCHED_RR | SCHED_RESET_ON_FORK, &sp) != 0)
+    if (!realtime || (rt && std::strcmp(rt, "0") == 0) ||
+        ::sched_setscheduler(0, SCHED_RR | SCHED_RESET_ON_FORK, &sp) != 0)
         (void)::setpriority(PRIO_PROCESS, 0, -10);
 
     Device dev(cfg);
     // SIMHCA_DOORBELL_ALWAYS=1: clients ring on every post (no shared "awake" word), for comparisons.
     const char *always = std::getenv("SIMHCA_DOORBELL_ALWAYS");
     if (!(always && std::strcmp(always, "0") != 0))
-        if (int e = dev.setup_awake_page())
+        if (int e = dev.doorbells().setup_awake_page())
             std::fprintf(stderr, "simhcad: warning: no shared awake word (%s): clients ring every post\n",
                          std::strerror(e));
     Server srv(dev);

@@ -1,5 +1,7 @@
 #include "network.hpp"
 
+#include "clock.hpp"
+
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
@@ -11,17 +13,19 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "clock.hpp"
+
 namespace simhca {
 
 namespace {
 
-constexpr uint32_t kFrameMagic = 0x53484346; // "SHCF"
+constexpr uint32_t kFrameMagic = 0x53484346;  // "SHCF"
 constexpr uint32_t kReq = 1, kResp = 2;
-constexpr size_t kMaxFrame = size_t(1) << 31; // a hostile length closes the connection
+constexpr size_t kMaxFrame = size_t(1) << 31;  // a hostile length closes the connection
 
 struct FrameHdr {
     uint32_t magic, type;
-    uint64_t len; // body bytes
+    uint64_t len;  // body bytes
     uint64_t token;
 };
 
@@ -38,7 +42,8 @@ struct WireReq {
 
 // Message and WireReq name their header fields alike: one copy serves both
 // directions.
-template <class To, class From> void copy_header(To &t, const From &f) {
+template <class To, class From>
+void copy_header(To &t, const From &f) {
     t.opcode = f.opcode;
     t.src_qpn = f.src_qpn;
     t.dst_qpn = f.dst_qpn;
@@ -67,15 +72,24 @@ struct WireResp {
     uint8_t rnr_timer, pad[3];
 };
 
-uint64_t tag(uint32_t kind, uint32_t id) { return (uint64_t(kind) << 32) | id; }
+uint64_t tag(uint32_t kind, uint32_t id) {
+    return (uint64_t(kind) << 32) | id;
+}
 
-constexpr uint32_t kDelayTimerId = ~0u; // epoll id of the delay line's timer (connections count up from 1)
+constexpr uint32_t kDelayTimerId = ~0u;  // epoll id of the delay line's timer (connections count up from 1)
 constexpr uint32_t kMaxDelayMs = 3600 * 1000;
 
-} // namespace
+}  // namespace
 
-Network::Network(Device &dev, std::vector<FabricNode> nodes, uint16_t my_lid, int epoll_fd, uint32_t kind)
-    : dev_(dev), nodes_(std::move(nodes)), my_lid_(my_lid), epoll_(epoll_fd), kind_(kind),
+Network::Network(ObjectTable &objs, Responder &resp, Completer &comp, std::vector<FabricNode> nodes, int epoll_fd,
+                 uint32_t kind)
+    : objs_(objs),
+      resp_(resp),
+      comp_(comp),
+      nodes_(std::move(nodes)),
+      my_lid_(objs.cfg.lid),
+      epoll_(epoll_fd),
+      kind_(kind),
       delay_(epoll_fd, tag(kind, kDelayTimerId)) {}
 
 Network::~Network() = default;
@@ -135,7 +149,7 @@ Network::Conn *Network::connect_to(uint16_t lid) {
     a.sin_port = htons(n->port);
     if (::inet_pton(AF_INET, n->addr.c_str(), &a.sin_addr) != 1) return nullptr;
     int r = ::connect(c->fd.get(), reinterpret_cast<sockaddr *>(&a), sizeof(a));
-    if (r < 0 && errno != EINPROGRESS) return nullptr; // unreachable: the requester times out
+    if (r < 0 && errno != EINPROGRESS) return nullptr;  // unreachable: the requester times out
     c->connected = r == 0;
     Conn &ref = *c;
     out_by_lid_[lid] = c->id;
@@ -148,7 +162,7 @@ Network::Conn *Network::connect_to(uint16_t lid) {
 // payload); whatever the socket does not take now is kept for EPOLLOUT.
 void Network::queue(Conn &c, uint32_t type, uint64_t token, const void *a, size_t alen, const void *b, size_t blen) {
     FrameHdr h{kFrameMagic, type, alen + blen, token};
-    constexpr size_t kCorkMax = 4096; // bigger frames are not copied: they go now, after what is corked
+    constexpr size_t kCorkMax = 4096;  // bigger frames are not copied: they go now, after what is corked
     if (c.corked && sizeof(h) + alen + blen <= kCorkMax) {
         const auto *hp = reinterpret_cast<const uint8_t *>(&h);
         c.cork.insert(c.cork.end(), hp, hp + sizeof(h));
@@ -156,10 +170,8 @@ void Network::queue(Conn &c, uint32_t type, uint64_t token, const void *a, size_
         if (blen) c.cork.insert(c.cork.end(), static_cast<const uint8_t *>(b), static_cast<const uint8_t *>(b) + blen);
         return;
     }
-    iovec iov[4] = {{c.cork.data(), c.cork.size()},
-                    {&h, sizeof(h)},
-                    {const_cast<void *>(a), alen},
-                    {const_cast<void *>(b), blen}};
+    iovec iov[4] = {
+        {c.cork.data(), c.cork.size()}, {&h, sizeof(h)}, {const_cast<void *>(a), alen}, {const_cast<void *>(b), blen}};
     bool with_cork = !c.cork.empty();
     uint32_t id = c.id;
     send_iov(c, with_cork ? iov : iov + 1, (with_cork ? 3 : 2) + (blen ? 1 : 0));
@@ -196,7 +208,7 @@ void Network::send_iov(Conn &c, iovec *iov, int cnt) {
         done = n > 0 ? size_t(n) : 0;
         if (done == total) return;
     }
-    for (int i = 0; i < cnt; ++i) { // keep the rest
+    for (int i = 0; i < cnt; ++i) {  // keep the rest
         const iovec &v = iov[i];
         size_t skip = std::min(done, v.iov_len);
         done -= skip;
@@ -222,7 +234,7 @@ void Network::flush(Conn &c) {
         c.out_off = 0;
         watch(c, false);
     } else {
-        if (c.out_off > (1u << 20)) { // compact now and then
+        if (c.out_off > (1u << 20)) {  // compact now and then
             c.out.erase(c.out.begin(), c.out.begin() + long(c.out_off));
             c.out_off = 0;
         }
@@ -232,14 +244,16 @@ void Network::flush(Conn &c) {
 
 bool Network::send_request(uint16_t dlid, uint64_t token, const Message &m) {
     if (!node_by_lid(dlid)) return false;
-    if (dropped_.count(dlid)) return true; // "sent", and lost on the way
+    if (dropped_.count(dlid)) return true;  // "sent", and lost on the way
     bool delayed = delay_.holding(dlid);
     Conn *c = delayed ? nullptr : connect_to(dlid);
-    if (!c && !delayed) return true; // could not even connect: it looks like a lost packet
+    if (!c && !delayed) return true;  // could not even connect: it looks like a lost packet
     WireReq w{};
     copy_header(w, m);
-    if (c) queue(*c, kReq, token, &w, sizeof(w), m.data, m.size);
-    else hold(dlid, false, 0, kReq, token, &w, sizeof(w), m.data, m.size);
+    if (c)
+        queue(*c, kReq, token, &w, sizeof(w), m.data, m.size);
+    else
+        hold(dlid, false, 0, kReq, token, &w, sizeof(w), m.data, m.size);
     return true;
 }
 
@@ -264,7 +278,7 @@ void Network::hold(uint16_t lid, bool inbound, uint32_t conn_id, uint32_t type, 
 // Frames whose delay is over go on as if they had just been sent / received;
 // one whose connection closed meanwhile is lost (the requester times out).
 void Network::release_held() {
-    uint64_t now = Device::now_ns();
+    uint64_t now = now_ns();
     uint16_t lid;
     DelayLine::Frame f;
     while (delay_.pop_due(now, lid, f)) {
@@ -277,8 +291,10 @@ void Network::release_held() {
             c = connect_to(lid);
         }
         if (!c) continue;
-        if (f.inbound) handle_frame(*c, f.type, f.token, f.body.data(), f.body.size(), true);
-        else queue(*c, f.type, f.token, f.body.data(), f.body.size(), nullptr, 0);
+        if (f.inbound)
+            handle_frame(*c, f.type, f.token, f.body.data(), f.body.size(), true);
+        else
+            queue(*c, f.type, f.token, f.body.data(), f.body.size(), nullptr, 0);
     }
     delay_.rearm();
 }
@@ -288,7 +304,7 @@ bool Network::set_delay(const std::string &node, uint32_t ms) {
     for (auto &n : nodes_)
         if (n.name == node) {
             delay_.set(n.lid, uint64_t(ms) * 1000000ull);
-            release_held(); // with the delay gone, what waited goes now
+            release_held();  // with the delay gone, what waited goes now
             return true;
         }
     return false;
@@ -300,7 +316,7 @@ void Network::on_event(uint32_t id, uint32_t events) {
         release_held();
         return;
     }
-    if (id == 0) { // listening socket
+    if (id == 0) {  // listening socket
         for (;;) {
             UniqueFd s(::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
             if (!s) return;
@@ -383,7 +399,7 @@ void Network::on_readable(Conn &c) {
             if (!conns_.count(id)) return;
             c.in_off += sizeof(h) + h.len;
         }
-        uncork(id); // what the batch produced for this connection leaves in one send
+        uncork(id);  // what the batch produced for this connection leaves in one send
         if (!conns_.count(id)) return;
         if (c.in_off == c.in_len) c.in_off = c.in_len = 0;
         // A short read drained the socket: no second recv just to see EAGAIN (one syscall less per
@@ -395,20 +411,19 @@ void Network::on_readable(Conn &c) {
 void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t *body, size_t len, bool held) {
     // A port that is down has no link: nothing arrives, neither requests (so nothing is answered or executed
     // here) nor answers to this node's earlier requests; the peers' transports time out, as on a fabric.
-    if (dev_.port_state != IBV_PORT_ACTIVE) return;
+    if (objs_.port_state != IBV_PORT_ACTIVE) return;
     if (type == kReq) {
         if (len < sizeof(WireReq)) return;
         WireReq w;
         std::memcpy(&w, body, sizeof(w));
         if (dropped_.count(w.src_lid)) return;
-        if (!held && delay_.holding(w.src_lid))
-            return hold(w.src_lid, true, c.id, type, token, body, len, nullptr, 0);
+        if (!held && delay_.holding(w.src_lid)) return hold(w.src_lid, true, c.id, type, token, body, len, nullptr, 0);
         Message m{};
         copy_header(m, w);
-        m.data = body + sizeof(w); // straight from the receive buffer
+        m.data = body + sizeof(w);  // straight from the receive buffer
         m.size = len - sizeof(w);
-        Reply r = dev_.respond_remote(m);
-        if (token == 0) return; // fire and forget (UD)
+        Reply r = resp_.respond_remote(m);
+        if (token == 0) return;  // fire and forget (UD)
         WireResp wr{uint32_t(r.status), r.rnr_timer, {}};
         if (delay_.holding(w.src_lid))
             hold(w.src_lid, false, c.id, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());
@@ -424,9 +439,9 @@ void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t
         r.status = RespStatus(wr.status);
         if (wr.status > uint32_t(RespStatus::Discard)) r.status = RespStatus::RemOp;
         r.rnr_timer = wr.rnr_timer;
-        r.ext = body + sizeof(wr); // borrowed: used before this frame is released
+        r.ext = body + sizeof(wr);  // borrowed: used before this frame is released
         r.ext_len = len - sizeof(wr);
-        dev_.on_remote_reply(token, r);
+        comp_.on_remote_reply(token, r);
     }
 }
 
@@ -435,17 +450,19 @@ void Network::close_conn(uint32_t id) {
     if (it == conns_.end()) return;
     ::epoll_ctl(epoll_, EPOLL_CTL_DEL, it->second->fd.get(), nullptr);
     if (it->second->outgoing) out_by_lid_.erase(it->second->peer_lid);
-    conns_.erase(it); // requests in flight on it time out at the requester
+    conns_.erase(it);  // requests in flight on it time out at the requester
 }
 
 bool Network::set_dropped(const std::string &node, bool dropped) {
     for (auto &n : nodes_)
         if (n.name == node) {
-            if (dropped) dropped_.insert(n.lid);
-            else dropped_.erase(n.lid);
+            if (dropped)
+                dropped_.insert(n.lid);
+            else
+                dropped_.erase(n.lid);
             return true;
         }
     return false;
 }
 
-} // namespace simhca
+}  // namespace simhca

@@ -1,7 +1,8 @@
-// Node-to-node transport between daemons: TCP, one connection per direction
-// and peer (requests go out on our own connection, replies come back on it;
-// the peer's requests arrive on the connection it opened). Frames are
-// length-prefixed; everything is non-blocking inside the daemon's epoll loop.
+// The network (rxe_net.c): node-to-node transport between daemons. TCP, one connection per direction
+// and peer (requests go out on our own connection, replies come back on it; the peer's requests arrive
+// on the connection it opened). Frames are length-prefixed; everything is non-blocking inside the
+// daemon's epoll loop. The requester sends through it; what arrives goes to the Responder (requests) and
+// the Completer (answers). Grows with the peer nodes: one connection each way per node that talked.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -13,17 +14,21 @@
 
 #include "../common/unique_fd.hpp"
 #include "delay_line.hpp"
-#include "device.hpp"
+#include "completer.hpp"
 #include "fabric.hpp"
+#include "object_table.hpp"
+#include "packet.hpp"
+#include "responder.hpp"
 
 namespace simhca {
 
 class Network {
 public:
     // `kind` is the epoll tag kind the server routes to on_event().
-    Network(Device &dev, std::vector<FabricNode> nodes, uint16_t my_lid, int epoll_fd, uint32_t kind);
+    Network(ObjectTable &objs, Responder &resp, Completer &comp, std::vector<FabricNode> nodes, int epoll_fd,
+            uint32_t kind);
     ~Network();
-    int listen(); // 0 or errno
+    int listen();  // 0 or errno
     // Queues a request for `dlid`; false when no such node (or it is faulted).
     bool send_request(uint16_t dlid, uint64_t token, const Message &m);
     // A datagram to every other node (multicast: each fans it out to its members).
@@ -41,7 +46,7 @@ private:
         UniqueFd fd;
         bool outgoing = false, connected = false;
         uint16_t peer_lid = 0;
-        std::vector<uint8_t> out; // unsent bytes (only what the socket refused)
+        std::vector<uint8_t> out;  // unsent bytes (only what the socket refused)
         // While the frames of one read are handled, small frames for this connection (replies; requests
         // that those replies let go) are collected here and leave in one send after the batch.
         bool corked = false;
@@ -60,14 +65,16 @@ private:
     // `held`: the frame already waited in the delay line.
     void handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t *body, size_t len, bool held = false);
     // Keeps a copy of a frame to/from `lid` in the delay line.
-    void hold(uint16_t lid, bool inbound, uint32_t conn_id, uint32_t type, uint64_t token, const void *a,
-              size_t alen, const void *b, size_t blen);
+    void hold(uint16_t lid, bool inbound, uint32_t conn_id, uint32_t type, uint64_t token, const void *a, size_t alen,
+              const void *b, size_t blen);
     void release_held();
     void close_conn(uint32_t id);
     void watch(Conn &c, bool want_write);
     const FabricNode *node_by_lid(uint16_t lid) const;
 
-    Device &dev_;
+    ObjectTable &objs_;
+    Responder &resp_;
+    Completer &comp_;
     std::vector<FabricNode> nodes_;
     uint16_t my_lid_;
     int epoll_;
@@ -80,4 +87,4 @@ private:
     DelayLine delay_;
 };
 
-} // namespace simhca
+}  // namespace simhca

@@ -23,7 +23,7 @@ struct Client {
     UniqueFd sock;
     pid_t pid = 0;
     uid_t uid = 0;
-    UniqueFd async_rd, async_wr; // rd is handed to the library
+    UniqueFd async_rd, async_wr;  // rd is handed to the library
     UniqueFd doorbell;            // eventfd the library writes after posting
     bool is_ctl = false;          // simhca-ctl connection: no verbs objects
     std::vector<uint32_t> qpns;   // QPs it owns (the doorbell scans only these)
@@ -37,7 +37,7 @@ struct Client {
 struct Pd {
     uint32_t id;
     Client *owner;
-    int users = 0; // MRs, QPs, SRQs
+    int users = 0;  // MRs, QPs, SRQs
 };
 
 struct Mr {
@@ -46,9 +46,9 @@ struct Mr {
     uint32_t pd;
     uint64_t addr, length, iova;
     int access;
-    uint32_t key; // lkey == rkey
-    pid_t pid = 0; // process whose memory it is (the registering connection's: an importer's is its own)
-    int windows = 0; // MWs bound to it (dereg is EBUSY meanwhile)
+    uint32_t key;     // lkey == rkey
+    pid_t pid = 0;    // process whose memory it is (the registering connection's: an importer's is its own)
+    int windows = 0;  // MWs bound to it (dereg is EBUSY meanwhile)
     // Device memory MRs: `addr` is an address in the daemon's own mapping of
     // the DM region (zero-based iova = offset), copied with memcpy.
     bool local = false;
@@ -61,7 +61,7 @@ struct Dm {
     Client *owner;
     ShmRegion shm;
     size_t length = 0;
-    int users = 0; // MRs on it
+    int users = 0;  // MRs on it
 };
 
 // A memory window: a remote key for a sub-range of an MR, bound and
@@ -70,13 +70,13 @@ struct Mw {
     uint32_t id;
     Client *owner;
     uint32_t pd;
-    int type; // 1 or 2
+    int type;  // 1 or 2
     uint32_t key;
     bool bound = false;
-    uint32_t mr = 0; // MR id
+    uint32_t mr = 0;  // MR id
     uint64_t addr = 0, length = 0;
     int access = 0;
-    uint32_t qpn = 0; // type 2: the QP it was bound through
+    uint32_t qpn = 0;  // type 2: the QP it was bound through
 };
 
 struct Channel {
@@ -93,7 +93,7 @@ struct Cq {
     uint64_t cookie = 0;
     ShmRegion shm;
     uint32_t entries = 0;
-    uint32_t head = 0; // daemon's producer index
+    uint32_t head = 0;  // daemon's producer index
     shm::CqCtl *ctl = nullptr;
     shm::Cqe *ring = nullptr;
     int users = 0;
@@ -106,7 +106,7 @@ struct Xrcd {
     bool has_inode = false;
     dev_t dev = 0;
     ino_t ino = 0;
-    int usecnt = 0; // open handles + SRQs + TGT QPs, like the kernel's xrcd->usecnt
+    int usecnt = 0;  // open handles + SRQs + TGT QPs, like the kernel's xrcd->usecnt
 };
 
 struct XrcdHandle {
@@ -124,12 +124,12 @@ struct Srq {
     uint64_t cookie = 0;
     ShmRegion shm;
     uint32_t entries = 0, max_sge = 0, max_wr = 0;
-    uint32_t limit = 0; // armed when non-zero
+    uint32_t limit = 0;  // armed when non-zero
     shm::SrqCtl *ctl = nullptr;
     shm::RecvWqe *ring = nullptr;
-    int users = 0; // QPs attached
+    int users = 0;  // QPs attached
     uint32_t async_events = 0;
-    std::unique_ptr<TagMatching> tm; // IBV_SRQT_TM only
+    std::unique_ptr<TagMatching> tm;  // IBV_SRQT_TM only
 };
 
 struct QpHandle {
@@ -142,25 +142,25 @@ struct QpHandle {
 
 struct Qp {
     uint32_t qpn;
-    Client *owner = nullptr; // nullptr for XRC TGT QPs: they live in the XRCD
+    Client *owner = nullptr;  // nullptr for XRC TGT QPs: they live in the XRCD
     ibv_qp_type type;
     uint32_t pd = 0, send_cq = 0, recv_cq = 0, srq = 0, xrcd = 0;
     bool sq_sig_all = false;
     ibv_qp_cap cap{};
     ibv_qp_state state = IBV_QPS_RESET;
-    ibv_qp_attr attr{}; // current attributes (what query_qp returns)
+    ibv_qp_attr attr{};  // current attributes (what query_qp returns)
     ShmRegion shm;
     uint32_t sq_entries = 0, rq_entries = 0;
-    uint32_t sq_seen = 0; // producer index at the last rescan (Device::going_to_sleep)
+    uint32_t sq_seen = 0;  // producer index at the last rescan (Doorbells::going_to_sleep)
     shm::QpCtl *ctl = nullptr;
     shm::SendWqe *sq = nullptr;
     shm::RecvWqe *rq = nullptr;
-    std::deque<shm::SendWqe> pending; // consumed from the ring, not yet completed
+    std::deque<shm::SendWqe> pending;  // consumed from the ring, not yet completed
     // Retry machinery (RNR NAK and transport timeouts).
-    uint64_t retry_at_ns = 0; // 0 = not waiting
+    uint64_t retry_at_ns = 0;  // 0 = not waiting
     int rnr_left = 0, retry_left = 0;
     bool counters_loaded = false;
-    std::vector<uint32_t> handles; // QpHandle ids
+    std::vector<uint32_t> handles;  // QpHandle ids
     bool last_wqe_sent = false;
     // Requester, remote peer: a window of requests on the wire, replies in
     // order (like RC PSNs). pending[0..sent) are in flight; tokens[i] and
@@ -170,7 +170,7 @@ struct Qp {
     uint32_t sent = 0;
     std::deque<uint64_t> tokens;
     std::deque<size_t> sent_bytes;
-    uint64_t ack_due_ns = 0; // reply for the head expected by then
+    uint64_t ack_due_ns = 0;  // reply for the head expected by then
     // Responder: next expected sequence of the peer's stream and the answers
     // of the last executed requests, replayed for retransmitted duplicates.
     uint64_t rstream = 0, expected = 0;
@@ -183,4 +183,4 @@ struct Qp {
     std::vector<Replay> replay;
 };
 
-} // namespace simhca
+}  // namespace simhca

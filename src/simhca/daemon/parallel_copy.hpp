@@ -4,7 +4,7 @@
 // that caps one-node bandwidth near half of such a loop. This helper thread takes every other chunk of a
 // large copy, so the two copies of different chunks run on both cores at once.
 // The engine stays single-threaded in everything else: run() returns only when the whole range is copied,
-// and the helper only ever calls the chunk function it is handed (no access to the Device's tables).
+// and the helper only ever calls the chunk function it is handed (no access to the object table).
 // The helper sleeps on a futex between copies (an idle daemon uses no CPU), and the engine thread claims
 // chunks itself as well, so a helper that is not scheduled only costs the wake-up, never a stall.
 #pragma once
@@ -22,7 +22,7 @@ public:
     using ChunkFn = int (*)(void *ctx, size_t off, size_t len, uint8_t *bounce);
 
     explicit ParallelCopy(size_t chunk);
-    ~ParallelCopy(); // stops and joins the helper
+    ~ParallelCopy();  // stops and joins the helper
     ParallelCopy(const ParallelCopy &) = delete;
     ParallelCopy &operator=(const ParallelCopy &) = delete;
 
@@ -48,12 +48,12 @@ private:
     // succeeding on a later job with the same index).
     std::atomic<uint64_t> next_{0};
     std::atomic<int> err_{0};
-    std::atomic<int> helper_inside_{0}; // the helper is between its claim attempt and the chunk's end
-    std::atomic<uint32_t> wake_{0};     // futex word: the newest job's generation, or kStop
+    std::atomic<int> helper_inside_{0};  // the helper is between its claim attempt and the chunk's end
+    std::atomic<uint32_t> wake_{0};      // futex word: the newest job's generation, or kStop
     std::atomic<bool> helper_sleeping_{false};
     uint32_t gen_ = 0;
     std::unique_ptr<uint8_t[]> helper_bounce_;
     std::thread helper_;
 };
 
-} // namespace simhca
+}  // namespace simhca

@@ -9,13 +9,16 @@
 #include <sys/un.h>
 
 #include "../common/socket_io.hpp"
+#include "clock.hpp"
 
 namespace simhca {
 
 namespace {
 enum Kind : uint32_t { kListen = 1, kSignal, kClientSock, kDoorbell, kNet };
-uint64_t tag(uint32_t kind, uint32_t id) { return (uint64_t(kind) << 32) | id; }
-} // namespace
+uint64_t tag(uint32_t kind, uint32_t id) {
+    return (uint64_t(kind) << 32) | id;
+}
+}  // namespace
 
 void Server::watch(int fd, uint32_t kind, uint32_t id) {
     epoll_event ev{};
@@ -46,7 +49,7 @@ int Server::listen(const std::vector<FabricNode> &nodes) {
     watch(listen_.get(), kListen, 0);
     watch(signals_.get(), kSignal, 0);
     if (!nodes.empty()) {
-        net_ = std::make_unique<Network>(dev_, nodes, dev_.cfg.lid, epoll_.get(), kNet);
+        net_ = std::make_unique<Network>(dev_.objects(), dev_.responder(), dev_.completer(), nodes, epoll_.get(), kNet);
         if (int e = net_->listen()) return e;
         dev_.set_network(net_.get());
     }
@@ -129,42 +132,44 @@ int Server::run() {
     epoll_event evs[64];
     for (;;) {
         if (dev_.stop_requested) break;
-        int timeout = -1; // sleep until something happens
-        if (uint64_t t = dev_.next_timer_ns()) {
-            uint64_t now = Device::now_ns();
+        int timeout = -1;  // sleep until something happens
+        if (uint64_t t = dev_.completer().next_timer_ns()) {
+            uint64_t now = now_ns();
             timeout = t <= now ? 0 : int(std::min<uint64_t>((t - now + 999999) / 1000000, 1000));
         }
         // About to sleep: from now on posts ring the doorbell again; what was posted while we were awake
         // (without a doorbell) is picked up by the rescan.
-        if (timeout != 0 && dev_.going_to_sleep()) timeout = 0;
+        if (timeout != 0 && dev_.doorbells().going_to_sleep()) timeout = 0;
         int n = ::epoll_wait(epoll_.get(), evs, 64, timeout);
-        dev_.awake();
+        dev_.doorbells().awake();
         if (n < 0 && errno != EINTR) return 1;
         for (int i = 0; i < n; ++i) {
             uint32_t kind = uint32_t(evs[i].data.u64 >> 32), id = uint32_t(evs[i].data.u64);
             switch (kind) {
-            case kListen: accept_clients(); break;
-            case kSignal: {
-                signalfd_siginfo si;
-                (void)!::read(signals_.get(), &si, sizeof(si));
-                dev_.stop_requested = true;
-                break;
-            }
-            case kClientSock:
-                if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_client_readable(id);
-                break;
-            case kNet:
-                if (net_) net_->on_event(id, evs[i].events);
-                break;
-            case kDoorbell:
-                if (Client *c = dev_.client(id)) dev_.on_doorbell(*c);
-                break;
+                case kListen:
+                    accept_clients();
+                    break;
+                case kSignal: {
+                    signalfd_siginfo si;
+                    (void)!::read(signals_.get(), &si, sizeof(si));
+                    dev_.stop_requested = true;
+                    break;
+                }
+                case kClientSock:
+                    if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_client_readable(id);
+                    break;
+                case kNet:
+                    if (net_) net_->on_event(id, evs[i].events);
+                    break;
+                case kDoorbell:
+                    if (Client *c = dev_.client(id)) dev_.doorbells().ring(*c);
+                    break;
             }
         }
-        dev_.on_timers(Device::now_ns());
+        dev_.completer().on_timers(now_ns());
     }
     for (auto id : dev_.client_ids()) drop_client(id);
     return 0;
 }
 
-} // namespace simhca
+}  // namespace simhca

@@ -14,26 +14,39 @@ namespace simhca {
 namespace {
 const char *state_name(ibv_qp_state s) {
     switch (s) {
-    case IBV_QPS_RESET: return "RESET";
-    case IBV_QPS_INIT: return "INIT";
-    case IBV_QPS_RTR: return "RTR";
-    case IBV_QPS_RTS: return "RTS";
-    case IBV_QPS_SQD: return "SQD";
-    case IBV_QPS_SQE: return "SQE";
-    case IBV_QPS_ERR: return "ERR";
-    default: return "?";
+        case IBV_QPS_RESET:
+            return "RESET";
+        case IBV_QPS_INIT:
+            return "INIT";
+        case IBV_QPS_RTR:
+            return "RTR";
+        case IBV_QPS_RTS:
+            return "RTS";
+        case IBV_QPS_SQD:
+            return "SQD";
+        case IBV_QPS_SQE:
+            return "SQE";
+        case IBV_QPS_ERR:
+            return "ERR";
+        default:
+            return "?";
     }
 }
 const char *type_name(ibv_qp_type t) {
     switch (t) {
-    case IBV_QPT_RC: return "RC";
-    case IBV_QPT_UD: return "UD";
-    case IBV_QPT_XRC_SEND: return "XRC_INI";
-    case IBV_QPT_XRC_RECV: return "XRC_TGT";
-    default: return "?";
+        case IBV_QPT_RC:
+            return "RC";
+        case IBV_QPT_UD:
+            return "UD";
+        case IBV_QPT_XRC_SEND:
+            return "XRC_INI";
+        case IBV_QPT_XRC_RECV:
+            return "XRC_TGT";
+        default:
+            return "?";
     }
 }
-} // namespace
+}  // namespace
 
 // Builds the listing into listing_ (sent as one large datagram after the
 // reply header, see Server). Human table or JSON with the same content.
@@ -56,32 +69,32 @@ int Device::do_status(proto::Response &, bool json) {
     };
     std::map<pid_t, PerPid> per;
     size_t nclients = 0;
-    for (auto &[id, c] : clients_)
+    for (auto &[id, c] : objs_.clients)
         if (!c->is_ctl) ++nclients, per[c->pid];
-    for (auto &[id, p] : pds_) per[p->owner->pid].pds++;
-    for (auto &[id, m] : mrs_) per[m->owner->pid].mrs++;
-    for (auto &[id, q] : cqs_) per[q->owner->pid].cqs++;
-    for (auto &[id, q] : srqs_) per[q->owner->pid].srqs++;
-    for (auto &[id, h] : xrcd_handles_) per[h->owner->pid].xrcds++;
-    for (auto &[id, h] : qp_handles_) per[h->owner->pid].qp_handles++;
-    for (auto &[qpn, q] : qps_)
+    for (auto &[id, p] : objs_.pds) per[p->owner->pid].pds++;
+    for (auto &[id, m] : objs_.mrs) per[m->owner->pid].mrs++;
+    for (auto &[id, q] : objs_.cqs) per[q->owner->pid].cqs++;
+    for (auto &[id, q] : objs_.srqs) per[q->owner->pid].srqs++;
+    for (auto &[id, h] : objs_.xrcd_handles) per[h->owner->pid].xrcds++;
+    for (auto &[id, h] : objs_.qp_handles) per[h->owner->pid].qp_handles++;
+    for (auto &[qpn, q] : objs_.qps)
         if (q->owner) per[q->owner->pid].qps++;
     auto handle_pids = [&](const Qp &q) {
         std::string pids;
         for (uint32_t hid : q.handles)
-            if (auto it = qp_handles_.find(hid); it != qp_handles_.end())
+            if (auto it = objs_.qp_handles.find(hid); it != objs_.qp_handles.end())
                 pids += (pids.empty() ? "" : ",") + std::to_string(it->second->owner->pid);
         return pids;
     };
-    const char *port = port_state == IBV_PORT_ACTIVE ? "ACTIVE" : "DOWN";
+    const char *port = objs_.port_state == IBV_PORT_ACTIVE ? "ACTIVE" : "DOWN";
     if (json) {
         add("{\"node\":\"%s\",\"lid\":%u,\"port\":\"%s\",\"clients\":%zu,\"pds\":%zu,\"mrs\":%zu,\"cqs\":%zu,"
             "\"srqs\":%zu,\"xrcds\":%zu,\"qps\":%zu,\"counters\":{",
-            cfg.node.c_str(), cfg.lid, port, nclients, pds_.size(), mrs_.size(), cqs_.size(), srqs_.size(),
-            xrcds_.size(), qps_.size());
+            objs_.cfg.node.c_str(), objs_.cfg.lid, port, nclients, objs_.pds.size(), objs_.mrs.size(), objs_.cqs.size(),
+            objs_.srqs.size(), objs_.xrcds.size(), objs_.qps.size());
         bool first = true;
         for (const auto &c : kPortCounters) {
-            add("%s\"%s\":%llu", first ? "" : ",", c.name, (unsigned long long)(counters.*c.field));
+            add("%s\"%s\":%llu", first ? "" : ",", c.name, (unsigned long long)(objs_.counters.*c.field));
             first = false;
         }
         add("},\"processes\":[");
@@ -94,28 +107,31 @@ int Device::do_status(proto::Response &, bool json) {
         }
         add("],\"qp_list\":[");
         first = true;
-        for (auto &[qpn, qp] : qps_) {
+        for (auto &[qpn, qp] : objs_.qps) {
             add("%s{\"qpn\":%u,\"type\":\"%s\",\"state\":\"%s\",\"pid\":%d,\"handles\":%zu,\"handle_pids\":[%s],"
                 "\"xrcd\":%u,\"srq\":%u,\"dest_qpn\":%u,\"dlid\":%u}",
                 first ? "" : ",", qpn, type_name(qp->type), state_name(qp->state), qp->owner ? qp->owner->pid : 0,
-                qp->handles.size(), handle_pids(*qp).c_str(), qp->xrcd,
-                qp->srq ? srqs_[qp->srq]->srqn : 0, qp->attr.dest_qp_num, qp->attr.ah_attr.dlid);
+                qp->handles.size(), handle_pids(*qp).c_str(), qp->xrcd, qp->srq ? objs_.srqs[qp->srq]->srqn : 0,
+                qp->attr.dest_qp_num, qp->attr.ah_attr.dlid);
             first = false;
         }
         add("],\"srq_list\":[");
         first = true;
-        for (auto &[id, s] : srqs_) {
+        for (auto &[id, s] : objs_.srqs) {
             uint32_t posted = s->ctl->rq.head.load() - s->ctl->rq.tail.load();
             add("%s{\"srqn\":%u,\"type\":\"%s\",\"pid\":%d,\"xrcd\":%u,\"max_wr\":%u,\"posted\":%u,\"limit\":%u}",
-                first ? "" : ",", s->srqn, s->type == IBV_SRQT_XRC ? "XRC" : s->type == IBV_SRQT_TM ? "TM" : "BASIC", s->owner->pid, s->xrcd,
-                s->max_wr, posted, s->limit);
+                first ? "" : ",", s->srqn,
+                s->type == IBV_SRQT_XRC  ? "XRC"
+                : s->type == IBV_SRQT_TM ? "TM"
+                                         : "BASIC",
+                s->owner->pid, s->xrcd, s->max_wr, posted, s->limit);
             first = false;
         }
         add("],\"xrcd_list\":[");
         first = true;
-        for (auto &[id, x] : xrcds_) {
+        for (auto &[id, x] : objs_.xrcds) {
             std::string pids;
-            for (auto &[hid, h] : xrcd_handles_)
+            for (auto &[hid, h] : objs_.xrcd_handles)
                 if (h->xrcd == id) pids += (pids.empty() ? "" : ",") + std::to_string(h->owner->pid);
             add("%s{\"id\":%u,\"inode\":%lu,\"dev\":%lu,\"usecnt\":%d,\"opened_by\":[%s]}", first ? "" : ",", id,
                 (unsigned long)x->ino, (unsigned long)x->dev, x->usecnt, pids.c_str());
@@ -123,18 +139,18 @@ int Device::do_status(proto::Response &, bool json) {
         }
         add("],\"mr_list\":[");
         first = true;
-        for (auto &[id, m] : mrs_) {
+        for (auto &[id, m] : objs_.mrs) {
             add("%s{\"pid\":%d,\"key\":%u,\"addr\":%llu,\"length\":%llu,\"access\":%d}", first ? "" : ",",
                 m->owner->pid, m->key, (unsigned long long)m->addr, (unsigned long long)m->length, m->access);
             first = false;
         }
         add("]}\n");
     } else {
-        add("node %s lid %u port %s\n", cfg.node.c_str(), cfg.lid, port);
-        add("clients %zu pds %zu mrs %zu cqs %zu srqs %zu xrcds %zu qps %zu\n", nclients, pds_.size(), mrs_.size(),
-            cqs_.size(), srqs_.size(), xrcds_.size(), qps_.size());
+        add("node %s lid %u port %s\n", objs_.cfg.node.c_str(), objs_.cfg.lid, port);
+        add("clients %zu pds %zu mrs %zu cqs %zu srqs %zu xrcds %zu qps %zu\n", nclients, objs_.pds.size(),
+            objs_.mrs.size(), objs_.cqs.size(), objs_.srqs.size(), objs_.xrcds.size(), objs_.qps.size());
         add("%s", proto::kCountersLinePrefix);
-        for (const auto &c : kPortCounters) add(" %s %llu", c.name, (unsigned long long)(counters.*c.field));
+        for (const auto &c : kPortCounters) add(" %s %llu", c.name, (unsigned long long)(objs_.counters.*c.field));
         add("\n");
         if (!per.empty()) {
             add("\n%-8s %5s %5s %5s %5s %5s %10s %6s\n", "PID", "PDS", "MRS", "CQS", "SRQS", "QPS", "QPHANDLES",
@@ -143,25 +159,28 @@ int Device::do_status(proto::Response &, bool json) {
                 add("%-8d %5zu %5zu %5zu %5zu %5zu %10zu %6zu\n", int(pid), c.pds, c.mrs, c.cqs, c.srqs, c.qps,
                     c.qp_handles, c.xrcds);
         }
-        if (!qps_.empty()) {
+        if (!objs_.qps.empty()) {
             add("\n%-8s %-8s %-6s %-8s %-7s %-12s %-5s %-8s %s\n", "QPN", "TYPE", "STATE", "PID", "HANDLES",
                 "HANDLE_PIDS", "XRCD", "DEST_QPN", "DLID");
-            for (auto &[qpn, qp] : qps_)
+            for (auto &[qpn, qp] : objs_.qps)
                 add("0x%-6x %-8s %-6s %-8d %-7zu %-12s %-5u 0x%-6x %u\n", qpn, type_name(qp->type),
-                    state_name(qp->state), qp->owner ? qp->owner->pid : 0, qp->handles.size(),
-                    handle_pids(*qp).c_str(), qp->xrcd, qp->attr.dest_qp_num, qp->attr.ah_attr.dlid);
+                    state_name(qp->state), qp->owner ? qp->owner->pid : 0, qp->handles.size(), handle_pids(*qp).c_str(),
+                    qp->xrcd, qp->attr.dest_qp_num, qp->attr.ah_attr.dlid);
         }
-        if (!srqs_.empty()) {
+        if (!objs_.srqs.empty()) {
             add("\n%-8s %-6s %-8s %-5s %-7s %-7s %s\n", "SRQN", "TYPE", "PID", "XRCD", "MAX_WR", "POSTED", "LIMIT");
-            for (auto &[id, s] : srqs_)
-                add("0x%-6x %-6s %-8d %-5u %-7u %-7u %u\n", s->srqn, s->type == IBV_SRQT_XRC ? "XRC" : s->type == IBV_SRQT_TM ? "TM" : "BASIC",
+            for (auto &[id, s] : objs_.srqs)
+                add("0x%-6x %-6s %-8d %-5u %-7u %-7u %u\n", s->srqn,
+                    s->type == IBV_SRQT_XRC  ? "XRC"
+                    : s->type == IBV_SRQT_TM ? "TM"
+                                             : "BASIC",
                     s->owner->pid, s->xrcd, s->max_wr, s->ctl->rq.head.load() - s->ctl->rq.tail.load(), s->limit);
         }
-        if (!xrcds_.empty()) {
+        if (!objs_.xrcds.empty()) {
             add("\n%-6s %-12s %-7s %s\n", "XRCD", "INODE", "USECNT", "OPENED_BY");
-            for (auto &[id, x] : xrcds_) {
+            for (auto &[id, x] : objs_.xrcds) {
                 std::string pids;
-                for (auto &[hid, h] : xrcd_handles_)
+                for (auto &[hid, h] : objs_.xrcd_handles)
                     if (h->xrcd == id) pids += (pids.empty() ? "" : ",") + std::to_string(h->owner->pid);
                 add("%-6u %-12lu %-7d %s\n", id, (unsigned long)x->ino, x->usecnt, pids.c_str());
             }
@@ -173,16 +192,16 @@ int Device::do_status(proto::Response &, bool json) {
 int Device::do_fault(const proto::FaultReq &q) {
     std::string what(q.what, strnlen(q.what, sizeof(q.what)));
     if (what == "port-down") {
-        if (port_state != IBV_PORT_DOWN) {
-            port_state = IBV_PORT_DOWN;
-            broadcast_port_event(IBV_EVENT_PORT_ERR);
+        if (objs_.port_state != IBV_PORT_DOWN) {
+            objs_.port_state = IBV_PORT_DOWN;
+            objs_.broadcast_port_event(IBV_EVENT_PORT_ERR);
         }
         return 0;
     }
     if (what == "port-up") {
-        if (port_state != IBV_PORT_ACTIVE) {
-            port_state = IBV_PORT_ACTIVE;
-            broadcast_port_event(IBV_EVENT_PORT_ACTIVE);
+        if (objs_.port_state != IBV_PORT_ACTIVE) {
+            objs_.port_state = IBV_PORT_ACTIVE;
+            objs_.broadcast_port_event(IBV_EVENT_PORT_ACTIVE);
         }
         return 0;
     }
@@ -200,12 +219,12 @@ int Device::do_fault(const proto::FaultReq &q) {
         return known ? 0 : ENOENT;
     }
     if (what == "stop") {
-        for (auto &[id, c] : clients_)
-            if (!c->is_ctl) post_async(c.get(), IBV_EVENT_DEVICE_FATAL, 0);
+        for (auto &[id, c] : objs_.clients)
+            if (!c->is_ctl) objs_.post_async(c.get(), IBV_EVENT_DEVICE_FATAL, 0);
         stop_requested = true;
         return 0;
     }
     return EINVAL;
 }
 
-} // namespace simhca
+}  // namespace simhca

@@ -15,6 +15,8 @@
 //   - NO_TAG: the whole message to an ordinary receive, TM_NO_TAG.
 //   - shorter than a TMH, FIN or an unknown opcode: a plain receive (RECV),
 //     so a malformed header never reaches the matching logic.
+// One feature, three roles: the list operations are control verbs (Device::do_tm_op), matching and the
+// start of a rendezvous belong to the Responder, the rendezvous' completions to the Completer.
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -22,7 +24,10 @@
 
 #include <infiniband/tm_types.h>
 
+#include "clock.hpp"
+#include "completer.hpp"
 #include "device.hpp"
+#include "responder.hpp"
 
 namespace simhca {
 
@@ -30,8 +35,8 @@ using namespace shm;
 
 namespace {
 
-constexpr size_t kTmhSize = sizeof(ibv_tmh);                  // 16
-constexpr size_t kRndvHdrSize = sizeof(ibv_tmh) + sizeof(ibv_rvh); // 32
+constexpr size_t kTmhSize = sizeof(ibv_tmh);                        // 16
+constexpr size_t kRndvHdrSize = sizeof(ibv_tmh) + sizeof(ibv_rvh);  // 32
 static_assert(kTmhSize == 16 && kRndvHdrSize == 32);
 
 uint64_t load_be64(const uint8_t *p) {
@@ -78,11 +83,11 @@ void unlist(TagMatching &tm, uint32_t handle) {
     if (it != tm.order.end()) tm.order.erase(it);
 }
 
-} // namespace
+}  // namespace
 
 int Device::do_tm_op(Client &c, const proto::TmOpReq &q, proto::Response &r) {
-    Srq *s = owned(srqs_, c, q.srq);
-    if (!s || !s->tm) return EINVAL; // as mlx5: only a TM SRQ has a command queue
+    Srq *s = objs_.owned(objs_.srqs, c, q.srq);
+    if (!s || !s->tm) return EINVAL;  // as mlx5: only a TM SRQ has a command queue
     TagMatching &tm = *s->tm;
     if (q.opcode != IBV_WR_TAG_ADD && q.opcode != IBV_WR_TAG_DEL && q.opcode != IBV_WR_TAG_SYNC) return EINVAL;
     if (q.opcode == IBV_WR_TAG_ADD && q.num_sge > limits::kTmMaxSge) return EINVAL;
@@ -90,7 +95,7 @@ int Device::do_tm_op(Client &c, const proto::TmOpReq &q, proto::Response &r) {
     uint32_t free_slot = 0;
     if (q.opcode == IBV_WR_TAG_ADD) {
         while (free_slot < tm.slots.size() && tm.slots[free_slot].state != TaggedBuffer::State::Free) ++free_slot;
-        if (free_slot == tm.slots.size()) return ENOMEM; // the matching list is full (mlx5's errno)
+        if (free_slot == tm.slots.size()) return ENOMEM;  // the matching list is full (mlx5's errno)
     }
     // The reported count comes first: software says it has seen that many
     // unexpected messages with respect to the tags listed now, so once the
@@ -104,46 +109,47 @@ int Device::do_tm_op(Client &c, const proto::TmOpReq &q, proto::Response &r) {
     e.wr_id = q.wr_id;
     e.status = IBV_WC_SUCCESS;
     switch (q.opcode) {
-    case IBV_WR_TAG_ADD: {
-        TaggedBuffer &b = tm.slots[free_slot];
-        b = TaggedBuffer{};
-        b.state = TaggedBuffer::State::Listed;
-        b.eligible = tm.in_sync();
-        b.tag = q.tag;
-        b.mask = q.mask;
-        b.recv_wr_id = q.recv_wr_id;
-        b.num_sge = q.num_sge;
-        for (uint32_t i = 0; i < q.num_sge; ++i) b.sge[i] = {q.sge[i].addr, q.sge[i].length, q.sge[i].lkey};
-        tm.order.push_back(free_slot);
-        r.h.handle = free_slot;
-        e.opcode = IBV_WC_TM_ADD;
-        break;
-    }
-    case IBV_WR_TAG_DEL: {
-        TaggedBuffer &b = tm.slots[q.handle];
-        // A tag a message consumed (or one never added) cannot be removed:
-        // the operation completes with IBV_WC_TM_ERR, signaled or not.
-        if (b.state == TaggedBuffer::State::Listed) {
-            unlist(tm, q.handle);
+        case IBV_WR_TAG_ADD: {
+            TaggedBuffer &b = tm.slots[free_slot];
             b = TaggedBuffer{};
-        } else {
-            e.status = IBV_WC_TM_ERR;
+            b.state = TaggedBuffer::State::Listed;
+            b.eligible = tm.in_sync();
+            b.tag = q.tag;
+            b.mask = q.mask;
+            b.recv_wr_id = q.recv_wr_id;
+            b.num_sge = q.num_sge;
+            for (uint32_t i = 0; i < q.num_sge; ++i) b.sge[i] = {q.sge[i].addr, q.sge[i].length, q.sge[i].lkey};
+            tm.order.push_back(free_slot);
+            r.h.handle = free_slot;
+            e.opcode = IBV_WC_TM_ADD;
+            break;
         }
-        e.opcode = IBV_WC_TM_DEL;
-        break;
-    }
-    default: e.opcode = IBV_WC_TM_SYNC;
+        case IBV_WR_TAG_DEL: {
+            TaggedBuffer &b = tm.slots[q.handle];
+            // A tag a message consumed (or one never added) cannot be removed:
+            // the operation completes with IBV_WC_TM_ERR, signaled or not.
+            if (b.state == TaggedBuffer::State::Listed) {
+                unlist(tm, q.handle);
+                b = TaggedBuffer{};
+            } else {
+                e.status = IBV_WC_TM_ERR;
+            }
+            e.opcode = IBV_WC_TM_DEL;
+            break;
+        }
+        default:
+            e.opcode = IBV_WC_TM_SYNC;
     }
     if (!tm.in_sync()) e.wc_flags |= IBV_WC_TM_SYNC_REQ;
-    if ((q.flags & IBV_OPS_SIGNALED) || e.status != IBV_WC_SUCCESS) post_cqe(s->cq, e, false);
+    if ((q.flags & IBV_OPS_SIGNALED) || e.status != IBV_WC_SUCCESS) completer_.post_cqe(s->cq, e, false);
     return 0;
 }
 
-RespStatus Device::tm_deliver(Qp &t, Srq &srq, const Message &m) {
+RespStatus Responder::tm_deliver(Qp &t, Srq &srq, const Message &m) {
     TagMatching &tm = *srq.tm;
     uint8_t hdr[kRndvHdrSize] = {};
     size_t hdr_len = std::min(m.size, kRndvHdrSize);
-    if (m.size < kTmhSize || copy_src(m, 0, hdr, hdr_len)) return deliver_recv(t, &srq, m);
+    if (m.size < kTmhSize || dma_.copy_src(m, 0, hdr, hdr_len)) return deliver_recv(t, &srq, m);
     uint8_t op = hdr[0];
     if (op == IBV_TMH_NO_TAG) return deliver_recv(t, &srq, m, IBV_WC_TM_NO_TAG);
     if (op != IBV_TMH_EAGER && op != IBV_TMH_RNDV) return deliver_recv(t, &srq, m);
@@ -152,7 +158,7 @@ RespStatus Device::tm_deliver(Qp &t, Srq &srq, const Message &m) {
     bool rndv = op == IBV_TMH_RNDV;
 
     auto hit = tm.order.end();
-    if (!rndv || m.size >= kRndvHdrSize) // a rendezvous request without its RVH is left to software
+    if (!rndv || m.size >= kRndvHdrSize)  // a rendezvous request without its RVH is left to software
         hit = std::find_if(tm.order.begin(), tm.order.end(), [&](uint32_t h) {
             const TaggedBuffer &b = tm.slots[h];
             return b.eligible && (tag & b.mask) == (b.tag & b.mask);
@@ -186,14 +192,15 @@ RespStatus Device::tm_deliver(Qp &t, Srq &srq, const Message &m) {
         if (len > sge_total(b)) {
             // The buffer cannot hold the data: software resumes the rendezvous
             // from the headers, which go into the tagged buffer.
-            e.status = scatter(*srq.owner, srq.pd, b.sge, b.num_sge, hdr, std::min<size_t>(kRndvHdrSize, sge_total(b)));
+            e.status =
+                dma_.scatter(*srq.owner, srq.pd, b.sge, b.num_sge, hdr, std::min<size_t>(kRndvHdrSize, sge_total(b)));
             if (e.status == IBV_WC_SUCCESS) e.status = IBV_WC_TM_RNDV_INCOMPLETE;
             b = TaggedBuffer{};
-            post_cqe(srq.cq, e, m.solicited);
+            comp_.post_cqe(srq.cq, e, m.solicited);
             return RespStatus::Ack;
         }
         e.status = IBV_WC_SUCCESS;
-        post_cqe(srq.cq, e, m.solicited);
+        comp_.post_cqe(srq.cq, e, m.solicited);
         tm_start_rendezvous(t, srq, handle, hdr, kRndvHdrSize);
         return RespStatus::Ack;
     }
@@ -201,12 +208,12 @@ RespStatus Device::tm_deliver(Qp &t, Srq &srq, const Message &m) {
     Message payload = tail_of(m, kTmhSize, iov);
     e.byte_len = uint32_t(payload.size);
     e.wc_flags |= IBV_WC_TM_DATA_VALID;
-    e.status = scatter_msg(*srq.owner, srq.pd, b.sge, b.num_sge, payload, payload.size, 0);
+    e.status = dma_.scatter_msg(*srq.owner, srq.pd, b.sge, b.num_sge, payload, payload.size, 0);
     b = TaggedBuffer{};
-    post_cqe(srq.cq, e, m.solicited);
+    comp_.post_cqe(srq.cq, e, m.solicited);
     if (e.status == IBV_WC_SUCCESS) return RespStatus::Ack;
     // As for an ordinary receive: a buffer too small or a bad key ends the connection.
-    qp_to_error(t);
+    comp_.qp_to_error(t);
     return e.status == IBV_WC_LOC_LEN_ERR ? RespStatus::RemInvReq : RespStatus::RemOp;
 }
 
@@ -215,7 +222,7 @@ RespStatus Device::tm_deliver(Qp &t, Srq &srq, const Message &m) {
 // the tagged buffer, then the FIN. Both run through the ordinary requester
 // path, so they work to a peer on another node as well; their completions
 // come back through tm_internal_done().
-void Device::tm_start_rendezvous(Qp &t, Srq &srq, uint32_t handle, const uint8_t *hdr, size_t hdr_len) {
+void Responder::tm_start_rendezvous(Qp &t, Srq &srq, uint32_t handle, const uint8_t *hdr, size_t hdr_len) {
     TagMatching &tm = *srq.tm;
     TaggedBuffer &b = tm.slots[handle];
     b.state = TaggedBuffer::State::Rendezvous;
@@ -249,17 +256,17 @@ void Device::tm_start_rendezvous(Qp &t, Srq &srq, uint32_t handle, const uint8_t
     bool was_idle = t.pending.empty() && !t.retry_at_ns && !t.sent;
     t.pending.push_back(rd);
     t.pending.push_back(fin);
-    // Not from here (we are inside the sender's request): the engine's timer
+    // Not from here (we are inside the sender's request): the completer's timer
     // pass starts the QP on its next turn.
     if (was_idle) {
         t.retry_at_ns = now_ns();
-        timed_.insert(t.qpn);
+        comp_.arm_timer(t.qpn);
     }
 }
 
-bool Device::tm_internal_done(Qp &qp, const SendWqe &w, ibv_wc_status st) {
-    auto it = srqs_.find(qp.srq);
-    if (it == srqs_.end() || !it->second->tm) return false;
+bool Completer::tm_internal_done(Qp &qp, const SendWqe &w, ibv_wc_status st) {
+    auto it = objs_.srqs.find(qp.srq);
+    if (it == objs_.srqs.end() || !it->second->tm) return false;
     Srq &srq = *it->second;
     TagMatching &tm = *srq.tm;
     uint32_t handle = uint32_t(w.wr_id >> 32);
@@ -269,7 +276,7 @@ bool Device::tm_internal_done(Qp &qp, const SendWqe &w, ibv_wc_status st) {
     TaggedBuffer &b = tm.slots[handle];
     bool read = w.opcode == IBV_WR_RDMA_READ;
     if (read ? b.state != TaggedBuffer::State::Rendezvous : b.state != TaggedBuffer::State::Finishing) return false;
-    if (!read) { // the FIN: the rendezvous is over (a failed FIN ends the QP, which reports it)
+    if (!read) {  // the FIN: the rendezvous is over (a failed FIN ends the QP, which reports it)
         b = TaggedBuffer{};
         return true;
     }
@@ -288,9 +295,9 @@ bool Device::tm_internal_done(Qp &qp, const SendWqe &w, ibv_wc_status st) {
 
 // A QP destroyed in the middle of a rendezvous: its tagged buffers will not
 // be filled; they complete with a flush error and their slots are free again.
-void Device::tm_drop_qp(Qp &qp) {
+void Completer::tm_drop_qp(Qp &qp) {
     for (const SendWqe &w : qp.pending)
         if (w.send_flags & kTmInternalWqe) tm_internal_done(qp, w, IBV_WC_WR_FLUSH_ERR);
 }
 
-} // namespace simhca
+}  // namespace simhca

@@ -1,0 +1,81 @@
+// The shared object table: every object the adapter holds for its clients (what the adapter and the kernel
+// hold on real hardware, rxe's object pools), the port, and the lookups every role uses. The control verbs
+// (Device) create and destroy the entries; the data path roles (Requester, Responder, Completer, Dma) only
+// look them up and change their state. Single-threaded like the rest of the daemon (the copier thread never
+// touches it). Each map grows with the objects its node's clients hold: O(objects), nothing per peer node.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <infiniband/verbs.h>
+
+#include "objects.hpp"
+#include "sysfs.hpp"
+
+namespace simhca {
+
+struct DeviceConfig {
+    std::string node = "node0";
+    uint16_t lid = 1;
+    std::string sysfs_dir;
+};
+
+struct ObjectTable {
+    explicit ObjectTable(DeviceConfig c) : cfg(std::move(c)) {}
+
+    DeviceConfig cfg;
+    ibv_port_state port_state = IBV_PORT_ACTIVE;
+    PortCounters counters;  // shown in sysfs (ports/1/hw_counters) and by simhca-ctl status/counters
+
+    // Ids are daemon-wide (one number space for every handle); QPNs, SRQNs and keys have their own.
+    std::map<uint32_t, std::unique_ptr<Client>> clients;
+    std::map<uint32_t, std::unique_ptr<Pd>> pds;
+    std::map<uint32_t, std::unique_ptr<Mr>> mrs;
+    std::map<uint32_t, uint32_t> key_to_mr;
+    std::map<uint32_t, std::unique_ptr<Mw>> mws;
+    std::map<uint32_t, uint32_t> key_to_mw;
+    std::map<uint32_t, std::unique_ptr<Dm>> dms;
+    uint64_t dm_bytes = 0;
+    std::map<uint32_t, std::unique_ptr<Channel>> channels;
+    std::map<uint32_t, std::unique_ptr<Cq>> cqs;
+    std::map<uint32_t, std::unique_ptr<Xrcd>> xrcds;
+    std::map<uint32_t, std::unique_ptr<XrcdHandle>> xrcd_handles;
+    std::map<uint32_t, std::unique_ptr<Srq>> srqs;
+    std::map<uint32_t, uint32_t> srqn_to_srq;
+    std::map<uint32_t, std::unique_ptr<Qp>> qps;  // by qpn
+    std::map<uint32_t, std::unique_ptr<QpHandle>> qp_handles;
+    std::map<std::pair<uint16_t, std::array<uint8_t, 16>>, std::vector<uint32_t>> mcast;  // (MLID, MGID) -> QPNs
+    uint32_t next_id = 1;
+    uint32_t next_qpn = 0x48;
+    uint32_t next_srqn = 0x20;
+    uint32_t next_key = 0x100;
+
+    uint32_t new_id() { return next_id++; }
+    uint32_t new_key();  // an MR / MW key no MR or MW uses
+    // The object `h` of map `m` when client `c` owns it.
+    template <class T>
+    T *owned(std::map<uint32_t, std::unique_ptr<T>> &m, Client &c, uint32_t h) {
+        auto it = m.find(h);
+        if (it == m.end() || it->second->owner != &c) return nullptr;
+        return it->second.get();
+    }
+    Client *client(uint32_t id);
+    Qp *qp_by_num(uint32_t qpn);
+    Srq *srq_by_num(uint32_t srqn);
+    Mr *mr_by_key(uint32_t key);
+    Xrcd *xrcd_of_handle(Client &c, uint32_t h);
+    void unbind_mw(Mw &w);  // and the MR it was bound to counts one window less
+
+    // Asynchronous events. True when the record reached the client's event pipe (only then is it counted:
+    // destroy verbs wait for exactly the delivered events).
+    bool post_async(Client *c, ibv_event_type type, uint64_t cookie, uint32_t port = 0);
+    void qp_event(Qp &qp, ibv_event_type type);  // to every handle of the QP
+    void broadcast_port_event(ibv_event_type type);
+};
+
+}  // namespace simhca
