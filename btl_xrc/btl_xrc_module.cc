@@ -10,7 +10,6 @@
 
 #include <arpa/inet.h>
 
-#include <algorithm>
 #include <cstring>
 #include <ctime>
 #include <new>
@@ -89,8 +88,7 @@ int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **, mca
         auto it = m->endpoints->find(endpoint->peer.rank);
         if (it == m->endpoints->end() || it->second != endpoint) continue;
         try {
-            auto &retired = *m->retired_endpoints;  // grown here so that push_back below cannot throw
-            if (retired.size() == retired.capacity()) retired.reserve(std::max<size_t>(16, 2 * retired.capacity()));
+            m->retired_endpoints->push_back(endpoint);  // first: when it cannot be kept, nothing has changed
         } catch (...) {
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
@@ -98,7 +96,6 @@ int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **, mca
         mca_btl_xrc_eager_endpoint_fini(endpoint);
         m->transport->detach(endpoint->peer);
         endpoint->proc = nullptr;
-        m->retired_endpoints->push_back(endpoint);
     }
     return OPAL_SUCCESS;
 }
