@@ -298,13 +298,15 @@ CmConfig capped_at_one() {
     return c;
 }
 // Ranks 0..5 on nodes 0..2, two per node. Rank 0 connects to node 1 through ranks 2 and 3 (rank 2 owns the TGT
-// QP), then sends to rank 4 on node 2, which under the cap evicts node 1's connection; returns that link once it
-// has drained and closed.
-NodeLink &connect_then_evict(Net &net, Message &a, Message &b, Message &d) {
+// QP), `connected` sees that link, then rank 0 sends to rank 4 on node 2, which under the cap evicts node 1's
+// connection; returns the link once it has drained and closed.
+NodeLink &connect_then_evict(Net &net, Message &a, Message &b, Message &d,
+                             const std::function<void(NodeLink &)> &connected = nullptr) {
     send(net[0], 2, a);
     send(net[0], 3, b);
     net.run();
     NodeLink &link = *net[0].peer(2).link;
+    if (connected) connected(link);
     complete_all(link);
     link.queue().clear_used();
     send(net[0], 4, d);
@@ -532,21 +534,13 @@ TEST(ConnectionManager, EvictionUnderTheCapDrainsClosesBothSidesAndReconnects) {
 TEST(ConnectionManager, ClosingTellsEveryReceiverThatMayHoldAHandle) {
     const CmConfig c = capped_at_one();
     Net net(3, 2, c);
-    Message a, b;
-    send(net[0], 2, a);  // owner: rank 2
-    send(net[0], 3, b);
-    net.run();
-    NodeLink &link = *net[0].peer(2).link;
-    net[3].cm().hold_tgt(link.tgt_qpn(), link.ini_qpn());  // rank 3's first message arrived
-    const std::uint32_t tgt = link.tgt_qpn();
-    EXPECT_EQ(net.tgt_users[tgt], 2);
-    complete_all(link);
-    link.queue().clear_used();
-    Message d;
-    send(net[0], 4, d);  // evicts node 1's connection
-    net.run();
-    complete_all(link);
-    net.run();
+    Message a, b, d;
+    std::uint32_t tgt = 0;
+    connect_then_evict(net, a, b, d, [&](NodeLink &link) {
+        net[3].cm().hold_tgt(link.tgt_qpn(), link.ini_qpn());  // rank 3's first message arrived
+        tgt = link.tgt_qpn();
+        EXPECT_EQ(net.tgt_users[tgt], 2);
+    });
     EXPECT_EQ(net.tgt_users[tgt], 0) << "a handle on the closed connection's TGT QP was left behind";
     EXPECT_EQ(net[3].cm().held_handles(), 0u);
 }
