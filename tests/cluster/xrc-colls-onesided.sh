@@ -6,11 +6,7 @@
 . "$(dirname "$0")/xrc-common.sh"
 up_cluster 4 3
 for hosts in nodeA:2,nodeB:2 nodeA:2,nodeB:2,nodeC:2,nodeD:2 nodeA:1,nodeB:2,nodeC:3; do
-    xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/collectives" || fail "collectives on $hosts failed"
-    expect_line "$WORKDIR/out" '^collectives: OK .*errors=0' "collectives $hosts"
-    XRC_MPIRUN_ARGS="--mca osc rdma --mca osc_rdma_btls xrc" \
-        xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/onesided" || fail "onesided on $hosts failed"
-    expect_line "$WORKDIR/out" '^onesided: OK .*errors=0' "onesided $hosts"
+    colls_and_onesided "$hosts" ""
 done
 expect_no_objects
 info "PASS"

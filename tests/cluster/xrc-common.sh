@@ -20,6 +20,19 @@ expect_line() {
     info "$3: $(grep -E "$2" "$1" | head -1)"
 }
 
+# colls_and_onesided HOSTS WHAT [MPIRUN-ARGS...]: the verified collectives, then one-sided over osc/rdma with xrc as
+# the RDMA BTL for every peer, on HOSTS with these extra mpirun arguments; WHAT ends the result lines' labels.
+colls_and_onesided() {
+    local hosts=$1 what=$2
+    shift 2
+    XRC_MPIRUN_ARGS="$*" \
+        xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/collectives" || fail "collectives on $hosts failed"
+    expect_line "$WORKDIR/out" '^collectives: OK .*errors=0' "collectives $hosts$what"
+    XRC_MPIRUN_ARGS="${*:+$* }--mca osc rdma --mca osc_rdma_btls xrc" \
+        xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/onesided" || fail "onesided on $hosts failed"
+    expect_line "$WORKDIR/out" '^onesided: OK .*errors=0' "onesided $hosts$what"
+}
+
 # Every node's HCA holds nothing once the jobs are over (the kernel's cleanup of a closed uverbs file).
 expect_no_objects() {
     local node status

@@ -14,12 +14,7 @@ for hosts in nodeA:2,nodeB:2 nodeA:2,nodeB:2,nodeC:2,nodeD:2 nodeA:1,nodeB:2,nod
     expect_line "$WORKDIR/out" '^allpairs: OK .*errors=0' "allpairs $hosts on demand"
 done
 for hosts in nodeA:2,nodeB:2 nodeA:1,nodeB:2,nodeC:3; do
-    XRC_MPIRUN_ARGS="--mca btl_xrc_connect on-demand" \
-        xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/collectives" || fail "collectives on $hosts failed"
-    expect_line "$WORKDIR/out" '^collectives: OK .*errors=0' "collectives $hosts on demand"
-    XRC_MPIRUN_ARGS="--mca btl_xrc_connect on-demand --mca osc rdma --mca osc_rdma_btls xrc" \
-        xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/onesided" || fail "onesided on $hosts failed"
-    expect_line "$WORKDIR/out" '^onesided: OK .*errors=0' "onesided $hosts on demand"
+    colls_and_onesided "$hosts" " on demand" --mca btl_xrc_connect on-demand
 done
 
 # mode_of OUT: the connection mode every process reported (one word per process, sorted, counted)
