@@ -18,7 +18,7 @@
 
 #include "mix64.h"
 
-enum { kSmall = 64, kLarge = 256 * 1024, kTagUp = 11, kTagDown = 12, kTagPeer = 13, kTagErrors = 14 };
+enum { kSmall = 64, kLarge = 256 * 1024, kTagInter = 11, kTagPeer = 13, kTagErrors = 14 };
 
 static long errors = 0;
 static int world_rank;
@@ -77,7 +77,7 @@ static void exchange(MPI_Comm comm, int side, int tag, const char *what) {
 
 static int child(MPI_Comm parent) {
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    exchange(parent, 1, kTagDown, "child <-> parent");
+    exchange(parent, 1, kTagInter, "child <-> parent");
     exchange(MPI_COMM_WORLD, 1, kTagPeer, "child <-> child");
     long total = 0;
     MPI_Reduce(&errors, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
     MPI_Comm_spawn(argv[0], MPI_ARGV_NULL, children, info, 0, MPI_COMM_WORLD, &inter,
                    children <= 64 ? codes : MPI_ERRCODES_IGNORE);
     MPI_Info_free(&info);
-    exchange(inter, 0, kTagUp, "parent <-> child");
+    exchange(inter, 0, kTagInter, "parent <-> child");
     long child_errors = 0;
     if (world_rank == 0) MPI_Recv(&child_errors, 1, MPI_LONG, 0, kTagErrors, inter, MPI_STATUS_IGNORE);
     MPI_Comm_disconnect(&inter);
