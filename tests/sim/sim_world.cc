@@ -372,6 +372,14 @@ void World::on_serve(SimProcess &p, std::uint64_t t) {
         events_.push(p.busy_until, Event{Ev::serve, p.rank, 0, 0, 0});
         return;
     }
+    // A progress call handles a datagram, then ticks: a backlog of datagrams does not hold up retransmissions.
+    if (p.tick_event_at <= t) {
+        run_tick(p, t);
+        if (t < p.busy_until) {
+            events_.push(p.busy_until, Event{Ev::serve, p.rank, 0, 0, 0});
+            return;
+        }
+    }
     const std::uint32_t slot = p.inbox_head;
     p.inbox_head = dgrams_[slot].next;
     if (p.inbox_head == kNone) p.inbox_tail = kNone;
@@ -393,12 +401,16 @@ void World::on_serve(SimProcess &p, std::uint64_t t) {
 
 void World::on_tick(SimProcess &p, std::uint64_t t) {
     if (t != p.tick_event_at) return;  // superseded by an earlier one
-    p.tick_event_at = ~0ull;
-    if (t < p.busy_until) {  // after what the process is doing now
+    if (t < p.busy_until) {            // after what the process is doing now
         p.tick_event_at = p.busy_until;
         events_.push(p.busy_until, Event{Ev::tick, p.rank, 0, 0, 0});
         return;
     }
+    run_tick(p, t);
+}
+
+void World::run_tick(SimProcess &p, std::uint64_t t) {
+    p.tick_event_at = ~0ull;
     auto &wants = p.tick_wants;
     while (!wants.empty() && wants.front() <= t) {
         std::pop_heap(wants.begin(), wants.end(), std::greater<>());

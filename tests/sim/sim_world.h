@@ -182,6 +182,7 @@ private:
     void on_arrive(SimProcess &p, std::uint32_t slot, std::uint64_t t);
     void on_serve(SimProcess &p, std::uint64_t t);
     void on_tick(SimProcess &p, std::uint64_t t);
+    void run_tick(SimProcess &p, std::uint64_t t);
     // Calls into p's CM at time t: clock and account set, cost collected into busy_until.
     template <class F>
     void call(SimProcess &p, std::uint64_t t, F &&f);
