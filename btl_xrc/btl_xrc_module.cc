@@ -302,6 +302,8 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     if (!progress_until(m, [m] { return m->transport->finished(); }, wait))
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: connections still open after %d s at finalize", opal_process_info.nodename,
                         wait);
+    mca_btl_xrc_service_stop(m);  // before anything it serves goes
+    m->transport->tick();         // what it recorded last (notes, status)
     mca_btl_xrc_report_counters(m);
     mca_btl_xrc_status_module_done(m);
     mca_btl_xrc_async_fini(m);
@@ -336,6 +338,7 @@ int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
     int rc = mca_btl_xrc_rdma_init(m);  // the rcache first: the fragment lists register through it
     if (rc == OPAL_SUCCESS) rc = mca_btl_xrc_frag_lists_init(m);
     if (rc == OPAL_SUCCESS) rc = mca_btl_xrc_eager_init(m);
+    if (rc == OPAL_SUCCESS && m->transport->cm_event_fd() >= 0) rc = mca_btl_xrc_service_start(m);
     if (rc == OPAL_SUCCESS) mca_btl_xrc_async_init(m);
     return rc;
 }

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Progress: drain each module's completion queue (receive dispatch to the tag callbacks, send/RDMA completions
-// to their owners), and the device's asynchronous events, read off the async fd by Open MPI's event loop so an
-// idle process makes no system call for them.
+// to their owners), and the device's asynchronous events. Those are read off the async fd by the module's service
+// thread (btl_xrc_service.cc), which records them for progress to act on, or, with btl_xrc_async_progress 0, by
+// Open MPI's event loop; either way an idle process makes no system call for them, and what an event means is
+// decided here, in progress (mca_btl_xrc_async_event).
 #include "btl_xrc_eager.h"
 #include "btl_xrc_frag.h"
 #include "btl_xrc_job.h"
@@ -76,10 +78,21 @@ void dispatch_send(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
     queue->on_completion(wc);
 }
 
+// Without a service thread: Open MPI's event loop (progress context) found the async fd readable.
 void async_event_cb(int, short, void *arg) {
     auto *m = static_cast<mca_btl_xrc_module_t *>(arg);
     ibv_async_event event{};
     while (ibv_get_async_event(m->transport->context(), &event) == 0) {
+        mca_btl_xrc_async_event(m, event);
+        ibv_ack_async_event(&event);
+    }
+}
+
+}  // namespace
+
+// clang-format off
+// (the switch keeps the indentation it had inside the reading loop)
+void mca_btl_xrc_async_event(mca_btl_xrc_module_t *m, const ibv_async_event &event) noexcept {
         ++m->counters.async_events;
         switch (event.event_type) {
         case IBV_EVENT_SRQ_LIMIT_REACHED:
@@ -105,11 +118,8 @@ void async_event_cb(int, short, void *arg) {
             BTL_XRC_VERBOSE(10, "btl:xrc: async event %s", ibv_event_type_str(event.event_type));
             break;
         }
-        ibv_ack_async_event(&event);
-    }
 }
-
-}  // namespace
+// clang-format on
 
 int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
     // A call that found eager RDMA messages has done its work: the completion queue (send completions, SRQ
@@ -129,7 +139,10 @@ int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
         default: m->transport->on_cm_completion(wcs[i]); break;
         }
     }
-    if (OPAL_UNLIKELY(m->transport->busy())) m->transport->tick();
+    if (OPAL_UNLIKELY(m->transport->busy())) {
+        m->transport->tick();
+        mca_btl_xrc_service_progress(m);
+    }
     return eager + (n > 0 ? n : 0);
 }
 
@@ -175,6 +188,7 @@ void mca_btl_xrc_async_init(mca_btl_xrc_module_t *m) noexcept {
     const int fd = m->transport->context()->async_fd;
     const int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return;
+    if (m->service != nullptr) return;  // its thread reads the fd
     opal_event_set(opal_sync_event_base, &m->async_event, fd, OPAL_EV_READ | OPAL_EV_PERSIST, async_event_cb, m);
     opal_event_add(&m->async_event, nullptr);
     m->async_event_active = true;
