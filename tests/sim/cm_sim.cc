@@ -33,6 +33,7 @@ namespace {
         "  --cap N                      btl_xrc_max_ini_qps (0: none)\n"
         "  --queue-depth N              send queue depth per link (memory only; 512)\n"
         "  --first-retry-us U --max-retry-us U --connect-timeout-s S    CM timers (2000, 500000, 60)\n"
+        "  --retry-per-connecting-us U  first retry delay added per connection in flight (200)\n"
         "  --no-reciprocate             do not connect back on accept\n"
         "  --qp-create-us U --qp-modify-us U --qp-open-us U --qp-destroy-us U   verbs costs (100, 30, 10, 50)\n"
         "  --cm-cost-ns N --post-cost-ns N   per datagram handled / posted (1000, 250)\n"
@@ -117,6 +118,8 @@ int main(int argc, char **argv) {
             p.cm.first_retry_us = num(val(), a.c_str());
         else if (a == "--max-retry-us")
             p.cm.max_retry_us = num(val(), a.c_str());
+        else if (a == "--retry-per-connecting-us")
+            p.cm.retry_per_connecting_us = num(val(), a.c_str());
         else if (a == "--connect-timeout-s")
             p.cm.connect_timeout_us = num(val(), a.c_str()) * 1000000;
         else if (a == "--no-reciprocate")
@@ -224,6 +227,8 @@ int main(int argc, char **argv) {
         {"progress", std::string(progress_text) + (p.service_thread ? "+thread" : "")},
         {"cap", std::to_string(p.cm.max_ini_qps)},
         {"cm_receives", std::to_string(p.cm_receives)},
+        {"retry_per_connecting_us", std::to_string(p.cm.retry_per_connecting_us)},
+        {"retry_per_connecting_us", std::to_string(p.cm.retry_per_connecting_us)},
         {"loss", f3(p.loss)},
         {"converged", converged ? "yes" : "no"},
         {"links_needed", std::to_string(w.totals.needed_links)},

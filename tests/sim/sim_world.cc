@@ -240,10 +240,16 @@ void World::transmit(SimProcess &from, std::uint32_t to_rank, const xrc::CmBytes
         if (type < 6) ++totals.sent[type];
         if (m.type == xrc::CmType::Connect) {
             // Mirror the CM's backoff: tick the sender when this CONNECT is due again.
-            std::uint32_t &n = connect_attempts_[(std::uint64_t{from.rank} << 32) | m.generation];
-            const std::uint64_t shift = std::min<std::uint32_t>(n, 30);
-            ++n;
-            const std::uint64_t retry_us = std::min(p_.cm.first_retry_us << shift, p_.cm.max_retry_us);
+            const xrc::CmConfig &c = p_.cm;
+            auto [it, fresh] = connect_attempts_.try_emplace((std::uint64_t{from.rank} << 32) | m.generation);
+            if (fresh) {
+                it->second.sent = 0;
+                it->second.first_retry_us = std::min(c.first_retry_us + from.connecting * c.retry_per_connecting_us,
+                                                     std::max(c.first_retry_us, c.max_retry_us));
+                ++from.connecting;
+            }
+            const std::uint64_t shift = std::min<std::uint32_t>(it->second.sent++, 30);
+            const std::uint64_t retry_us = std::min(it->second.first_retry_us << shift, c.max_retry_us);
             want_tick(from, (from.clock / 1000 + retry_us) * 1000);
         }
     }
@@ -395,7 +401,7 @@ void World::on_serve(SimProcess &p, std::uint64_t t) {
     });
     xrc::CmMessage m;
     if (xrc::decode_cm(bytes, m).empty() && (m.type == xrc::CmType::Accept || m.type == xrc::CmType::Reject))
-        connect_attempts_.erase((std::uint64_t{p.rank} << 32) | m.generation);
+        if (connect_attempts_.erase((std::uint64_t{p.rank} << 32) | m.generation) != 0) --p.connecting;
     events_.push(p.busy_until, Event{Ev::serve, p.rank, 0, 0, 0});
 }
 

@@ -17,9 +17,9 @@
 //               connection's first messages opens its TGT handle (hold_tgt) when they arrive (optional: it costs
 //               memory in the simulator at dense patterns).
 // Timers: the real BTL ticks the CM at every progress call; the simulator ticks a process only when that can
-// change something: when one of its CONNECTs is due again (it mirrors the CM's backoff, first_retry_us doubling up
-// to max_retry_us), after completions, after a link began to drain, and every `idle_tick` while only CLOSE notices
-// are pending (their retransmissions are not mirrored).
+// change something: when one of its CONNECTs is due again (it mirrors the CM's backoff: first_retry_us plus
+// retry_per_connecting_us per other connection in flight, doubling up to max_retry_us), after completions, after a link
+// began to drain, and every `idle_tick` while only CLOSE notices are pending (their retransmissions are not mirrored).
 #pragma once
 
 #include "alloc_count.h"
@@ -110,6 +110,7 @@ public:
     std::uint64_t tick_event_at = ~0ull;
     std::uint64_t handled = 0, first_rx = 0, last_rx = 0;
     std::uint32_t failures = 0;
+    std::uint32_t connecting = 0;  // links with a CONNECT unanswered, as the CM counts them for its first retry
     struct AppOp {
         xrc::SendOp op;
         SimProcess *proc;
@@ -198,7 +199,11 @@ private:
     std::vector<std::uint32_t> free_qps_;
     std::uint32_t qp_count_ = 0;
     ibv_context context_{};
-    std::unordered_map<std::uint64_t, std::uint32_t> connect_attempts_;  // (rank, generation) -> CONNECTs sent
+    struct Attempts {
+        std::uint32_t sent;
+        std::uint64_t first_retry_us;
+    };
+    std::unordered_map<std::uint64_t, Attempts> connect_attempts_;  // by (rank, generation)
     std::uint64_t now_ = 0;
 };
 
