@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 # per-function self instructions per message: (1000-iteration file - 500-iteration file) / 500, objects matching
 import subprocess, sys, re, collections
 def table(path):

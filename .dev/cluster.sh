@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Manual simulated-cluster runs: .dev/cluster.sh up N P | run MPIRUN-ARGS... | exec NODE CMD... | down
 B=/work/wt/scale/build
 export SIMCLUSTER_STATE=/var/tmp/simcluster-scale

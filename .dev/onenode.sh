@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Manual single-node run on a private simhcad: .dev/onenode.sh MPIRUN-ARGS...
 B=/work/wt/scale/build
 export SIMHCA_INSTANCE=dev-$$
