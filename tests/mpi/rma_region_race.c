@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: BSD-3-Clause */
+// SPDX-License-Identifier: BSD-3-Clause
 /* Reproducer for a race in osc/rdma's dynamic-window region cache (docs/upstream.md): a peer that refreshes its copy
  * of a target's region table reads the region count without the target's region lock, then reads that many
  * entries under the lock. When the target attaches a region in between, and that region lies below the ones

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: BSD-3-Clause */
+// SPDX-License-Identifier: BSD-3-Clause
 /* Dynamic processes: the parents (started by mpirun) spawn SPAWN_CHILDREN children (default 2) with MPI_Comm_spawn;
  * every parent and every child exchange verified messages both ways across the intercommunicator (one small and
  * one large message each way, so both the eager and the rendezvous path are crossed), the children exchange
