@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: BSD-3-Clause */
+// SPDX-License-Identifier: BSD-3-Clause
 /* Dynamic processes: the parents (started by mpirun) spawn SPAWN_CHILDREN children (default 2) with MPI_Comm_spawn;
  * every parent and every child exchange verified messages both ways across the intercommunicator (one small and
  * one large message each way, so both the eager and the rendezvous path are crossed), the children exchange
@@ -8,7 +8,8 @@
  * the parents are alive and the children are gone. Rank 0 of the parents prints
  * "spawn: OK parents=P children=C errors=0" (FAILED when any check failed) and the exit status is 0 only when
  * every check of every process passed; each child reports its errors to the parents before disconnecting.
- * SPAWN_INFO_HOST, when set, is passed as the "host" info key of the spawn (e.g. "nodeA,nodeB"). */
+ * SPAWN_INFO_HOST and SPAWN_INFO_MAP_BY, when set, are passed as the "host" and "map_by" info keys of the spawn
+ * (e.g. "nodeA,nodeB" and "node": one child per node). */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -104,6 +105,8 @@ int main(int argc, char **argv) {
     MPI_Info_create(&info);
     const char *host = getenv("SPAWN_INFO_HOST");
     if (host != NULL && *host != '\0') MPI_Info_set(info, "host", host);
+    const char *map_by = getenv("SPAWN_INFO_MAP_BY");
+    if (map_by != NULL && *map_by != '\0') MPI_Info_set(info, "map_by", map_by);
     MPI_Comm inter;
     int codes[64];
     MPI_Comm_spawn(argv[0], MPI_ARGV_NULL, children, info, 0, MPI_COMM_WORLD, &inter,
