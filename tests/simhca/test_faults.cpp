@@ -205,6 +205,28 @@ TEST_F(Faults, XrcTgtInvalidRequestRaisesReqErr) {
     EXPECT_EQ(ibv_close_xrcd(oxrcd), 0);
 }
 
+TEST_F(Faults, XrcTgtBadOpcodeRaisesReqErr) {
+    XrcPair x;
+    ASSERT_NO_FATAL_FAILURE(make_xrc(x));
+    // SEND with invalidate is no operation of an XRC TGT QP (it has no MWs of its own to invalidate).
+    ibv_sge sge{reinterpret_cast<uint64_t>(buf.data()), 8, mr->lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = 9;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND_WITH_INV;
+    wr.invalidate_rkey = mr->rkey;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.qp_type.xrc.remote_srqn = x.srqn;
+    ASSERT_EQ(ibv_post_send(x.ini, &wr, &bad), 0);
+    ibv_wc wc;
+    ASSERT_EQ(poll_n(cq, &wc, 1), 1);
+    EXPECT_EQ(wc.wr_id, 9u);
+    EXPECT_EQ(wc.status, IBV_WC_REM_INV_REQ_ERR);
+    expect_qp_event(ctx, IBV_EVENT_QP_REQ_ERR, x.tgt);
+    EXPECT_EQ(state_of(x.tgt), IBV_QPS_ERR);
+}
+
 TEST_F(Faults, InjectedQpEventsReachEveryHandleAndErrorsMoveTheQp) {
     XrcPair x;
     ASSERT_NO_FATAL_FAILURE(make_xrc(x));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "simhca_fixture.hpp"
+#include "two_node_fixture.hpp"
 
 using namespace simhca::test;
 
@@ -251,6 +252,73 @@ TEST_F(MultiPort, FlapBringsThePortBackByItself) {
     ASSERT_EQ(ibv_query_port(ctx, 2, &pa), 0);
     EXPECT_EQ(pa.state, IBV_PORT_ACTIVE);
     EXPECT_NE(ctl("fault flap --port 2 2>/dev/null"), 0);  // needs --seconds
+}
+
+// Two daemons with two rails each (fabric file "lid 1,101" / "lid 2,102"): rail 2 carries traffic between the
+// nodes; a port-1 QP addressed to the peer's rail-2 LID reaches nobody; rail 2 down leaves rail 1 working.
+class TwoRails : public TwoNode {
+protected:
+    void SetUp() override {
+        two_rails = true;
+        TwoNode::SetUp();
+    }
+    // An RC QP on each node connected through port `port` to the peer's LID `lid_a` / `lid_b`.
+    void pair(ibv_qp *&a, ibv_qp *&b, uint8_t port, uint16_t lid_a, uint16_t lid_b) {
+        use(0);
+        a = create_rc(pd[0], cq[0]);
+        use(1);
+        b = create_rc(pd[1], cq[1]);
+        ASSERT_TRUE(a && b);
+        use(0);
+        ASSERT_EQ(connect_remote(a, b->qp_num, lid_b, 1, 10, port), 0);
+        use(1);
+        ASSERT_EQ(connect_remote(b, a->qp_num, lid_a, 1, 10, port), 0);
+    }
+};
+
+TEST_F(TwoRails, Rail2CarriesDataAndOtherFabricsAreUnreachable) {
+    ibv_qp *a = nullptr, *b = nullptr;
+    ASSERT_NO_FATAL_FAILURE(pair(a, b, 2, 101, 102));
+    for (size_t i = 0; i < 65536; ++i) buf[0][i] = uint8_t(i * 13 + 1);
+    use(1);
+    ASSERT_EQ(post_recv_simple(b, mr[1], buf[1].data(), 65536, 1), 0);
+    use(0);
+    ASSERT_EQ(post_send_simple(a, mr[0], buf[0].data(), 65536, 2), 0);
+    ibv_wc wc;
+    ASSERT_EQ(poll_n(cq[0], &wc, 1), 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    use(1);
+    ASSERT_EQ(poll_n(cq[1], &wc, 1), 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(checksum(buf[1].data(), 65536), checksum(buf[0].data(), 65536));
+
+    // Port 1 of nodeA toward LID 102 (nodeB's rail 2): another fabric, nobody answers.
+    ibv_qp *c = nullptr, *d = nullptr;
+    ASSERT_NO_FATAL_FAILURE(pair(c, d, 1, 101, 102));
+    use(1);
+    ASSERT_EQ(post_recv_simple(d, mr[1], buf[1].data() + 65536, 64, 3), 0);
+    use(0);
+    ASSERT_EQ(post_send_simple(c, mr[0], buf[0].data(), 8, 4), 0);
+    ASSERT_EQ(poll_n(cq[0], &wc, 1), 1);
+    EXPECT_EQ(wc.wr_id, 4u);
+    EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+}
+
+TEST_F(TwoRails, Rail2DownLeavesRail1Working) {
+    ibv_qp *a1 = nullptr, *b1 = nullptr, *a2 = nullptr, *b2 = nullptr;
+    ASSERT_NO_FATAL_FAILURE(pair(a1, b1, 1, 1, 2));
+    ASSERT_NO_FATAL_FAILURE(pair(a2, b2, 2, 101, 102));
+    ASSERT_EQ(ctl(1, "fault port-down --port 2"), 0);  // nodeB's rail 2
+    use(1);
+    ASSERT_EQ(post_recv_simple(b1, mr[1], buf[1].data(), 64, 1), 0);
+    ASSERT_EQ(post_recv_simple(b2, mr[1], buf[1].data() + 64, 64, 2), 0);
+    use(0);
+    ASSERT_EQ(post_send_simple(a1, mr[0], buf[0].data(), 8, 11), 0);
+    ASSERT_EQ(post_send_simple(a2, mr[0], buf[0].data(), 8, 12), 0);
+    ibv_wc wc[2];
+    ASSERT_EQ(poll_n(cq[0], wc, 2), 2);
+    for (const ibv_wc &w : wc)
+        EXPECT_EQ(w.status, w.wr_id == 11 ? IBV_WC_SUCCESS : IBV_WC_RETRY_EXC_ERR) << "wr " << w.wr_id;
 }
 
 }  // namespace

@@ -195,6 +195,16 @@ bool Responder::check_route(Qp &t, const Message &m, Srq *&srq, RespStatus &st) 
 // discarded (ERR_PSN_OUT_OF_SEQ: an earlier request was NAKed or lost, and the requester will go back to it).
 Reply Responder::respond_remote(const Message &m) {
     Qp *t = objs_.qp_by_num(m.dst_qpn);
+    // Through a port that is down (or not the QP's) nothing arrives: not even a retransmission that would be
+    // answered from the replay record.
+    if (t) {
+        const Port &p = objs_.ports[t->rail];
+        if (p.lid != m.dlid || p.state != IBV_PORT_ACTIVE) {
+            Reply r;
+            r.status = RespStatus::Drop;
+            return r;
+        }
+    }
     switch (check_psn(t, m)) {
         case PsnCheck::Unsequenced:
             return respond(m);
