@@ -93,6 +93,12 @@ struct mca_btl_xrc_reg_t {
 // One module per usable device port.
 struct mca_btl_xrc_module_t {
     mca_btl_base_module_t super;  // must be first
+    // MPI_THREAD_MULTIPLE: guards the module's data path (send queues, peers, eager rings, endpoint tables, the
+    // counters it updates). Taken with OPAL_THREAD_LOCK, so free while opal_using_threads() is false. Recursive:
+    // ob1's callbacks, fired under it from progress, send again. Progress only try-locks it (a thread that finds
+    // it taken leaves the completion queue to the holder). Never held while a QP is made or readied: the
+    // connection manager makes them outside it (its own mutex comes after this one).
+    opal_recursive_mutex_t lock;
     xrc::PortTransport *transport;
     int index;  // this port's position in every process's modex address
     mca_rcache_base_module_t *rcache;
@@ -138,6 +144,24 @@ struct mca_btl_xrc_module_t {
 };
 
 struct mca_btl_base_endpoint_t;
+
+// OPAL_THREAD_LOCK for a scope: nothing while opal_using_threads() is false (it may turn true later: the unlock
+// follows what the lock did).
+class BtlXrcLock {
+public:
+    explicit BtlXrcLock(opal_recursive_mutex_t *mutex) noexcept
+        : mutex_(OPAL_UNLIKELY(opal_using_threads()) ? mutex : nullptr) {
+        if (mutex_ != nullptr) opal_mutex_lock(mutex_);
+    }
+    ~BtlXrcLock() {
+        if (mutex_ != nullptr) opal_mutex_unlock(mutex_);
+    }
+    BtlXrcLock(const BtlXrcLock &) = delete;
+    BtlXrcLock &operator=(const BtlXrcLock &) = delete;
+
+private:
+    opal_recursive_mutex_t *mutex_;
+};
 
 extern "C" {
 extern mca_btl_xrc_component_t mca_btl_xrc_component;

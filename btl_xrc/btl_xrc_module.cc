@@ -42,6 +42,7 @@ void wire_up(mca_btl_xrc_module_t *m) {
 int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
                   opal_bitmap_t *reachable) noexcept {
     auto *m = as_xrc(btl);
+    const BtlXrcLock guard(&m->lock);
     try {
         wire_up(m);
         mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
@@ -90,6 +91,7 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
 
 int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **, mca_btl_base_endpoint_t **endpoints) noexcept {
     auto *m = as_xrc(btl);
+    const BtlXrcLock guard(&m->lock);
     for (size_t i = 0; i < nprocs; ++i) {
         mca_btl_base_endpoint_t *endpoint = endpoints[i];
         if (endpoint == nullptr) continue;
@@ -179,6 +181,7 @@ void send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
 int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
              mca_btl_base_tag_t tag) noexcept {
     auto *m = as_xrc(btl);
+    const BtlXrcLock guard(&m->lock);
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
     frag->endpoint = endpoint;
     xrc::Peer &peer = endpoint->peer;
@@ -210,6 +213,7 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
               void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
               mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
     auto *m = as_xrc(btl);
+    const BtlXrcLock guard(&m->lock);
     const size_t total = header_size + payload_size;
     if (descriptor != nullptr) *descriptor = nullptr;
     xrc::Peer &peer = endpoint->peer;
@@ -329,6 +333,7 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     mca_btl_xrc_rdma_fini(m);
     delete m->transport;  // every QP, the UD channel, SRQs, the XRC domain, CQ and PD, in that order
     m->transport = nullptr;
+    OBJ_DESTRUCT(&m->lock);
     delete m;
     return OPAL_SUCCESS;
 }

@@ -121,7 +121,10 @@ void mca_btl_xrc_async_event(mca_btl_xrc_module_t *m, const ibv_async_event &eve
 }
 // clang-format on
 
-int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
+namespace {
+
+// The rings and the completion queue, under the module's lock.
+int poll_module(mca_btl_xrc_module_t *m) noexcept {
     // A call that found eager RDMA messages has done its work: the completion queue (send completions, SRQ
     // messages) waits for the next call, but never more than kMaxCqSkips calls, so a peer that keeps its ring
     // full cannot starve the others.
@@ -139,11 +142,28 @@ int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
         default: m->transport->on_cm_completion(wcs[i]); break;
         }
     }
+    return eager + (n > 0 ? n : 0);
+}
+
+}  // namespace
+
+int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
+    int events = 0;
+    // MPI_THREAD_MULTIPLE: one thread polls the module at a time, the others find it taken and go on (what the
+    // holder completes reaches their requests through ob1). Callbacks fire under the (recursive) lock.
+    if (OPAL_UNLIKELY(opal_using_threads())) {
+        if (opal_mutex_trylock(&m->lock) != 0) return 0;
+        events = poll_module(m);
+        opal_mutex_unlock(&m->lock);
+    } else {
+        events = poll_module(m);
+    }
+    // Connection work (it makes QPs: never under the module's lock, which tick() takes itself for the queues).
     if (OPAL_UNLIKELY(m->transport->busy())) {
         m->transport->tick();
         mca_btl_xrc_service_progress(m);
     }
-    return eager + (n > 0 ? n : 0);
+    return events;
 }
 
 void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *m, const xrc::NodeLink *link,

@@ -85,7 +85,34 @@ void ConnectionManager::connect(NodeLink &link) noexcept {
 void ConnectionManager::connect_locked(NodeLink &link) noexcept {
     if (link.state_ != NodeLink::State::idle || finalizing_) return;
     if (config_.max_ini_qps != 0 && live_ini_ >= config_.max_ini_qps) return;
-    (void)start(link);
+    start_later(link);
+}
+
+void ConnectionManager::start_later(NodeLink &link) noexcept {
+    if (link.start_pending_) return;
+    try {
+        to_start_.push_back(&link);
+        link.start_pending_ = true;
+    } catch (...) {  // out of memory: as if no QP could be made
+        fail(link, "out of memory while starting a connection");
+    }
+}
+
+// The links wanted since the last tick get their INI QP and first CONNECT (under the manager's mutex only).
+void ConnectionManager::start_wanted() noexcept {
+    Guard g(*this);
+    std::vector<NodeLink *> links;
+    links.swap(to_start_);
+    for (NodeLink *link : links) {
+        link->start_pending_ = false;
+        if (link->state_ != NodeLink::State::idle) continue;
+        if (config_.max_ini_qps != 0 && live_ini_ >= config_.max_ini_qps) {
+            link->state_ = NodeLink::State::waiting;  // room is made by the next tick
+            waiting_.push_back(link);
+            continue;
+        }
+        (void)start(*link);
+    }
 }
 
 // A send queued on a link that is not open: connect it, making room under the cap first if needed.
@@ -97,7 +124,7 @@ void ConnectionManager::wanted(NodeLink &link) noexcept {
         (void)make_room();
         return;
     }
-    (void)start(link);
+    start_later(link);
 }
 
 bool ConnectionManager::start(NodeLink &link) noexcept {
@@ -269,6 +296,7 @@ bool ConnectionManager::make_room() noexcept {
 
 void ConnectionManager::tick() noexcept {
     std::vector<Deferred> work;
+    host_.lock_queues();
     {
         Guard g(*this);
         // Recorded work first: an ACCEPT that arrived while this process computed connects the link before its
@@ -283,6 +311,8 @@ void ConnectionManager::tick() noexcept {
         work.swap(deferred_);
     }
     run_deferred(work);
+    host_.unlock_queues();
+    start_wanted();
 }
 
 void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
@@ -370,7 +400,7 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
         NodeLink &link = *waiting_.front();
         waiting_.erase(waiting_.begin());
         link.state_ = NodeLink::State::idle;
-        (void)start(link);
+        start_later(link);
     }
     if (!waiting_.empty() && draining_.empty()) (void)make_room();
     resend_notices(now);
@@ -561,7 +591,7 @@ void ConnectionManager::answer_reject(const CmMessage &m) noexcept {
                 abandon(l);
                 l.owner_ = peer->rank;
                 host_.note(why + "; connecting through rank " + std::to_string(peer->rank) + " instead");
-                (void)start(l);
+                start_later(l);
                 return;
             }
         }

@@ -87,6 +87,10 @@ public:
     virtual void note(const std::string &what) noexcept = 0;
     // A timer was set (a connection started, a CLOSE is to be acknowledged): whoever serves timers looks again.
     virtual void timers_changed() noexcept {}
+    // Around what tick() does to the links' send queues (opening, draining, failing them): the lock their other
+    // users (senders, progress) hold, if any. Never held by the manager while it makes or readies a QP.
+    virtual void lock_queues() noexcept {}
+    virtual void unlock_queues() noexcept {}
 };
 
 // A QP made by the host, destroyed through it exactly once.
@@ -181,6 +185,7 @@ private:
     SendOp fence_;
     bool fence_posted_ = false;
     bool opening_ = false;  // accepted; tick() has yet to open its queue
+    bool start_pending_ = false;  // wanted; tick() makes its INI QP
 };
 
 const char *link_state_name(NodeLink::State state) noexcept;
@@ -290,12 +295,17 @@ private:
         CmMessage message;         // reject
         std::uint32_t node, rank;  // reciprocate
     };
-    bool drained_locked() const noexcept { return draining_.empty() && connecting_.empty() && waiting_.empty(); }
-    void refresh_due() noexcept {
-        due_.store(
-            !connecting_.empty() || !draining_.empty() || !waiting_.empty() || !notices_.empty() || !deferred_.empty(),
-            std::memory_order_relaxed);
+    bool drained_locked() const noexcept {
+        return draining_.empty() && connecting_.empty() && waiting_.empty() && to_start_.empty();
     }
+    void refresh_due() noexcept {
+        due_.store(!connecting_.empty() || !draining_.empty() || !waiting_.empty() || !notices_.empty() ||
+                       !deferred_.empty() || !to_start_.empty(),
+                   std::memory_order_relaxed);
+    }
+    // A connection is to be started: tick() makes its INI QP, outside the send queues' lock.
+    void start_later(NodeLink &link) noexcept;
+    void start_wanted() noexcept;
     void run_deferred(std::vector<Deferred> &work) noexcept;
     void tick_locked(std::uint64_t now) noexcept;
     struct OwnedTgt {
@@ -350,6 +360,7 @@ private:
     mutable std::mutex mutex_;
     std::atomic<bool> due_{false};
     std::vector<Deferred> deferred_;
+    std::vector<NodeLink *> to_start_;
     CmHost &host_;
     CmConfig config_;
     Counters uncounted_;  // until count_into() names the real ones

@@ -303,10 +303,13 @@ void PortTransport::flush_serving_notes() noexcept {
 
 void PortTransport::tick() noexcept {
     if (take_raised()) flush_serving_notes();
+    if (loopback_wanted_.exchange(false)) open_loopback();
     if (loopback_failure_ != nullptr) {
         const std::string why = loopback_error_;
         loopback_failure_ = nullptr;
+        lock_queues();
         loopback_queue_->fail(IBV_WC_GENERAL_ERR);
+        unlock_queues();
         if (listener_.link_failed) listener_.link_failed(nullptr, "cannot set up on-node XRC QPs: " + why);
     }
     cm_->tick();
@@ -465,20 +468,28 @@ void PortTransport::note(const std::string &what) noexcept {
 
 // -------------------------------------------------------------------------------------------------- loopback
 
-void PortTransport::loopback_blocked(void *self) noexcept { static_cast<PortTransport *>(self)->open_loopback(); }
+// Inside a send (maybe under the queues' lock): the QPs are made by the next tick(), outside it.
+void PortTransport::loopback_blocked(void *self) noexcept {
+    auto *t = static_cast<PortTransport *>(self);
+    t->loopback_wanted_.store(true);
+    t->raise();
+}
 
 // The first on-node send through the HCA: the sender makes both ends, its INI QP and a TGT QP in the node's shared
 // XRC domain, through which it reaches every local rank's SRQ. The TGT QP lives as long as the sender, which
 // leaves only when every local rank has stopped receiving (leave_node).
 void PortTransport::open_loopback() noexcept {
-    if (loopback_ini_ || loopback_failure_ != nullptr || loopback_queue_->broken()) return;
+    lock_queues();
+    const bool wanted = !loopback_ini_ && loopback_failure_ == nullptr && !loopback_queue_->broken();
+    unlock_queues();
+    if (!wanted) return;
     std::string error;
     QpPtr ini(create_ini(error));
     QpPtr tgt;
     if (ini) tgt.reset(create_tgt(address_, ini->qp_num, error));
     if (ini && tgt && !(error = connect_ini(ini.get(), address_, tgt->qp_num)).empty()) tgt.reset();
     if (!ini || !tgt || !reserve_completions(cm_->live_ini_qps())) {
-        // Failing here would complete the send that is being queued inside its own post: report it from tick().
+        // Reported by tick(), with the queue's other failures.
         loopback_error_ = error.empty() ? "the completion queue cannot grow" : error;
         loopback_failure_ = "loopback";
         return;
@@ -487,7 +498,9 @@ void PortTransport::open_loopback() noexcept {
     loopback_tgt_ = std::move(tgt);
     count_connection_opened(*counters_);
     changed();
+    lock_queues();
     loopback_queue_->open(loopback_ini_.get());
+    unlock_queues();
 }
 
 PathSettings PortTransport::path_toward(const PortAddress &remote) const noexcept {

@@ -73,6 +73,9 @@ public:
         // A QP was made, readied, opened or destroyed, or a connection failed: what describe() says has changed.
         // Called from inside the connection manager, before its own lists are updated: note it, read it later.
         std::function<void()> changed;
+        // The lock the send queues' users hold (MPI_THREAD_MULTIPLE), taken by tick() around what it does to the
+        // queues; null: none. Recursive: tick() may run inside a callback that holds it.
+        std::function<void()> lock_queues, unlock_queues;
     };
 
     PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port, const TransportConfig &config,
@@ -127,7 +130,7 @@ public:
     void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept { cm_->hold_tgt(tgt_qpn, ini_qpn); }
     // Connection timers are running, or work was recorded for progress: tick() wants calling from progress.
     bool busy() const noexcept {
-        return cm_->busy() || service_due_.load(std::memory_order_relaxed) || loopback_failure_ != nullptr;
+        return cm_->busy() || service_due_.load(std::memory_order_relaxed);
     }
     // Progress: the connection manager's tick, and what the serving thread recorded for the listener.
     void tick() noexcept;
@@ -160,6 +163,12 @@ private:
     void note(const std::string &what) noexcept override;
     void timers_changed() noexcept override {
         if (wake_) wake_();
+    }
+    void lock_queues() noexcept override {
+        if (listener_.lock_queues) listener_.lock_queues();
+    }
+    void unlock_queues() noexcept override {
+        if (listener_.unlock_queues) listener_.unlock_queues();
     }
 
     // Our path settings toward a remote port: the common MTU, and a GRH when it is in another subnet.
@@ -205,6 +214,7 @@ private:
     QpPtr loopback_tgt_;
     SendOp loopback_fence_;
     const char *loopback_failure_ = nullptr;
+    std::atomic<bool> loopback_wanted_{false};  // a send queued: tick() makes the pair
     std::string loopback_error_;
     Counters uncounted_;  // until count_into() names the real ones
     Counters *counters_ = &uncounted_;
