@@ -82,6 +82,11 @@ struct mca_btl_xrc_component_t {
     std::unique_ptr<mca_btl_xrc_job_t> job;
     // Progress calls until the status record is looked at again (btl_xrc_status.cc): 1 after a connection event.
     uint32_t status_countdown;
+
+    // A process that exits without closing the component (MPI_Abort, exit() before MPI_Finalize) leaves its
+    // modules to the kernel, as a process's verbs objects are: destroying them from a static destructor would call
+    // into Open MPI and the verbs library while those are being torn down.
+    ~mca_btl_xrc_component_t();
 };
 
 // What a peer's RDMA needs of a registration: our half (lkey) and the remote half (rkey).

@@ -235,6 +235,10 @@ int xrc_progress() noexcept {
 
 }  // namespace
 
+mca_btl_xrc_component_t::~mca_btl_xrc_component_t() {
+    for (auto &module : modules) (void)module.release();
+}
+
 extern "C" {
 // The one symbol the plugin exports (see btl_xrc.map). Designated initialisers: members in declaration order.
 __attribute__((visibility("default"))) mca_btl_xrc_component_t mca_btl_xrc_component = {
