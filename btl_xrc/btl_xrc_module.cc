@@ -38,10 +38,24 @@ void wire_up(mca_btl_xrc_module_t *m) {
                     m->transport->port_num(), map.node_count() - 1);
 }
 
+int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
+                     mca_btl_base_endpoint_t **endpoints, opal_bitmap_t *reachable) noexcept;
+
 int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
                   opal_bitmap_t *reachable) noexcept {
     auto *m = as_xrc(btl);
-    const BtlXrcLock guard(&m->lock);
+    int rc;
+    {
+        const BtlXrcLock guard(&m->lock);
+        rc = add_procs_locked(m, btl, nprocs, procs, endpoints, reachable);
+    }
+    // Eager mode: the connections wire_up recorded are started now, during MPI_Init, outside the module's lock.
+    if (m->transport->busy()) m->transport->tick();
+    return rc;
+}
+
+int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
+                     mca_btl_base_endpoint_t **endpoints, opal_bitmap_t *reachable) noexcept {
     try {
         wire_up(m);
         mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
