@@ -124,7 +124,7 @@ void mca_btl_xrc_async_event(mca_btl_xrc_module_t *m, const ibv_async_event &eve
 namespace {
 
 // The rings and the completion queue, under the module's lock.
-int poll_module(mca_btl_xrc_module_t *m) noexcept {
+[[gnu::always_inline]] inline int poll_module(mca_btl_xrc_module_t *m) noexcept {
     // A call that found eager RDMA messages has done its work: the completion queue (send completions, SRQ
     // messages) waits for the next call, but never more than kMaxCqSkips calls, so a peer that keeps its ring
     // full cannot starve the others.
