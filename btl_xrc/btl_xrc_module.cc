@@ -10,9 +10,13 @@
 
 #include <arpa/inet.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <new>
+
+#include <unistd.h>
 
 namespace {
 
@@ -32,7 +36,7 @@ void wire_up(mca_btl_xrc_module_t *m) {
         if (node == my_node) continue;
         const uint32_t owner = map.tgt_owner(job.my_rank, node);
         const xrc::PortAddress *address = job.port_address(owner, m->index);
-        if (address != nullptr) m->transport->connect_node(address->node_id, owner);
+        if (address != nullptr) m->transport->connect_node(*address, owner);
     }
     BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u: connecting to %zu nodes (eager)", m->transport->device_name().c_str(),
                     m->transport->port_num(), map.node_count() - 1);
@@ -301,6 +305,7 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     if (!progress_until(m, [m] { return m->transport->finished(); }, wait))
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: connections still open after %d s at finalize", opal_process_info.nodename,
                         wait);
+    const uint32_t lost = m->finalize_errors;
     mca_btl_xrc_report_counters(m);
     mca_btl_xrc_status_module_done(m);
     mca_btl_xrc_async_fini(m);
@@ -320,6 +325,15 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     delete m->transport;  // every QP, the UD channel, SRQs, the XRC domain, CQ and PD, in that order
     m->transport = nullptr;
     delete m;
+    if (lost != 0) {
+        // Nobody above is left to tell (ob1 and the error handlers are gone), and an exit status of 0 would say
+        // every message arrived. The job's launcher sees the failure; the device's objects are released above.
+        opal_output(0, "btl:xrc: %s: %u error(s) during MPI_Finalize: exiting with status 1",
+                    opal_process_info.nodename, lost);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(EXIT_FAILURE);
+    }
     return OPAL_SUCCESS;
 }
 

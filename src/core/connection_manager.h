@@ -30,6 +30,7 @@
 #pragma once
 
 #include "address.h"
+#include "async_event_policy.h"
 #include "cm_message.h"
 #include "counters.h"
 #include "peer.h"
@@ -109,7 +110,8 @@ struct CmConfig {
     std::uint32_t my_rank = 0;
     std::uint32_t jobid = 0;
     std::uint32_t port_index = 0;
-    std::uint32_t my_node = 0;
+    std::uint32_t my_node = 0;        // the launcher's node id: a label for messages
+    std::uint64_t my_port = 0;        // port_identity() of this process's address: what "my node" means here
     std::uint64_t my_token = 0;
     std::uint32_t queue_depth = 512;
     std::uint32_t signal_interval = 32;
@@ -177,8 +179,12 @@ public:
     // Where connections and datagrams are counted (the module's counters; they outlive the manager).
     void count_into(Counters *counters) noexcept { counters_ = counters != nullptr ? counters : &uncounted_; }
 
-    // The link to `node` (made idle on first use; `owner` is the rank it will connect through).
-    NodeLink &link_for(std::uint32_t node, std::uint32_t owner);
+    // The link to the node of the port `port` (port_identity() of its addresses), labelled `node` in messages
+    // (made idle on first use; `owner` is the rank it will connect through).
+    NodeLink &link_for(std::uint64_t port, std::uint32_t node, std::uint32_t owner);
+    NodeLink &link_for(const PortAddress &address, std::uint32_t owner) {
+        return link_for(port_identity(address), address.node_id, owner);
+    }
     // `peer` is on the link's node: it sends through the link's queue and is told when a connection starts.
     void attach(Peer &peer, NodeLink &link);
     void detach(Peer &peer) noexcept;
@@ -190,10 +196,25 @@ public:
     // A message flagged kImmFirst arrived through the TGT QP `tgt_qpn` from the INI QP `ini_qpn`.
     void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept;
 
-    // Timers are running (connections being made or drained, CLOSEs unacknowledged): tick() wants calling.
+    // Timers are running (connections being made or drained, CLOSEs unacknowledged, or the port held): tick()
+    // wants calling.
     bool busy() const noexcept {
-        return !connecting_.empty() || !draining_.empty() || !waiting_.empty() || !notices_.empty();
+        return held_ || !connecting_.empty() || !draining_.empty() || !waiting_.empty() || !notices_.empty();
     }
+
+    // The port went down: nothing new is posted on any INI QP (sends queue, in order, as on a link being
+    // connected; what was posted stays with the HCA, which retransmits it), connections being made or closed keep
+    // their datagrams going but never give up while held. Idempotent.
+    void hold() noexcept;
+    // The port is back: queued sends go out, and connections under way get their full timeout again from now.
+    void resume() noexcept;
+    bool held() const noexcept { return held_; }
+    // The link whose send queue `queue` is, or null.
+    const NodeLink *link_of(const SendQueue &queue) const noexcept;
+    // True when `op` is a link's drain fence (posted by this manager, owned by no upper layer).
+    bool is_fence(const SendOp *op) const noexcept;
+    // Who the QP numbered `qp_num` belongs to among this manager's INI QPs, TGT QPs and handles.
+    QpRole role_of(std::uint32_t qp_num) const noexcept;
     void tick() noexcept;
 
     // Finalize: every link drains (its fence retires what was posted) and is closed, new CONNECTs are refused.
@@ -250,6 +271,8 @@ private:
     bool start(NodeLink &link) noexcept;
     void send_connect(NodeLink &link, std::uint64_t now) noexcept;
     void give_up(NodeLink &link, const std::string &why) noexcept;
+    void retract(NodeLink &link, std::uint32_t tgt_qpn) noexcept;
+    void notice(std::uint32_t rank, std::uint32_t generation, std::uint32_t ini_qpn, std::uint32_t tgt_qpn) noexcept;
     void abandon(NodeLink &link) noexcept;
     void drop_ini(NodeLink &link) noexcept;
     void fail(NodeLink &link, const std::string &why) noexcept;
@@ -278,7 +301,8 @@ private:
     std::uint32_t next_generation_ = 0;
     std::size_t live_ini_ = 0;
     bool finalizing_ = false;
-    std::unordered_map<std::uint32_t, std::unique_ptr<NodeLink>> links_;  // by node
+    bool held_ = false;
+    std::unordered_map<std::uint64_t, std::unique_ptr<NodeLink>> links_;  // by port_identity()
     std::vector<NodeLink *> connecting_, connected_, draining_, waiting_;
     std::size_t clock_hand_ = 0;
     std::unordered_map<std::uint64_t, OwnedTgt> owned_;          // by (sender, generation)

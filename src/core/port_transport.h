@@ -15,6 +15,7 @@
 #include "counters.h"
 #include "device_discovery.h"
 #include "peer.h"
+#include "port_health.h"
 #include "qp_attr.h"
 #include "receive_queue_spec.h"
 #include "recv_pool.h"
@@ -45,6 +46,7 @@ struct TransportConfig {
     unsigned local_ranks = 1;   // the job's ranks on this node (they share the XRC domain)
     std::uint32_t expected_links = 4;  // completion queue room made at start (eager mode: every remote node)
     std::uint32_t cm_receives = 512;
+    std::uint64_t port_down_grace_us = 0;  // how long the port may stay down (0: forever)
     CmConfig cm;  // my_rank, jobid, port_index, my_node, cap, timers (token and depths are filled in here)
 };
 
@@ -88,8 +90,8 @@ public:
     // `peer` (rank and modex address given) sends through the link to its node, or the loopback queue.
     void attach(Peer &peer, const PortAddress &address);
     void detach(Peer &peer) noexcept { cm_->detach(peer); }
-    // Eager mode: connect to `node` now, through `owner`.
-    void connect_node(std::uint32_t node, std::uint32_t owner);
+    // Eager mode: connect now to the node of `target` (the address of `owner` there), through `owner`.
+    void connect_node(const PortAddress &target, std::uint32_t owner);
 
     // Where connections, the connection manager's datagrams and registrations are counted (the module's
     // counters; they outlive the transport).
@@ -99,8 +101,25 @@ public:
     void on_cm_completion(const ibv_wc &wc) noexcept;
     // A message flagged kImmFirst arrived through the TGT QP `tgt_qpn` (wc.qp_num) from `ini_qpn` (wc.src_qp).
     void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept { cm_->hold_tgt(tgt_qpn, ini_qpn); }
-    // Connection timers are running: tick() wants calling from progress.
+    // Connection timers are running, or the port is down: tick() wants calling from progress.
     bool busy() const noexcept { return cm_->busy() || loopback_failure_ != nullptr; }
+
+    // The port went down (PORT_ERR, or a query found it not active): new posts on every send queue of the port are
+    // held (they queue in order; nothing fails), what is in flight stays with the HCA. True when it was up.
+    bool port_down() noexcept;
+    // The port is active again: what was held goes out. True when it was down.
+    bool port_up() noexcept;
+    const PortHealth &health() const noexcept { return health_; }
+    // The port has been down longer than the grace period (port_down_grace_us).
+    bool port_grace_expired() noexcept { return health_.grace_expired(now_us()); }
+    // What `op` is when the transport itself posted it (a link's drain fence, the loopback fence): a description;
+    // null for an operation of the upper layer. Error paths only (a search over the links).
+    const char *own_operation(const SendOp *op) const noexcept;
+    // The link whose send queue `queue` is; null for the loopback queue (or an unknown one).
+    const NodeLink *link_of(const SendQueue &queue) const noexcept { return cm_->link_of(queue); }
+    bool is_loopback(const SendQueue &queue) const noexcept { return &queue == loopback_queue_.get(); }
+    // Who the QP numbered `qp_num` belongs to on this port (INI, TGT, handle, loopback, the CM's UD QP).
+    QpRole role_of(std::uint32_t qp_num) const noexcept;
     void tick() noexcept;
 
     // True when no operation that reports its completion is outstanding or queued on any send queue.
@@ -166,6 +185,8 @@ private:
     QpPtr loopback_tgt_;
     SendOp loopback_fence_;
     const char *loopback_failure_ = nullptr;
+    PortHealth health_;
+    bool finalizing_ = false;
     std::string loopback_error_;
     Counters uncounted_;  // until count_into() names the real ones
     Counters *counters_ = &uncounted_;
