@@ -122,7 +122,7 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const ibv_async_event &ev
                     if (grace == 0)
                         snprintf(limit, sizeof(limit), "without limit");
                     else
-                        snprintf(limit, sizeof(limit), "for up to %.1f s", double(grace) / 1e6);
+                        snprintf(limit, sizeof(limit), "for up to %.3g s", double(grace) / 1e6);
                     opal_output(0, "btl:xrc: %s: %s (btl_xrc_port_down_grace: %s)", where(target).c_str(),
                                 d.what.c_str(), limit);
                 }
@@ -152,6 +152,12 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const ibv_async_event &ev
                     (void)static_cast<xrc::RecvPool *>(event.element.srq->srq_context)->arm_limit();
                 break;
             case xrc::EventVerdict::fatal: {
+                if (target->finalizing) {
+                    // Work still draining fails through its completions (and is counted there); the event
+                    // itself only says why.
+                    opal_output(0, "btl:xrc: %s: %s (during MPI_Finalize)", where(target).c_str(), d.what.c_str());
+                    break;
+                }
                 mca_btl_base_endpoint_t *endpoint = nullptr;
                 std::string what = d.what;
                 if (d.peer_rank != UINT32_MAX) {

@@ -91,7 +91,7 @@ void check_port_grace(mca_btl_xrc_module_t *m) {
     m->port_failure_reported = true;
     char what[256];
     snprintf(what, sizeof(what),
-             "the port has been down for more than %.1f s (btl_xrc_port_down_grace): giving up on the sends held "
+             "the port has been down for more than %.3g s (btl_xrc_port_down_grace): giving up on the sends held "
              "since it went down",
              double(m->transport->health().grace_us()) / 1e6);
     mca_btl_xrc_report_error(m, nullptr, what);

@@ -6,8 +6,8 @@
  *
  * usage: steady SECONDS [STOP-FILE]
  * Runs at least SECONDS, and with STOP-FILE until that file exists too (so a test's faults all land inside the job,
- * however slowly the machine runs them). Prints "steady: traffic" after the first round, and at the end "steady: OK|FAILED rounds=N errors=E"; exits
- * non-zero on any error.
+ * however slowly the machine runs them). Prints "steady: traffic" after the first round, and at the end "steady:
+ * OK|FAILED rounds=N errors=E"; exits non-zero on any error.
  */
 #include "mix64.h"
 
@@ -16,17 +16,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const size_t kSizes[] = {64, 8192, 262144};
 
-static unsigned char pattern(int src, int dst, long round, size_t i)
-{
+static unsigned char pattern(int src, int dst, long round, size_t i) {
     return (unsigned char)mix64(((uint64_t)src << 48) ^ ((uint64_t)dst << 32) ^ ((uint64_t)round << 20) ^ i);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -76,6 +75,10 @@ int main(int argc, char **argv)
     free(sbuf);
     free(rbuf);
     free(reqs);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     MPI_Finalize();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (rank == 0) printf("steady: finalize %.3f s\n", (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
     return total ? 1 : 0;
 }
