@@ -302,8 +302,10 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     static const mca_btl_active_message_callback_t no_receive_callbacks[MCA_BTL_TAG_MAX] = {};
     m->receive_callbacks = no_receive_callbacks;
     m->transport->begin_finalize();
-    // A port that stayed down past its grace will carry nothing more: no reason to wait out finalize_wait.
-    if (!progress_until(m, [m] { return m->transport->finished() || m->port_failure_reported; }, wait))
+    // A port that stayed down past its grace, or work that failed here (the process will exit with an error, and
+    // the peers it cannot reach will not answer): no reason to wait out finalize_wait.
+    if (!progress_until(
+            m, [m] { return m->transport->finished() || m->port_failure_reported || m->finalize_errors != 0; }, wait))
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: connections still open after %d s at finalize", opal_process_info.nodename,
                         wait);
     const uint32_t lost = m->finalize_errors;
