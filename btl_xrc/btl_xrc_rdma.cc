@@ -216,9 +216,14 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
     if (m->transport->is_loopback(queue)) {
         toward = "a rank on this node (HCA loopback)";
     } else if (const xrc::NodeLink *link = m->transport->link_of(queue); link != nullptr) {
-        toward = "node " + std::to_string(link->node()) + " (through rank " + std::to_string(link->owner()) + " on " +
-                 mca_btl_xrc_component.job->hostname_of(link->owner()) + ")";
-        if (auto it = m->endpoints->find(link->owner()); it != m->endpoints->end()) endpoint = it->second;
+        // The link's rank stands for the node: the report names it as the peer when this process has an endpoint
+        // for it, here otherwise.
+        toward = "node " + std::to_string(link->node());
+        if (auto it = m->endpoints->find(link->owner()); it != m->endpoints->end() && it->second->proc != nullptr)
+            endpoint = it->second;
+        else
+            toward += " (through rank " + std::to_string(link->owner()) + " on " +
+                      mca_btl_xrc_component.job->hostname_of(link->owner()) + ")";
     } else {
         toward = "an unknown node";
     }
