@@ -52,6 +52,7 @@ struct mca_btl_xrc_params_t {
     int eager_max_nodes;   // auto: eager up to this many nodes
     int max_ini_qps;       // 0: no cap
     int connect_timeout;   // seconds
+    int port_down_grace;   // seconds a port may stay down; -1: the retry budget of timeout and retry_count
     int cm_receives;
     int finalize_wait;     // seconds
     int status_interval;   // seconds; 0: status record on connection events only; -1: none
@@ -153,6 +154,11 @@ struct mca_btl_xrc_module_t {
     // Traffic, connections, receive-side events, registered memory: MPI_T pvars (btl_xrc_pvars.cc), and the
     // summary at finalize (btl_xrc_verbose >= 10).
     xrc::Counters counters;
+    // The port stayed down past btl_xrc_port_down_grace and that was reported: not again.
+    bool port_failure_reported;
+    // Errors reported during finalize: operations accepted earlier that were not delivered. The process then
+    // exits with a failure status (no upper layer is left to hear of them).
+    uint32_t finalize_errors;
 };
 
 struct mca_btl_base_endpoint_t;
@@ -188,6 +194,12 @@ int mca_btl_xrc_module_init(mca_btl_xrc_module_t *module) noexcept;
 int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *module) noexcept;
 void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,
                               const char *what) noexcept;
+// Does what one asynchronous event of the device calls for (src/core/async_event_policy.h decides), on the module
+// the event is about (several ports of one device share a context, and so an async fd). Progress context only: a
+// fatal event calls the upper layer's error callback.
+void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *module, const struct ibv_async_event &event) noexcept;
+// The port's grace period in microseconds (btl_xrc_port_down_grace, or the retry budget), 0 for no limit.
+uint64_t mca_btl_xrc_port_down_grace_us() noexcept;
 // A connection failed (its sends have completed with an error): reported with the rank it went through.
 void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *module, const xrc::NodeLink *link,
                                      const std::string &why) noexcept;

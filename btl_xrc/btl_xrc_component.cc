@@ -97,6 +97,7 @@ xrc::TransportConfig transport_config(const xrc::ReceiveQueueSpec &spec, const m
     c.cm.max_ini_qps = static_cast<uint32_t>(P.max_ini_qps);
     c.cm.connect_timeout_us = static_cast<uint64_t>(P.connect_timeout) * 1000000u;
     c.served = P.async_progress;
+    c.port_down_grace_us = mca_btl_xrc_port_down_grace_us();
     return c;
 }
 

@@ -9,6 +9,8 @@
 #include "src/core/port_transport.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -271,9 +273,17 @@ int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *m) noexcept {
                 mca_btl_xrc_deliver(m, reg, message.tag, const_cast<unsigned char *>(message.data), message.length,
                                     r.writer);
                 r.busy = false;
+            } else if (message.well_formed) {
+                BTL_XRC_VERBOSE(1, "btl:xrc: dropped an eager RDMA message (tag %u): no handler", message.tag);
             } else {
-                BTL_XRC_VERBOSE(1, "btl:xrc: dropped an eager RDMA message (tag %u)%s", message.tag,
-                                message.well_formed ? ": no handler" : " with a malformed footer: ring no longer polled");
+                // The writer's messages from here on would never be read and it would stall waiting for credits:
+                // a hang. The ring's bytes cannot be trusted, so neither can the ones before: end the job.
+                char what[256];
+                snprintf(what, sizeof(what),
+                         "an eager RDMA message's footer failed its check (tag %u, at position %llu of the ring this "
+                         "process granted): the ring's data cannot be trusted",
+                         message.tag, static_cast<unsigned long long>(r.ring.consumed()));
+                mca_btl_xrc_report_error(m, r.writer, what);
             }
             r.ring.release(message);
             ++handled;

@@ -11,9 +11,13 @@
 
 #include <arpa/inet.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
+
+#include <unistd.h>
 
 namespace {
 
@@ -34,7 +38,7 @@ void wire_up(mca_btl_xrc_module_t *m) {
         if (node == my_node) continue;
         const uint32_t owner = map.tgt_owner(job.my_rank, node);
         const xrc::PortAddress *address = job.port_address(owner, m->index);
-        if (address != nullptr) m->transport->connect_node(address->node_id, owner);
+        if (address != nullptr) m->transport->connect_node(*address, owner);
     }
     BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u: connecting to %zu nodes (eager)", m->transport->device_name().c_str(),
                     m->transport->port_num(), map.node_count() - 1);
@@ -340,11 +344,15 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     static const mca_btl_active_message_callback_t no_receive_callbacks[MCA_BTL_TAG_MAX] = {};
     m->receive_callbacks = no_receive_callbacks;
     m->transport->begin_finalize();
-    if (!progress_until(m, [m] { return m->transport->finished(); }, wait))
+    // A port that stayed down past its grace, or work that failed here (the process will exit with an error, and
+    // the peers it cannot reach will not answer): no reason to wait out finalize_wait.
+    if (!progress_until(
+            m, [m] { return m->transport->finished() || m->port_failure_reported || m->finalize_errors != 0; }, wait))
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: connections still open after %d s at finalize", opal_process_info.nodename,
                         wait);
     mca_btl_xrc_service_stop(m);  // before anything it serves goes
     m->transport->tick();         // what it recorded last (notes, status)
+    const uint32_t lost = m->finalize_errors;
     mca_btl_xrc_report_counters(m);
     mca_btl_xrc_status_module_done(m);
     mca_btl_xrc_async_fini(m);
@@ -355,6 +363,15 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     mca_btl_xrc_rdma_fini(m);
     m->transport.reset();  // every QP, the UD channel, SRQs, the XRC domain, CQ and PD, in that order
     OBJ_DESTRUCT(&m->lock);
+    if (lost != 0) {
+        // Nobody above is left to tell (ob1 and the error handlers are gone), and an exit status of 0 would say
+        // every message arrived. The job's launcher sees the failure; the device's objects are released above.
+        opal_output(0, "btl:xrc: %s: %u error(s) during MPI_Finalize: exiting with status 1",
+                    opal_process_info.nodename, lost);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(EXIT_FAILURE);
+    }
     return OPAL_SUCCESS;  // the module's memory stays the component's until it closes
 }
 

@@ -7,6 +7,7 @@
 #include "src/core/eager_rdma.h"
 #include "src/core/port_filter.h"
 #include "src/core/port_transport.h"
+#include "src/core/port_health.h"
 #include "src/core/receive_queue_spec.h"
 #include "src/core/text_list.h"
 
@@ -169,6 +170,11 @@ int mca_btl_xrc_register_params() noexcept {
             "peer is gone (with btl_xrc_async_progress 0 the peer's process must call MPI to answer: then raise it "
             "above the longest compute phase; 1-86400)", static_cast<int>(kCm.connect_timeout_us / 1000000u),
             &P.connect_timeout, OPAL_INFO_LVL_5);
+    reg_int("port_down_grace", "Seconds a port may stay down (link flap, cable reseated, subnet manager re-sweep) "
+            "before the job is ended: meanwhile new sends are held and what is in flight is retransmitted by the HCA "
+            "(-1: the HCA's own retry budget, 4.096 us * 2^btl_xrc_timeout * (btl_xrc_retry_count + 1), 34 s with "
+            "the defaults, and without limit when btl_xrc_timeout is 0; 0: without limit; -1-86400)", -1,
+            &P.port_down_grace, OPAL_INFO_LVL_4);
     reg_int("cm_receives", "Connection manager datagrams a process can hold before it drops new ones (they are "
             "retransmitted): raise it for all-to-all starts of very large jobs (16-65536)",
             static_cast<int>(kTransport.cm_receives), &P.cm_receives,
@@ -254,6 +260,8 @@ int mca_btl_xrc_validate_params() noexcept {
         fail(check_range("btl_xrc_eager_max_nodes", P.eager_max_nodes, 1, 1 << 20, ""));
         fail(check_range("btl_xrc_max_ini_qps", P.max_ini_qps, 0, 1 << 24, "0 = no cap"));
         fail(check_range("btl_xrc_connect_timeout", P.connect_timeout, 1, 86400, "seconds"));
+        fail(check_range("btl_xrc_port_down_grace", P.port_down_grace, -1, 86400,
+                         "seconds; -1 = the retry budget, 0 = no limit"));
         fail(check_range("btl_xrc_cm_receives", P.cm_receives, 16, 65536, ""));
         fail(check_range("btl_xrc_finalize_wait", P.finalize_wait, 1, 86400, "seconds"));
         fail(check_range("btl_xrc_status_interval", P.status_interval, -1, 86400,
@@ -298,4 +306,10 @@ bool mca_btl_xrc_explicitly_requested() noexcept {
     } catch (...) {
         return false;
     }
+}
+
+uint64_t mca_btl_xrc_port_down_grace_us() noexcept {
+    const auto &P = mca_btl_xrc_component.params;
+    if (P.port_down_grace >= 0) return static_cast<uint64_t>(P.port_down_grace) * 1000000u;
+    return xrc::retry_budget_us(static_cast<uint8_t>(P.timeout), static_cast<uint8_t>(P.retry_count));
 }

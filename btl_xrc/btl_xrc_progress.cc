@@ -94,34 +94,23 @@ void async_event_cb(int, short, void *arg) {
 // (the switch keeps the indentation it had inside the reading loop)
 void mca_btl_xrc_async_event(mca_btl_xrc_module_t *m, const ibv_async_event &event) noexcept {
         ++m->counters.async_events;
-        switch (event.event_type) {
-        case IBV_EVENT_SRQ_LIMIT_REACHED:
-            ++m->counters.srq_limit_events;
-            // Buffers are reposted as soon as each message is consumed: reaching the watermark means the
-            // process fell behind its senders. Re-arm and say so (RNR retry is the backstop).
-            BTL_XRC_VERBOSE(10, "btl:xrc: SRQ low watermark reached; buffers are reposted as messages are consumed");
-            if (event.element.srq != nullptr && event.element.srq->srq_context != nullptr)
-                (void)static_cast<xrc::RecvPool *>(event.element.srq->srq_context)->arm_limit();
-            break;
-        case IBV_EVENT_PORT_ERR:
-            mca_btl_xrc_report_error(m, nullptr, "the port went down");
-            break;
-        case IBV_EVENT_QP_FATAL:
-        case IBV_EVENT_QP_REQ_ERR:
-        case IBV_EVENT_QP_ACCESS_ERR:
-            mca_btl_xrc_report_error(m, nullptr, ibv_event_type_str(event.event_type));
-            break;
-        case IBV_EVENT_DEVICE_FATAL:
-            mca_btl_xrc_report_error(m, nullptr, "the device reported a fatal error");
-            break;
-        default:
-            BTL_XRC_VERBOSE(10, "btl:xrc: async event %s", ibv_event_type_str(event.event_type));
-            break;
-        }
+        mca_btl_xrc_act_on_event(m, event);
 }
 // clang-format on
 
 namespace {
+
+// The port has stayed down longer than btl_xrc_port_down_grace: the job ends, once.
+void check_port_grace(mca_btl_xrc_module_t *m) {
+    if (m->port_failure_reported || !m->transport->health().down() || !m->transport->port_grace_expired()) return;
+    m->port_failure_reported = true;
+    char what[256];
+    snprintf(what, sizeof(what),
+             "the port has been down for more than %.3g s (btl_xrc_port_down_grace): giving up on the sends held "
+             "since it went down",
+             double(m->transport->health().grace_us()) / 1e6);
+    mca_btl_xrc_report_error(m, nullptr, what);
+}
 
 // The rings and the completion queue, under the module's lock.
 [[gnu::always_inline]] inline int poll_module(mca_btl_xrc_module_t *m) noexcept {
@@ -162,6 +151,7 @@ int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
     if (OPAL_UNLIKELY(m->transport->busy())) {
         m->transport->tick();
         mca_btl_xrc_service_progress(m);
+        check_port_grace(m);
     }
     return events;
 }
@@ -196,8 +186,10 @@ void mca_btl_xrc_report_error(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *
     char message[640];
     snprintf(message, sizeof(message), "btl:xrc: %s: %s:%u: %s%s", opal_process_info.nodename,
              m->transport->device_name().c_str(), m->transport->port_num(), what, peer);
-    if (m->finalizing)
-        BTL_XRC_VERBOSE(1, "%s (at finalize)", message);
+    if (m->finalizing) {
+        ++m->finalize_errors;
+        opal_output(0, "%s (during MPI_Finalize: work accepted earlier was not delivered)", message);
+    }
     else if (m->error_cb != nullptr)
         m->error_cb(&m->super, MCA_BTL_ERROR_FLAGS_FATAL, proc, message);
     else

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <string>
 
 namespace {
 
@@ -208,14 +209,34 @@ int mca_btl_xrc_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t
 
 void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::SendQueue &queue,
                                           const ibv_wc &wc) noexcept {
-    char what[384], op[160];
+    char what[512], op[320];
     const xrc::SendOp *failed = queue.failed_op(wc);
     mca_btl_base_endpoint_t *endpoint = nullptr;
-    if (failed != nullptr) {
+    const char *own = failed != nullptr ? m->transport->own_operation(failed) : nullptr;
+    // Where the queue goes, for operations that name no peer of their own: the node's link (its rank and host),
+    // or this node's loopback.
+    std::string toward;
+    if (m->transport->is_loopback(queue)) {
+        toward = "a rank on this node (HCA loopback)";
+    } else if (const xrc::NodeLink *link = m->transport->link_of(queue); link != nullptr) {
+        // The link's rank stands for the node: the report names it as the peer when this process has an endpoint
+        // for it, here otherwise.
+        toward = "node " + std::to_string(link->node());
+        if (auto it = m->endpoints->find(link->owner()); it != m->endpoints->end() && it->second->proc != nullptr)
+            endpoint = it->second;
+        else
+            toward += " (through rank " + std::to_string(link->owner()) + " on " +
+                      mca_btl_xrc_component.job->hostname_of(link->owner()) + ")";
+    } else {
+        toward = "an unknown node";
+    }
+    if (own != nullptr) {  // the transport's own operation: no fragment behind it
+        snprintf(op, sizeof(op), "%s toward %s", own, toward.c_str());
+    } else if (failed != nullptr) {
         describe(*failed, op, sizeof(op));
         endpoint = frag_of(const_cast<xrc::SendOp *>(failed))->endpoint;
     } else {  // a request without an owner (inline, its data in the work request): only its node is known
-        snprintf(op, sizeof(op), "an inline send or RDMA write to node %u", queue.node());  // a NodeId
+        snprintf(op, sizeof(op), "an inline send or RDMA write to %s", toward.c_str());
     }
     // A port that went down makes operations fail before its event is read: say so.
     char port[64] = "";

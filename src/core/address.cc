@@ -48,6 +48,13 @@ private:
 
 }  // namespace
 
+std::uint64_t port_identity(const PortAddress &address) noexcept {
+    std::uint64_t guid = 0;
+    for (int i = 8; i < 16; ++i) guid = (guid << 8) | address.gid[i];
+    if (guid != 0) return guid;
+    return (std::uint64_t{1} << 63) | (std::uint64_t{address.lid} << 32) | address.node_id;
+}
+
 std::vector<std::uint8_t> encode_address(const ProcessAddress &address) {
     std::vector<std::uint8_t> out;
     Writer w(out);

@@ -42,6 +42,13 @@ struct PortAddress {
     bool operator==(const PortAddress &) const = default;
 };
 
+// Which HCA port an address is on, the identity routing rests on: two processes reach each other through the
+// HCA's loopback, and share a connection from a remote sender, exactly when they publish the same port. It is the
+// port GUID (the GID's interface id), which the fabric keeps unique (no hash: two nodes never look alike); an
+// address without one (a zero GID) falls back to its LID and the launcher's node id. The launcher's node id
+// alone is only a label for messages: it may be a hostname hash, or wrong (Slurm's PMIx before 25.05).
+std::uint64_t port_identity(const PortAddress &address) noexcept;
+
 struct ProcessAddress {
     std::vector<PortAddress> ports;
 

@@ -67,8 +67,11 @@ std::string decode_cm(std::span<const std::uint8_t> bytes, CmMessage &out) {
     if (m.token == 0) return "no token";
     if (m.generation == 0) return "generation 0";
     if (m.ini_qpn < 2 || m.ini_qpn > kMaxQpn) return "bad INI QP number";
+    // CLOSE (and its ACK) may name no TGT QP: an initiator that gave up before it heard which one was made.
     const bool names_tgt = m.type == CmType::Accept || m.type == CmType::Close || m.type == CmType::CloseAck;
-    if (names_tgt ? (m.tgt_qpn < 2 || m.tgt_qpn > kMaxQpn) : m.tgt_qpn != 0) return "bad TGT QP number";
+    const bool tgt_optional = m.type == CmType::Close || m.type == CmType::CloseAck;
+    if (names_tgt ? ((m.tgt_qpn < 2 && !(tgt_optional && m.tgt_qpn == 0)) || m.tgt_qpn > kMaxQpn) : m.tgt_qpn != 0)
+        return "bad TGT QP number";
     out = m;
     return {};
 }

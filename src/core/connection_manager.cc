@@ -45,13 +45,13 @@ ConnectionManager::~ConnectionManager() {
     opened_.clear();
 }
 
-NodeLink &ConnectionManager::link_for(std::uint32_t node, std::uint32_t owner) {
+NodeLink &ConnectionManager::link_for(std::uint64_t port, std::uint32_t node, std::uint32_t owner) {
     Guard g(*this);
-    return link_for_locked(node, owner);
+    return link_for_locked(port, node, owner);
 }
 
-NodeLink &ConnectionManager::link_for_locked(std::uint32_t node, std::uint32_t owner) {
-    auto &slot = links_[node];
+NodeLink &ConnectionManager::link_for_locked(std::uint64_t port, std::uint32_t node, std::uint32_t owner) {
+    auto &slot = links_[port];
     if (!slot) slot = std::make_unique<NodeLink>(*this, node, owner, config_.queue_depth, config_.signal_interval);
     return *slot;
 }
@@ -206,6 +206,22 @@ void ConnectionManager::give_up(NodeLink &link, const std::string &why) noexcept
     host_.note("connection to node " + std::to_string(link.node_) + " not made (nothing to send yet): " + why);
 }
 
+// An attempt given up after its CONNECT went out: the target may have made a TGT QP (its ACCEPT lost or late), so
+// it is told to close it (`tgt_qpn` when known, 0: whatever it made for that generation).
+void ConnectionManager::retract(NodeLink &link, std::uint32_t tgt_qpn) noexcept {
+    if (link.attempts_ == 0 || link.state_ != NodeLink::State::connecting) return;
+    notice(link.owner_, link.generation_, link.ini_qpn(), tgt_qpn);
+}
+
+void ConnectionManager::notice(std::uint32_t rank, std::uint32_t generation, std::uint32_t ini_qpn,
+                               std::uint32_t tgt_qpn) noexcept {
+    for (const CloseNotice &n : notices_)
+        if (n.rank == rank && n.generation == generation) return;
+    const std::uint64_t now = host_.now_us();
+    notices_.push_back(
+        {rank, generation, ini_qpn, tgt_qpn, 0, now, config_.first_retry_us, now + config_.connect_timeout_us});
+}
+
 // A connection attempt ends without an answer that counts: back to idle, queued sends stay queued.
 void ConnectionManager::abandon(NodeLink &link) noexcept {
     unlist(connecting_, link);
@@ -224,9 +240,9 @@ void ConnectionManager::fail(NodeLink &link, const std::string &why) noexcept {
     ++counters_->connection_failures;
     // Reported and its sends completed by tick(), outside the mutex: their owners may send again from there.
     try {
-        deferred_.push_back({Deferred::Kind::fail, &link, link.generation_, why, {}, 0, 0});
+        deferred_.push_back({Deferred::Kind::fail, &link, link.generation_, why, {}, 0, 0, 0});
     } catch (...) {
-        deferred_.push_back({Deferred::Kind::fail, &link, link.generation_, {}, {}, 0, 0});
+        deferred_.push_back({Deferred::Kind::fail, &link, link.generation_, {}, {}, 0, 0, 0});
     }
 }
 
@@ -323,7 +339,8 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
                 ibv_qp *qp = nullptr;
                 {
                     Guard g(*this);
-                    if (link.opening_ && link.state_ == NodeLink::State::connected && link.generation_ == d.generation)
+                    if (link.opening_ && link.state_ == NodeLink::State::connected && link.generation_ == d.generation &&
+                        !held_)
                         qp = link.ini_.get();
                     link.opening_ = false;
                 }
@@ -346,7 +363,7 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
             }
             case Deferred::Kind::reciprocate: {
                 Guard g(*this);
-                if (!finalizing_) connect_locked(link_for_locked(d.node, d.rank));
+                if (!finalizing_) connect_locked(link_for_locked(d.port, d.node, d.rank));
                 break;
             }
         }
@@ -369,7 +386,8 @@ std::uint64_t ConnectionManager::tick_timers() noexcept {
 void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
     for (std::size_t i = 0; i < connecting_.size();) {
         NodeLink &link = *connecting_[i];
-        if (now >= link.deadline_us_) {
+        if (now >= link.deadline_us_ && !held_) {
+            retract(link, 0);
             give_up(link, "no answer from rank " + std::to_string(link.owner_) + "'s connection manager within " +
                               std::to_string(config_.connect_timeout_us / 1000000) + " s (" +
                               std::to_string(link.attempts_) + " CONNECT datagrams sent)");
@@ -384,7 +402,7 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
             fail(link, "the connection failed while it was being closed");
             continue;
         }
-        if (link.queue_.needs_fence() && !link.fence_posted_) {
+        if (link.queue_.needs_fence() && !link.fence_posted_ && !held_) {
             const PortAddress *owner = host_.address_of(link.owner_);
             link.fence_.wr.imm_data = htonl(kImmMarker | kImmNop);
             link.fence_.wr.qp_type.xrc.remote_srqn = owner != nullptr ? owner->srqs.front().srq_num : 0;
@@ -410,7 +428,7 @@ void ConnectionManager::resend_notices(std::uint64_t now) noexcept {
     for (std::size_t i = 0; i < notices_.size();) {
         CloseNotice &n = notices_[i];
         const PortAddress *to = host_.address_of(n.rank);
-        if (to == nullptr || now >= n.deadline_us) {
+        if (to == nullptr || (now >= n.deadline_us && !held_)) {
             host_.note("gave up telling rank " + std::to_string(n.rank) + " to close TGT QP " +
                        std::to_string(n.tgt_qpn));
             notices_.erase(notices_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -519,6 +537,22 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
         send(from, r);
         return;
     }
+    // A sender has one connection to this node at a time, and its generations only grow: a TGT QP we hold for an
+    // older one of its connections is stale (its CLOSE was lost, or never sent), destroyed now.
+    for (auto it = owned_.begin(); it != owned_.end();) {
+        if (it->second.sender == m.src_rank && it->second.generation < m.generation) {
+            host_.note("destroying TGT QP " + std::to_string(it->second.tgt.get()->qp_num) + " of rank " +
+                       std::to_string(m.src_rank) + "'s connection generation " +
+                       std::to_string(it->second.generation) + " (superseded by generation " +
+                       std::to_string(m.generation) + ")");
+            owned_qpns_.erase(it->second.tgt.get()->qp_num);
+            it = owned_.erase(it);
+            --counters_->tgt_qps;
+            count_connections_closed(*counters_, 1);
+        } else {
+            ++it;
+        }
+    }
     owned_.emplace(k, OwnedTgt{m.src_rank, m.generation, m.ini_qpn, HostQp(&host_, tgt)});
     owned_qpns_[tgt->qp_num] = m.src_rank;
     ++counters_->tgt_qps;
@@ -529,9 +563,10 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
     send(from, a);
     host_.note("accepted rank " + std::to_string(m.src_rank) + "'s connection (TGT QP " +
                std::to_string(tgt->qp_num) + ")");
-    if (config_.reciprocate && from.node_id != config_.my_node) {
+    if (config_.reciprocate && port_identity(from) != config_.my_port) {
         try {  // not here: starting a connection may grow the completion queue that progress polls
-            deferred_.push_back({Deferred::Kind::reciprocate, nullptr, 0, {}, {}, from.node_id, m.src_rank});
+            deferred_.push_back(
+                {Deferred::Kind::reciprocate, nullptr, 0, {}, {}, from.node_id, m.src_rank, port_identity(from)});
         } catch (...) {  // out of memory: the reverse connection is made by the first send instead
         }
     }
@@ -543,6 +578,7 @@ void ConnectionManager::on_accept(const CmMessage &m, const PortAddress &from) n
         if (link->owner_ != m.src_rank || link->ini_qpn() != m.ini_qpn) break;
         const std::string why = host_.connect_ini(link->ini_.get(), from, m.tgt_qpn);
         if (!why.empty()) {
+            retract(*link, m.tgt_qpn);
             fail(*link, why);
             return;
         }
@@ -555,22 +591,35 @@ void ConnectionManager::on_accept(const CmMessage &m, const PortAddress &from) n
         host_.note("connected to node " + std::to_string(link->node_) + " through rank " +
                    std::to_string(link->owner_) + " (INI QP " + std::to_string(m.ini_qpn) + " -> TGT QP " +
                    std::to_string(m.tgt_qpn) + ", " + std::to_string(link->attempts_) + " CONNECT datagrams)");
-        // The queue is opened (and queued sends go out) by tick(), in progress: sends that queue meanwhile keep
-        // their order behind the others.
+        // The queue is opened (and queued sends go out) by tick(), in progress, unless the port is held (then
+        // resume() opens it): sends that queue meanwhile keep their order behind the others.
         try {
-            deferred_.push_back({Deferred::Kind::open, link, link->generation_, {}, {}, 0, 0});
+            deferred_.push_back({Deferred::Kind::open, link, link->generation_, {}, {}, 0, 0, 0});
         } catch (...) {  // out of memory: the link cannot carry anything
             fail(*link, "out of memory while opening the connection");
         }
         return;
     }
-    ++counters_->cm_duplicates;  // connected already (a retransmitted CONNECT was answered twice), or closed since
+    // Connected already (a retransmitted CONNECT was answered twice): nothing to do. Otherwise the attempt it
+    // answers was given up (no answer in time) or replaced: the TGT QP made for it would live until the target's
+    // finalize, so it is closed.
+    for (const auto &[port, link] : links_) {
+        if (link->owner_ == m.src_rank && link->generation_ == m.generation && link->tgt_qpn_ == m.tgt_qpn) {
+            ++counters_->cm_duplicates;
+            return;
+        }
+    }
+    ++counters_->cm_stale;
+    host_.note("closing TGT QP " + std::to_string(m.tgt_qpn) + " that rank " + std::to_string(m.src_rank) +
+               " made for a connection attempt given up since (a late ACCEPT)");
+    notice(m.src_rank, m.generation, m.ini_qpn, m.tgt_qpn);
+    resend_notices(host_.now_us());
 }
 
 // Answered by tick(): whether to try another rank depends on the link's queued sends.
 void ConnectionManager::on_reject(const CmMessage &m) noexcept {
     try {
-        deferred_.push_back({Deferred::Kind::reject, nullptr, 0, {}, m, 0, 0});
+        deferred_.push_back({Deferred::Kind::reject, nullptr, 0, {}, m, 0, 0, 0});
     } catch (...) {  // out of memory: as if it was lost (the CONNECT is retransmitted)
     }
 }
@@ -602,15 +651,18 @@ void ConnectionManager::answer_reject(const CmMessage &m) noexcept {
 }
 
 void ConnectionManager::on_close(const CmMessage &m, const PortAddress &from) noexcept {
+    // tgt_qpn 0: the initiator gave up before it heard which TGT QP we made (if any).
     if (auto it = owned_.find(key(m.src_rank, m.generation));
-        it != owned_.end() && it->second.ini_qpn == m.ini_qpn && it->second.tgt.get()->qp_num == m.tgt_qpn) {
-        owned_qpns_.erase(m.tgt_qpn);
+        it != owned_.end() && it->second.ini_qpn == m.ini_qpn &&
+        (m.tgt_qpn == 0 || it->second.tgt.get()->qp_num == m.tgt_qpn)) {
+        owned_qpns_.erase(it->second.tgt.get()->qp_num);
         owned_.erase(it);
         --counters_->tgt_qps;
         count_connections_closed(*counters_, 1);
-        auto &newest = closed_generation_[m.src_rank];
-        newest = std::max(newest, m.generation);
     }
+    // Also when nothing was made (yet): a copy of the CONNECT still on its way must not make a TGT QP nobody uses.
+    auto &newest = closed_generation_[m.src_rank];
+    newest = std::max(newest, m.generation);
     if (auto it = opened_.find(m.tgt_qpn); it != opened_.end() && it->second.ini_qpn == m.ini_qpn) {
         opened_.erase(it);
         --counters_->tgt_handles;
@@ -631,6 +683,96 @@ void ConnectionManager::on_close_ack(const CmMessage &m) noexcept {
         }
     }
     ++counters_->cm_duplicates;
+}
+
+void ConnectionManager::hold() noexcept {
+    host_.lock_queues();  // the links' send queues are their users' (lock order: queues, then the manager)
+    {
+        Guard g(*this);
+        if (!held_) {
+            held_ = true;
+            for (NodeLink *link : connected_) link->queue_.stop();
+        }
+    }
+    host_.unlock_queues();
+}
+
+void ConnectionManager::resume() noexcept {
+    std::vector<NodeLink *> reopen;
+    host_.lock_queues();
+    {
+        Guard g(*this);
+        if (held_) {
+            held_ = false;
+            const std::uint64_t now = host_.now_us();
+            for (NodeLink *link : connecting_) {
+                link->deadline_us_ = now + config_.connect_timeout_us;
+                link->retry_us_ = config_.first_retry_us;
+                link->next_retry_us_ = now;  // a CONNECT now: the ones sent while the port was down were lost
+            }
+            for (CloseNotice &n : notices_) {
+                n.deadline_us = now + config_.connect_timeout_us;
+                n.retry_us = config_.first_retry_us;
+                n.next_retry_us = now;
+            }
+            try {
+                reopen = connected_;
+            } catch (...) {  // out of memory: those links stay stopped and their sends wait (a later resume)
+                held_ = true;
+            }
+        }
+    }
+    // Outside the manager's mutex: opening posts what queued, and a post that fails completes its send upward.
+    for (NodeLink *link : reopen)
+        if (!link->queue_.broken()) link->queue_.open(link->ini_.get());
+    host_.timers_changed();
+    host_.unlock_queues();
+}
+
+const NodeLink *ConnectionManager::link_of(const SendQueue &queue) const noexcept {
+    std::lock_guard<std::mutex> g(mutex_);
+    for (const auto &[node, link] : links_)
+        if (&link->queue_ == &queue) return link.get();
+    return nullptr;
+}
+
+bool ConnectionManager::is_fence(const SendOp *op) const noexcept {
+    std::lock_guard<std::mutex> g(mutex_);
+    for (const auto &[node, link] : links_)
+        if (&link->fence_ == op) return true;
+    return false;
+}
+
+QpRole ConnectionManager::role_of(std::uint32_t qp_num) const noexcept {
+    std::lock_guard<std::mutex> g(mutex_);
+    QpRole role;
+    if (qp_num == 0) return role;
+    for (const auto &[port, link] : links_) {
+        if (link->ini_qpn() != qp_num) continue;
+        role.kind = QpRole::Kind::ini;
+        role.node = link->node_;
+        role.rank = link->owner_;
+        role.peer_qpn = link->tgt_qpn_;
+        role.generation = link->generation_;
+        role.closing = link->state_ == NodeLink::State::draining || link->state_ == NodeLink::State::failed;
+        return role;
+    }
+    if (auto it = owned_qpns_.find(qp_num); it != owned_qpns_.end()) {
+        for (const auto &[k, t] : owned_) {
+            if (t.tgt.get()->qp_num != qp_num) continue;
+            role.kind = QpRole::Kind::tgt_owned;
+            role.rank = t.sender;
+            role.peer_qpn = t.ini_qpn;
+            role.generation = t.generation;
+            if (const PortAddress *from = host_.address_of(t.sender); from != nullptr) role.node = from->node_id;
+            return role;
+        }
+    }
+    if (auto it = opened_.find(qp_num); it != opened_.end()) {
+        role.kind = QpRole::Kind::tgt_handle;
+        role.peer_qpn = it->second.ini_qpn;
+    }
+    return role;
 }
 
 void ConnectionManager::hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {

@@ -40,6 +40,7 @@
 #pragma once
 
 #include "address.h"
+#include "async_event_policy.h"
 #include "cm_message.h"
 #include "counters.h"
 #include "peer.h"
@@ -127,7 +128,8 @@ struct CmConfig {
     std::uint32_t my_rank = 0;
     std::uint32_t jobid = 0;
     std::uint32_t port_index = 0;
-    std::uint32_t my_node = 0;
+    std::uint32_t my_node = 0;        // the launcher's node id: a label for messages
+    std::uint64_t my_port = 0;        // port_identity() of this process's address: what "my node" means here
     std::uint64_t my_token = 0;
     std::uint32_t queue_depth = 512;
     std::uint32_t signal_interval = 32;
@@ -205,8 +207,12 @@ public:
         counters_ = counters != nullptr ? counters : &uncounted_;
     }
 
-    // The link to `node` (made idle on first use; `owner` is the rank it will connect through).
-    NodeLink &link_for(std::uint32_t node, std::uint32_t owner);
+    // The link to the node of the port `port` (port_identity() of its addresses), labelled `node` in messages
+    // (made idle on first use; `owner` is the rank it will connect through).
+    NodeLink &link_for(std::uint64_t port, std::uint32_t node, std::uint32_t owner);
+    NodeLink &link_for(const PortAddress &address, std::uint32_t owner) {
+        return link_for(port_identity(address), address.node_id, owner);
+    }
     // `peer` is on the link's node: it sends through the link's queue and is told when a connection starts.
     void attach(Peer &peer, NodeLink &link);
     void detach(Peer &peer) noexcept;
@@ -222,6 +228,20 @@ public:
     // tick() wants calling. One relaxed load: progress asks on every call.
     bool busy() const noexcept { return due_.load(std::memory_order_relaxed); }
     // Progress: timers, deadlines, drains, and the work the serving side recorded.
+
+    // The port went down: nothing new is posted on any INI QP (sends queue, in order, as on a link being
+    // connected; what was posted stays with the HCA, which retransmits it), connections being made or closed keep
+    // their datagrams going but never give up while held. Idempotent.
+    void hold() noexcept;
+    // The port is back: queued sends go out, and connections under way get their full timeout again from now.
+    void resume() noexcept;
+    bool held() const noexcept { return held_; }
+    // The link whose send queue `queue` is, or null.
+    const NodeLink *link_of(const SendQueue &queue) const noexcept;
+    // True when `op` is a link's drain fence (posted by this manager, owned by no upper layer).
+    bool is_fence(const SendOp *op) const noexcept;
+    // Who the QP numbered `qp_num` belongs to among this manager's INI QPs, TGT QPs and handles.
+    QpRole role_of(std::uint32_t qp_num) const noexcept;
     void tick() noexcept;
     // The serving side (service thread): retransmits CONNECTs and CLOSEs that are due; nothing that touches a send
     // queue. Returns when it next wants calling (CLOCK_MONOTONIC microseconds), or UINT64_MAX: no timer runs.
@@ -294,12 +314,13 @@ private:
         std::string why;           // fail
         CmMessage message;         // reject
         std::uint32_t node, rank;  // reciprocate
+        std::uint64_t port;        // reciprocate: the initiator's port identity
     };
     bool drained_locked() const noexcept {
         return draining_.empty() && connecting_.empty() && waiting_.empty() && to_start_.empty();
     }
     void refresh_due() noexcept {
-        due_.store(!connecting_.empty() || !draining_.empty() || !waiting_.empty() || !notices_.empty() ||
+        due_.store(held_ || !connecting_.empty() || !draining_.empty() || !waiting_.empty() || !notices_.empty() ||
                        !deferred_.empty() || !to_start_.empty(),
                    std::memory_order_relaxed);
     }
@@ -329,13 +350,15 @@ private:
         std::uint64_t deadline_us;
     };
 
-    NodeLink &link_for_locked(std::uint32_t node, std::uint32_t owner);
+    NodeLink &link_for_locked(std::uint64_t port, std::uint32_t node, std::uint32_t owner);
     void connect_locked(NodeLink &link) noexcept;
     void wanted(NodeLink &link) noexcept;
     bool start(NodeLink &link) noexcept;
     void answer_reject(const CmMessage &m) noexcept;
     void send_connect(NodeLink &link, std::uint64_t now) noexcept;
     void give_up(NodeLink &link, const std::string &why) noexcept;
+    void retract(NodeLink &link, std::uint32_t tgt_qpn) noexcept;
+    void notice(std::uint32_t rank, std::uint32_t generation, std::uint32_t ini_qpn, std::uint32_t tgt_qpn) noexcept;
     void abandon(NodeLink &link) noexcept;
     void drop_ini(NodeLink &link) noexcept;
     void fail(NodeLink &link, const std::string &why) noexcept;
@@ -368,7 +391,8 @@ private:
     std::uint32_t next_generation_ = 0;
     std::size_t live_ini_ = 0;
     bool finalizing_ = false;
-    std::unordered_map<std::uint32_t, std::unique_ptr<NodeLink>> links_;  // by node
+    bool held_ = false;
+    std::unordered_map<std::uint64_t, std::unique_ptr<NodeLink>> links_;  // by port_identity()
     std::vector<NodeLink *> connecting_, connected_, draining_, waiting_;
     std::size_t clock_hand_ = 0;
     std::unordered_map<std::uint64_t, OwnedTgt> owned_;          // by (sender, generation)

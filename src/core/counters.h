@@ -56,6 +56,9 @@ struct Counters {
     std::uint64_t async_events = 0;        // asynchronous events of the device, every kind
     std::uint64_t rnr_retry_exceeded = 0;  // sends given up after btl_xrc_rnr_retry RNR NAKs
     std::uint64_t send_errors = 0;         // send, RDMA or atomic completions with an error status
+    std::uint64_t port_downs = 0;          // the port went down: new posts held
+    std::uint64_t port_ups = 0;            // ... and came back: held posts resumed
+    std::uint64_t port_down_ms = 0;        // milliseconds spent down (flaps that ended)
     // Memory registered with the device (receive slabs, eager block, fragments, user buffers through the rcache).
     std::uint64_t registered_bytes = 0;
     std::uint64_t registered_bytes_peak = 0;
@@ -190,6 +193,13 @@ inline constexpr CounterInfo kCounterInfo[] = {
      "see the port counter hw_counters/rnr_nak_retry_err of the device (mlx5)"},
     {"send_errors", &Counters::send_errors, CounterKind::Count,
      "Send, RDMA and atomic completions with an error status (each ends the job with an error message)"},
+    {"port_downs", &Counters::port_downs, CounterKind::Count,
+     "Times the port went down (PORT_ERR): new sends were held, queued in order, while what was in flight was left "
+     "to the HCA's retransmission"},
+    {"port_ups", &Counters::port_ups, CounterKind::Count,
+     "Times the port came back (PORT_ACTIVE) after going down: the held sends went out"},
+    {"port_down_ms", &Counters::port_down_ms, CounterKind::Count,
+     "Milliseconds the port spent down, over every flap that ended (see btl_xrc_port_down_grace)"},
     {"registered_bytes", &Counters::registered_bytes, CounterKind::Level,
      "Bytes of memory registered with the device now (receive slabs, eager RDMA block, send fragments, buffers "
      "registered for RDMA through the registration cache)"},

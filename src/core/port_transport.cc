@@ -57,7 +57,7 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
                              const TransportConfig &config, AddressLookup lookup, Listener listener,
                              std::string &error)
     : device_(std::move(device)), port_(port), lookup_(std::move(lookup)), listener_(std::move(listener)),
-      path_(config.path) {
+      path_(config.path), health_(config.port_down_grace_us) {
     ibv_context *ctx = device_->context.get();
     path_.port_num = port_.port;
     const ibv_mtu wanted = config.mtu_bytes != 0 ? mtu_from_bytes(config.mtu_bytes) : port_.port_attr.active_mtu;
@@ -152,6 +152,7 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
 
     CmConfig cm = config.cm;
     cm.my_token = address_.token;
+    cm.my_port = port_identity(address_);
     cm.queue_depth = depth_;
     cm.signal_interval = signal_interval_;
     CmHost &host = *this;  // (a private base: converted here, where it is accessible)
@@ -242,17 +243,20 @@ void PortTransport::count_into(Counters *counters) noexcept {
 
 void PortTransport::attach(Peer &peer, const PortAddress &address, std::uint32_t owner) {
     peer.srqs = address.srqs;
-    if (address.node_id == address_.node_id) {
+    // Through the loopback only when the peer is on this very HCA port: the launcher's node id may be a hash or
+    // wrong, and a peer on another node taken for a local one would get our node's SRQ with its number.
+    if (port_identity(address) == port_identity(address_)) {
         peer.queue = loopback_queue_.get();
         peer.link = nullptr;
         peer.imm_flags = 0;
         return;
     }
-    cm_->attach(peer, cm_->link_for(address.node_id, owner));
+    cm_->attach(peer, cm_->link_for(address, owner));
 }
 
-void PortTransport::connect_node(std::uint32_t node, std::uint32_t owner) {
-    cm_->connect(cm_->link_for(node, owner));
+void PortTransport::connect_node(const PortAddress &target, std::uint32_t owner) {
+    if (port_identity(target) == port_identity(address_)) return;
+    cm_->connect(cm_->link_for(target, owner));
 }
 
 void PortTransport::on_cm_completion(const ibv_wc &wc) noexcept {
@@ -329,7 +333,57 @@ bool PortTransport::any_broken() const noexcept {
     return broken;
 }
 
+bool PortTransport::port_down() noexcept {
+    if (!health_.on_down(now_us())) return false;
+    ++counters_->port_downs;
+    cm_->hold();
+    loopback_queue_->stop();
+    changed();
+    return true;
+}
+
+bool PortTransport::port_up() noexcept {
+    const std::uint64_t now = now_us();
+    const std::uint64_t since = health_.down_since_us();
+    if (!health_.on_up(now)) return false;
+    ++counters_->port_ups;
+    counters_->port_down_ms += (now - since) / 1000;
+    cm_->resume();
+    if (loopback_ini_ && !finalizing_) loopback_queue_->open(loopback_ini_.get());
+    changed();
+    return true;
+}
+
+const char *PortTransport::own_operation(const SendOp *op) const noexcept {
+    if (op == &loopback_fence_) return "the on-node loopback queue's drain fence";
+    if (cm_->is_fence(op)) return "a connection's drain fence (eviction or finalize)";
+    return nullptr;
+}
+
+QpRole PortTransport::role_of(std::uint32_t qp_num) const noexcept {
+    QpRole role = cm_->role_of(qp_num);
+    if (role.kind != QpRole::Kind::unknown || qp_num == 0) return role;
+    const std::uint32_t me = cm_->config().my_rank;
+    if (loopback_ini_ && loopback_ini_->qp_num == qp_num) {
+        role.kind = QpRole::Kind::loopback_ini;
+        role.rank = me;
+        role.node = address_.node_id;
+        role.peer_qpn = loopback_tgt_ ? loopback_tgt_->qp_num : 0;
+        role.closing = finalizing_;
+    } else if (loopback_tgt_ && loopback_tgt_->qp_num == qp_num) {
+        role.kind = QpRole::Kind::loopback_tgt;
+        role.rank = me;
+        role.node = address_.node_id;
+        role.peer_qpn = loopback_ini_ ? loopback_ini_->qp_num : 0;
+        role.closing = finalizing_;
+    } else if (address_.cm_qpn == qp_num) {
+        role.kind = QpRole::Kind::cm_ud;
+    }
+    return role;
+}
+
 void PortTransport::begin_finalize() noexcept {
+    finalizing_ = true;
     changed();
     cm_->begin_finalize();
     loopback_queue_->stop();
@@ -499,7 +553,7 @@ void PortTransport::open_loopback() noexcept {
     count_connection_opened(*counters_);
     changed();
     lock_queues();
-    loopback_queue_->open(loopback_ini_.get());
+    if (!health_.down()) loopback_queue_->open(loopback_ini_.get());  // else port_up() opens it
     unlock_queues();
 }
 

@@ -21,6 +21,7 @@
 #include "counters.h"
 #include "device_discovery.h"
 #include "peer.h"
+#include "port_health.h"
 #include "qp_attr.h"
 #include "receive_queue_spec.h"
 #include "recv_pool.h"
@@ -53,6 +54,7 @@ struct TransportConfig {
     unsigned local_ranks = 1;   // the job's ranks on this node (they share the XRC domain)
     std::uint32_t expected_links = 4;  // completion queue room made at start (eager mode: every remote node)
     std::uint32_t cm_receives = 512;
+    std::uint64_t port_down_grace_us = 0;  // how long the port may stay down (0: forever)
     CmConfig cm;  // my_rank, jobid, port_index, my_node, cap, timers (token and depths are filled in here)
     // A service thread serves the connection manager (cm_event_fd, serve_cm, serve_timers).
     bool served = false;
@@ -101,8 +103,8 @@ public:
     // now connects through `owner` (a rank of that node).
     void attach(Peer &peer, const PortAddress &address, std::uint32_t owner);
     void detach(Peer &peer) noexcept { cm_->detach(peer); }
-    // Eager mode: connect to `node` now, through `owner`.
-    void connect_node(std::uint32_t node, std::uint32_t owner);
+    // Eager mode: connect now to the node of `target` (the address of `owner` there), through `owner`.
+    void connect_node(const PortAddress &target, std::uint32_t owner);
 
     // Where connections, the connection manager's datagrams and registrations are counted (the module's
     // counters; they outlive the transport).
@@ -127,11 +129,29 @@ public:
     }
     // A message flagged kImmFirst arrived through the TGT QP `tgt_qpn` (wc.qp_num) from `ini_qpn` (wc.src_qp).
     void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept { cm_->hold_tgt(tgt_qpn, ini_qpn); }
-    // Connection timers are running, or work was recorded for progress: tick() wants calling from progress.
+    // Connection timers are running, work was recorded for progress, the port is down, or a loopback failure
+    // waits to be reported: tick() wants calling from progress.
     bool busy() const noexcept {
-        return cm_->busy() || service_due_.load(std::memory_order_relaxed);
+        return cm_->busy() || service_due_.load(std::memory_order_relaxed) || loopback_failure_ != nullptr;
     }
     // Progress: the connection manager's tick, and what the serving thread recorded for the listener.
+
+    // The port went down (PORT_ERR, or a query found it not active): new posts on every send queue of the port are
+    // held (they queue in order; nothing fails), what is in flight stays with the HCA. True when it was up.
+    bool port_down() noexcept;
+    // The port is active again: what was held goes out. True when it was down.
+    bool port_up() noexcept;
+    const PortHealth &health() const noexcept { return health_; }
+    // The port has been down longer than the grace period (port_down_grace_us).
+    bool port_grace_expired() noexcept { return health_.grace_expired(now_us()); }
+    // What `op` is when the transport itself posted it (a link's drain fence, the loopback fence): a description;
+    // null for an operation of the upper layer. Error paths only (a search over the links).
+    const char *own_operation(const SendOp *op) const noexcept;
+    // The link whose send queue `queue` is; null for the loopback queue (or an unknown one).
+    const NodeLink *link_of(const SendQueue &queue) const noexcept { return cm_->link_of(queue); }
+    bool is_loopback(const SendQueue &queue) const noexcept { return &queue == loopback_queue_.get(); }
+    // Who the QP numbered `qp_num` belongs to on this port (INI, TGT, handle, loopback, the CM's UD QP).
+    QpRole role_of(std::uint32_t qp_num) const noexcept;
     void tick() noexcept;
 
     // True when no operation that reports its completion is outstanding or queued on any send queue.
@@ -214,6 +234,8 @@ private:
     SendOp loopback_fence_;
     const char *loopback_failure_ = nullptr;
     std::atomic<bool> loopback_wanted_{false};  // a send queued: tick() makes the pair
+    PortHealth health_;
+    bool finalizing_ = false;
     std::string loopback_error_;
     Counters uncounted_;  // until count_into() names the real ones
     Counters *counters_ = &uncounted_;

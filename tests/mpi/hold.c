@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /* Connects every pair of ranks (one verified message each way), then holds all connections open until the file
  * named by $HOLD_FILE exists, so a test can count the transport's resources while the job is live. Rank 0 prints
- * "hold: connected" when every pair has exchanged data. */
+ * "hold: connected" when every pair has exchanged data. With $HOLD_LAST_SEND set, rank 0 then sends one last
+ * message to the last rank (MPI_Isend, MPI_Request_free: nobody waits for it, MPI still owes its delivery) and
+ * every rank goes straight to MPI_Finalize, where that message is still draining (fault tests). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +29,16 @@ int main(int argc, char **argv) {
         fflush(stdout);
         for (int i = 0; file != NULL && access(file, F_OK) != 0 && i < 1200; ++i) usleep(50000);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    static int last = 42;
+    if (getenv("HOLD_LAST_SEND") != NULL) {
+        if (rank == 0) {
+            MPI_Request request;
+            MPI_Isend(&last, 1, MPI_INT, size - 1, 9, MPI_COMM_WORLD, &request);
+            MPI_Request_free(&request);
+        }
+    } else {
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
     MPI_Finalize();
     return total ? 1 : 0;
 }

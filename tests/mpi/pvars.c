@@ -74,6 +74,9 @@ static const struct {
     {"async_events", MPI_T_PVAR_CLASS_COUNTER},
     {"rnr_retry_exceeded", MPI_T_PVAR_CLASS_COUNTER},
     {"send_errors", MPI_T_PVAR_CLASS_COUNTER},
+    {"port_downs", MPI_T_PVAR_CLASS_COUNTER},
+    {"port_ups", MPI_T_PVAR_CLASS_COUNTER},
+    {"port_down_ms", MPI_T_PVAR_CLASS_COUNTER},
     {"registered_bytes", MPI_T_PVAR_CLASS_LEVEL},
     {"registered_bytes_peak", MPI_T_PVAR_CLASS_HIGHWATERMARK},
 };
@@ -253,7 +256,7 @@ int main(int argc, char **argv) {
     if (V(d, "eager_rings_used") > 0) at_least("ring_sends", V(d, "ring_sends"), 1);
     if (atomics) at_least("atomics", V(d, "atomics"), (unsigned long long)(size - 1));
     const char *none[] = {"send_errors", "rnr_retry_exceeded", "connections_closed", "srq_limit_events",
-                          "connection_failures", "evictions", "cm_rejected", "cm_stale"};
+                          "connection_failures", "evictions", "cm_rejected", "cm_stale", "port_downs", "port_ups"};
     for (unsigned i = 0; i < sizeof(none) / sizeof(none[0]); ++i)
         if (V(d, none[i]) != 0) report("%s moved by %llu during error-free traffic", none[i], V(d, none[i]));
     /* Connections: one INI QP per other node, one TGT QP per remote sender, the loopback pair when xrc carries

@@ -103,3 +103,22 @@ TEST(Address, RandomGarbageNeverCrashes) {
     }
     SUCCEED();
 }
+
+TEST(Address, PortIdentityIsTheGuidAndNeverTheLauncherNodeIdAlone) {
+    PortAddress a, b;
+    a.node_id = b.node_id = 0x80001234u;  // two nodes whose host names hash alike
+    a.lid = 3;
+    b.lid = 4;
+    a.gid[15] = 0x11;
+    b.gid[15] = 0x22;
+    EXPECT_NE(port_identity(a), port_identity(b));
+    b.gid[15] = 0x11;
+    b.node_id = 9;  // same GUID: the same HCA port, whatever the label says
+    EXPECT_EQ(port_identity(a), port_identity(b));
+    PortAddress c, d;  // no GID: LID and node id
+    c.lid = 5;
+    d.lid = 6;
+    EXPECT_NE(port_identity(c), port_identity(d));
+    d.lid = 5;
+    EXPECT_EQ(port_identity(c), port_identity(d));
+}

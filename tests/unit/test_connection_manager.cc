@@ -75,6 +75,8 @@ public:
     void link_failed(const NodeLink &, const std::string &why) noexcept override { failures.push_back(why); }
     void note(const std::string &) noexcept override {}
 
+    // The launcher's node id this process publishes (a label: it may collide with another node's).
+    void relabel(std::uint32_t node_id) { address_.node_id = node_id; }
     // A peer object for `rank` attached to its node's link (what the BTL's add_procs does).
     Peer &peer(std::uint32_t rank);
     std::vector<std::string> failures;
@@ -170,6 +172,7 @@ Process::Process(Net &net, std::uint32_t rank, std::uint32_t node, CmConfig conf
     address_.token = 0xabc0000000000000ull + rank * 7919 + 1;
     address_.srqs = {{256, 0x500 + rank * 4}, {65536, 0x501 + rank * 4}};
     config.my_token = address_.token;
+    config.my_port = port_identity(address_);
     cm_ = std::make_unique<ConnectionManager>(*this, config);
 }
 
@@ -254,7 +257,7 @@ Peer &Process::peer(std::uint32_t rank) {
         const PortAddress &a = net_.procs[rank]->address();
         slot->rank = rank;
         slot->srqs = a.srqs;
-        cm_->attach(*slot, cm_->link_for(a.node_id, rank));
+        cm_->attach(*slot, cm_->link_for(a, rank));
     }
     return *slot;
 }
@@ -430,7 +433,7 @@ TEST(ConnectionManager, AcceptingStartsTheReverseConnection) {
     Message a;
     send(net[0], 1, a);
     net.run();
-    NodeLink &back = net[1].cm().link_for(0, 0);
+    NodeLink &back = net[1].cm().link_for(net[0].address(), 0);
     EXPECT_EQ(back.state(), NodeLink::State::connected);  // before rank 1 sends anything
     Message reply;
     send(net[1], 0, reply);
@@ -648,7 +651,7 @@ TEST(ConnectionManager, FinalizeEndsOnlyWhenEveryInitiatorClosedTheTgtQpsItHad) 
     // Rank 1 finalizes first: it made a TGT QP for rank 0, which rank 0 may still be draining toward.
     net[1].cm().begin_finalize();
     net.run();
-    for (NodeLink *l : {&net[1].cm().link_for(0, 0)}) complete_all(*l);
+    for (NodeLink *l : {&net[1].cm().link_for(net[0].address(), 0)}) complete_all(*l);
     net.run();
     EXPECT_TRUE(net[1].cm().drained());
     EXPECT_FALSE(net[1].cm().finished()) << "rank 1 may not destroy the TGT QP rank 0 still uses";
@@ -702,4 +705,230 @@ TEST(ConnectionManager, AStormFromColdAtEightNodesByFourConnectsEveryone) {
     for (const auto &[key, qp] : net.qps)
         if (qp->kind == FakeQp::Kind::ini) posted += qp->posted.size();
     EXPECT_EQ(posted, msgs.size());  // every send went out exactly once, none dropped while connecting
+}
+
+// The port went down: nothing new is posted on a connected link, sends queue in order and nobody hears of an
+// error; when it is back they go out in order.
+TEST(ConnectionManager, AHeldPortQueuesSendsWithoutErrorAndResumesInOrder) {
+    Net net(2, 1);
+    Message a;
+    send(net[0], 1, a);
+    net.run();
+    NodeLink &link = *net[0].peer(1).link;
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    FakeQp *ini = ini_of(link);
+    ASSERT_EQ(ini->posted.size(), 1u);
+    net[0].cm().hold();
+    EXPECT_TRUE(net[0].cm().held());
+    Message b, c;
+    send(net[0], 1, b);
+    send(net[0], 1, c);
+    EXPECT_EQ(ini->posted.size(), 1u);  // held
+    EXPECT_FALSE(b.done || c.done);
+    EXPECT_TRUE(link.queue().has_pending());
+    EXPECT_FALSE(link.queue().can_post());  // sendi and the eager ring path step aside too
+    net.run(10000000);
+    EXPECT_EQ(link.state(), NodeLink::State::connected);
+    net[0].cm().resume();
+    ASSERT_EQ(ini->posted.size(), 3u);
+    EXPECT_EQ(ini->posted[1].sg_list->addr, reinterpret_cast<std::uintptr_t>(b.data));
+    EXPECT_EQ(ini->posted[2].sg_list->addr, reinterpret_cast<std::uintptr_t>(c.data));
+    complete_all(link);
+    EXPECT_TRUE(a.done && b.done && c.done);
+    EXPECT_EQ(b.status, IBV_WC_SUCCESS);
+    EXPECT_TRUE(net[0].failures.empty());
+}
+
+// A connection started while the port is down (its datagrams are lost) does not give up, however long the hold,
+// and completes once the port is back; its queued sends go out only then.
+TEST(ConnectionManager, AConnectionMadeDuringAHoldWaitsAndCompletesAfterIt) {
+    CmConfig cfg;
+    cfg.connect_timeout_us = 2000000;
+    Net net(2, 1, cfg);
+    bool down = true;
+    net.lose = [&](const Datagram &d) { return down && d.from == 0; };
+    net[0].cm().hold();
+    Message a;
+    send(net[0], 1, a);
+    NodeLink &link = *net[0].peer(1).link;
+    net.run(3 * cfg.connect_timeout_us);  // longer than the connect timeout
+    EXPECT_EQ(link.state(), NodeLink::State::connecting);
+    EXPECT_TRUE(net[0].failures.empty());
+    EXPECT_FALSE(a.done);
+    down = false;
+    net[0].cm().resume();
+    net.run();
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    ASSERT_NE(ini_of(link), nullptr);
+    EXPECT_EQ(ini_of(link)->posted.size(), 1u);
+    complete_all(link);
+    EXPECT_TRUE(a.done);
+    EXPECT_EQ(a.status, IBV_WC_SUCCESS);
+}
+
+// An ACCEPT that arrives while the port is held readies the QP but posts nothing until the port is back.
+TEST(ConnectionManager, AnAcceptDuringAHoldPostsNothingUntilResume) {
+    Net net(2, 1);
+    Message a;
+    send(net[0], 1, a);
+    net[0].cm().hold();
+    net.run(1000000);
+    NodeLink &link = *net[0].peer(1).link;
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    ASSERT_NE(link.ini_qpn(), 0u);
+    EXPECT_EQ(link.queue().qp(), nullptr);  // not opened
+    net[0].cm().resume();
+    ASSERT_NE(ini_of(link), nullptr);
+    EXPECT_EQ(ini_of(link)->posted.size(), 1u);
+}
+
+// Every QP a manager holds maps to its connection and peer: the INI QP to its node and owner, the TGT QP to its
+// sender, a handle to the sender's INI QP; anything else is unknown.
+TEST(ConnectionManager, EveryQpMapsToItsConnectionAndPeer) {
+    Net net(2, 2);
+    Message a, b;
+    send(net[0], 3, a);  // rank 3 owns the TGT QP
+    send(net[0], 2, b);
+    net.run();
+    NodeLink &link = *net[0].peer(3).link;
+    const QpRole ini = net[0].cm().role_of(link.ini_qpn());
+    EXPECT_EQ(ini.kind, QpRole::Kind::ini);
+    EXPECT_EQ(ini.node, 1u);
+    EXPECT_EQ(ini.rank, 3u);
+    EXPECT_EQ(ini.peer_qpn, link.tgt_qpn());
+    EXPECT_FALSE(ini.closing);
+    const QpRole tgt = net[3].cm().role_of(link.tgt_qpn());
+    EXPECT_EQ(tgt.kind, QpRole::Kind::tgt_owned);
+    EXPECT_EQ(tgt.rank, 0u);
+    EXPECT_EQ(tgt.node, 0u);
+    EXPECT_EQ(tgt.peer_qpn, link.ini_qpn());
+    EXPECT_EQ(tgt.generation, link.generation());
+    net[2].cm().hold_tgt(link.tgt_qpn(), link.ini_qpn());
+    const QpRole handle = net[2].cm().role_of(link.tgt_qpn());
+    EXPECT_EQ(handle.kind, QpRole::Kind::tgt_handle);
+    EXPECT_EQ(handle.peer_qpn, link.ini_qpn());
+    EXPECT_EQ(net[1].cm().role_of(link.tgt_qpn()).kind, QpRole::Kind::unknown);
+    EXPECT_EQ(net[0].cm().role_of(0).kind, QpRole::Kind::unknown);
+    EXPECT_EQ(net[0].cm().link_of(link.queue()), &link);
+}
+
+// The drain fence of an eviction is the manager's own operation, never an upper layer's fragment.
+TEST(ConnectionManager, TheDrainFenceIsKnownAsTheManagersOwnOperation) {
+    Net net(3, 2, capped_at_one());
+    Message a, b, d;
+    const SendOp *fence = nullptr;
+    send(net[0], 2, a);
+    net.run();
+    complete_all(*net[0].peer(2).link);
+    // A send nobody waits for (inline): unsignaled, so closing the link needs a fence to retire it.
+    Peer &p2 = net[0].peer(2);
+    p2.prepare_srq(b.op, b.data, sizeof(b.data), 0, make_imm(0x41));
+    b.op.on_complete = nullptr;
+    ASSERT_EQ(p2.queue->post_or_queue(b.op), 0);
+    net[0].peer(2).link->queue().clear_used();
+    NodeLink &link = *net[0].peer(2).link;
+    send(net[0], 4, d);  // under the cap: evicts node 1's link, whose unsignaled send needs a fence
+    net.run(100000);
+    ASSERT_EQ(link.state(), NodeLink::State::draining);
+    ASSERT_GE(ini_of(link)->posted.size(), 3u);
+    // The last request posted on the draining link is the fence: find its op through the queue's slot.
+    ibv_wc wc{};
+    wc.wr_id = ini_of(link)->posted.back().wr_id;
+    wc.status = IBV_WC_RETRY_EXC_ERR;
+    fence = link.queue().failed_op(wc);
+    ASSERT_NE(fence, nullptr);
+    EXPECT_TRUE(net[0].cm().is_fence(fence));
+    EXPECT_FALSE(net[0].cm().is_fence(&a.op));
+    EXPECT_EQ(net[0].cm().role_of(link.ini_qpn()).closing, true);
+}
+
+// Two remote nodes whose launcher node ids are equal (a hostname hash collision, or a launcher that hands every
+// rank the caller's node id) still get a link each: links are keyed by the port's identity, and each message goes
+// to its own node's INI QP naming its own receiver's SRQ.
+TEST(ConnectionManager, NodesWithTheSameLauncherIdStillGetTheirOwnLinks) {
+    Net net(3, 1);
+    for (std::uint32_t r = 0; r < 3; ++r) net[r].relabel(0x80001234u);
+    Message a, b;
+    send(net[0], 1, a);
+    send(net[0], 2, b);
+    net.run();
+    NodeLink &l1 = *net[0].peer(1).link;
+    NodeLink &l2 = *net[0].peer(2).link;
+    ASSERT_NE(&l1, &l2);
+    ASSERT_EQ(l1.state(), NodeLink::State::connected);
+    ASSERT_EQ(l2.state(), NodeLink::State::connected);
+    ASSERT_EQ(ini_of(l1)->posted.size(), 1u);
+    ASSERT_EQ(ini_of(l2)->posted.size(), 1u);
+    EXPECT_EQ(ini_of(l1)->posted[0].qp_type.xrc.remote_srqn, net[1].address().srqs.front().srq_num);
+    EXPECT_EQ(ini_of(l2)->posted[0].qp_type.xrc.remote_srqn, net[2].address().srqs.front().srq_num);
+    EXPECT_EQ(net.qps[l1.tgt_qpn()]->owner_rank, 1u);  // each INI QP reaches a TGT QP on its own node
+    EXPECT_EQ(net.qps[l2.tgt_qpn()]->owner_rank, 2u);
+    EXPECT_TRUE(net[0].failures.empty());
+}
+
+namespace {
+CmMessage decoded(const Datagram &d) {
+    CmMessage m;
+    (void)decode_cm(d.bytes, m);
+    return m;
+}
+}  // namespace
+
+// An initiator that gives up (no ACCEPT in time) after the target made its TGT QP tells the target to close it:
+// nothing is left behind on the target.
+TEST(ConnectionManager, GivingUpClosesTheTgtQpTheTargetMade) {
+    CmConfig cfg;
+    cfg.connect_timeout_us = 2000000;
+    Net net(2, 1, cfg);
+    bool lossy = true;
+    net.lose = [&](const Datagram &d) { return lossy && decoded(d).type == CmType::Accept; };
+    Message a;
+    send(net[0], 1, a);
+    net.run(cfg.connect_timeout_us + 100000);
+    EXPECT_EQ(net[0].peer(1).link->state(), NodeLink::State::failed);
+    lossy = false;
+    net.run();
+    EXPECT_EQ(net[1].cm().owned_tgts(), 0u);
+    EXPECT_EQ(net.live_tgts(), 0u);
+    EXPECT_EQ(net.live_of(FakeQp::Kind::ini), 0u);
+}
+
+// An ACCEPT that arrives after the initiator gave up (and whose first CLOSE was lost) is answered with a CLOSE.
+TEST(ConnectionManager, ALateAcceptIsAnsweredWithAClose) {
+    CmConfig cfg;
+    cfg.connect_timeout_us = 2000000;
+    cfg.reciprocate = false;
+    Net net(2, 1, cfg);
+    net.lose = [&](const Datagram &d) {
+        const CmMessage m = decoded(d);
+        return m.type == CmType::Close && m.tgt_qpn == 0;  // the give-up's CLOSE never arrives
+    };
+    net.delay_us = 3000000;  // every datagram arrives after the initiator gave up
+    NodeLink &link = net[0].cm().link_for(net[1].address(), 1);
+    net[0].cm().connect(link);  // eager: nothing queued, given up quietly
+    net.run();
+    EXPECT_EQ(link.state(), NodeLink::State::idle);
+    EXPECT_GE(net[0].cm().counters().cm_stale, 1u);
+    EXPECT_EQ(net[1].cm().owned_tgts(), 0u);
+    EXPECT_EQ(net.live_tgts(), 0u);
+}
+
+// A TGT QP whose CLOSE never arrived is destroyed when its sender connects again with a newer generation: at most
+// one per sender.
+TEST(ConnectionManager, ANewGenerationDestroysTheSendersStaleTgtQp) {
+    Net net(3, 2, capped_at_one());
+    net.lose = [](const Datagram &d) { return decoded(d).type == CmType::Close; };
+    Message a, b, d, e;
+    NodeLink &link = connect_then_evict(net, a, b, d);  // node 1's connection evicted, its CLOSEs lost
+    EXPECT_EQ(link.state(), NodeLink::State::idle);
+    EXPECT_EQ(net[2].cm().owned_tgts(), 1u);  // stale, still held
+    send(net[0], 2, e);                       // node 1 again: evicts node 2's, reconnects with a newer generation
+    net.run();
+    complete_all(*net[0].peer(4).link);  // node 2's connection drains
+    net.run();
+    ASSERT_EQ(net[0].peer(2).link->state(), NodeLink::State::connected);
+    ASSERT_NE(net[0].peer(2).link->state(), NodeLink::State::failed);
+    EXPECT_EQ(net[2].cm().owned_tgts(), 1u);  // the new one only
+    net.lose = [](const Datagram &) { return false; };
+    (void)b;
 }

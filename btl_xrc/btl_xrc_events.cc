@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Acting on the device's asynchronous events: which module an event is about (the ports of one device share a
+// context and its async fd), what src/core/async_event_policy.h decides for it, and doing that: hold or resume the
+// port's sends, re-query the port, re-arm an SRQ, or end the job with a message naming host, device, port, the QP
+// and the peer behind it. Called from progress context only.
+#include "btl_xrc_endpoint.h"
+#include "btl_xrc_job.h"
+
+#include "src/core/async_event_policy.h"
+#include "src/core/port_transport.h"
+
+#include <cstdio>
+#include <string>
+
+namespace {
+
+bool same_device(const mca_btl_xrc_module_t *a, const mca_btl_xrc_module_t *b) {
+    return a->transport != nullptr && b->transport != nullptr && a->transport->context() == b->transport->context();
+}
+
+template <class Match>
+mca_btl_xrc_module_t *find_module(mca_btl_xrc_module_t *m, Match match) {
+    const auto &c = mca_btl_xrc_component;
+    for (int i = 0; i < c.num_modules; ++i)
+        if (c.modules[i] != nullptr && same_device(c.modules[i], m) && match(c.modules[i])) return c.modules[i];
+    return nullptr;
+}
+
+bool is_port_event(ibv_event_type type) {
+    switch (type) {
+        case IBV_EVENT_PORT_ACTIVE:
+        case IBV_EVENT_PORT_ERR:
+        case IBV_EVENT_LID_CHANGE:
+        case IBV_EVENT_PKEY_CHANGE:
+        case IBV_EVENT_SM_CHANGE:
+        case IBV_EVENT_CLIENT_REREGISTER:
+        case IBV_EVENT_GID_CHANGE:
+            return true;
+        default:
+            return false;
+    }
+}
+
+bool is_qp_event(ibv_event_type type) {
+    switch (type) {
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_COMM_EST:
+        case IBV_EVENT_SQ_DRAINED:
+        case IBV_EVENT_PATH_MIG:
+        case IBV_EVENT_PATH_MIG_ERR:
+        case IBV_EVENT_QP_LAST_WQE_REACHED:
+            return true;
+        default:
+            return false;
+    }
+}
+
+// "host:device:port" prefix as every other message of the BTL has it.
+std::string where(const mca_btl_xrc_module_t *m) {
+    return std::string(opal_process_info.nodename) + ": " + m->transport->device_name() + ":" +
+           std::to_string(m->transport->port_num());
+}
+
+// The port's state as the device says now: LID, SM LID, state. Also brings the hold in line with it (an event
+// may have been missed or reordered).
+void requery_port(mca_btl_xrc_module_t *m, const std::string &why) {
+    ibv_port_attr attr{};
+    if (ibv_query_port(m->transport->context(), m->transport->port_num(), &attr) != 0) {
+        opal_output(0, "btl:xrc: %s: %s; the port cannot be queried", where(m).c_str(), why.c_str());
+        return;
+    }
+    const uint16_t published = m->transport->address().lid;
+    opal_output(0, "btl:xrc: %s: %s: port state %s, LID %u (published %u), SM LID %u%s", where(m).c_str(), why.c_str(),
+                ibv_port_state_str(attr.state), attr.lid, published, attr.sm_lid,
+                attr.lid != published ? "; connections made from now on still use the published address, existing "
+                                        "ones keep their path"
+                                      : "");
+    if (attr.state == IBV_PORT_ACTIVE)
+        (void)m->transport->port_up();
+    else
+        (void)m->transport->port_down();
+}
+
+}  // namespace
+
+void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const ibv_async_event &event) noexcept {
+    try {
+        xrc::EventSubject subject;
+        subject.type = event.event_type;
+        mca_btl_xrc_module_t *target = m;
+        if (is_port_event(event.event_type)) {
+            subject.port_num = event.element.port_num;
+            if (auto *owner = find_module(
+                    m, [&](mca_btl_xrc_module_t *x) { return x->transport->port_num() == event.element.port_num; }))
+                target = owner;
+        } else if (is_qp_event(event.event_type) && event.element.qp != nullptr) {
+            subject.qp_num = event.element.qp->qp_num;
+            if (auto *owner = find_module(m, [&](mca_btl_xrc_module_t *x) {
+                    return x->transport->role_of(subject.qp_num).kind != xrc::QpRole::Kind::unknown;
+                }))
+                target = owner;
+            subject.role = target->transport->role_of(subject.qp_num);
+        } else if (event.event_type == IBV_EVENT_CQ_ERR && event.element.cq != nullptr) {
+            if (auto *owner =
+                    find_module(m, [&](mca_btl_xrc_module_t *x) { return x->transport->cq() == event.element.cq; }))
+                target = owner;
+        }
+        const xrc::EventDecision d = xrc::decide_event(subject, target->transport->port_num());
+        switch (d.verdict) {
+            case xrc::EventVerdict::ignore:
+                BTL_XRC_VERBOSE(10, "btl:xrc: %s: async event %s", where(target).c_str(), d.what.c_str());
+                break;
+            case xrc::EventVerdict::note:
+                BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s", where(target).c_str(), d.what.c_str());
+                break;
+            case xrc::EventVerdict::hold:
+                if (target->transport->port_down()) {
+                    const uint64_t grace = target->transport->health().grace_us();
+                    char limit[64];
+                    if (grace == 0)
+                        snprintf(limit, sizeof(limit), "without limit");
+                    else
+                        snprintf(limit, sizeof(limit), "for up to %.3g s", double(grace) / 1e6);
+                    opal_output(0, "btl:xrc: %s: %s (btl_xrc_port_down_grace: %s)", where(target).c_str(),
+                                d.what.c_str(), limit);
+                }
+                break;
+            case xrc::EventVerdict::resume: {
+                const uint64_t since = target->transport->health().down_since_us();
+                const bool was_down = target->transport->health().down();
+                if (target->transport->port_up() && was_down) {
+                    const uint64_t lasted = target->transport->health().longest_down_us();
+                    (void)since;
+                    opal_output(0,
+                                "btl:xrc: %s: the port is active again; held sends resume (down %.2f s at most so far)",
+                                where(target).c_str(), double(lasted) / 1e6);
+                }
+                break;
+            }
+            case xrc::EventVerdict::requery:
+                requery_port(target, d.what);
+                break;
+            case xrc::EventVerdict::rearm_srq:
+                ++target->counters.srq_limit_events;
+                // Buffers are reposted as soon as each message is consumed: reaching the watermark means the
+                // process fell behind its senders. Re-arm and say so (RNR retry is the backstop).
+                BTL_XRC_VERBOSE(10,
+                                "btl:xrc: SRQ low watermark reached; buffers are reposted as messages are consumed");
+                if (event.element.srq != nullptr && event.element.srq->srq_context != nullptr)
+                    (void)static_cast<xrc::RecvPool *>(event.element.srq->srq_context)->arm_limit();
+                break;
+            case xrc::EventVerdict::fatal: {
+                if (target->finalizing) {
+                    // Work still draining fails through its completions (and is counted there); the event
+                    // itself only says why.
+                    opal_output(0, "btl:xrc: %s: %s (during MPI_Finalize)", where(target).c_str(), d.what.c_str());
+                    break;
+                }
+                mca_btl_base_endpoint_t *endpoint = nullptr;
+                std::string what = d.what;
+                if (d.peer_rank != UINT32_MAX) {
+                    if (auto it = target->endpoints->find(d.peer_rank); it != target->endpoints->end())
+                        endpoint = it->second;
+                    if (endpoint == nullptr || endpoint->proc == nullptr)
+                        what += " (peer rank " + std::to_string(d.peer_rank) + " on " +
+                                mca_btl_xrc_component.job->hostname_of(d.peer_rank) + ")";
+                }
+                mca_btl_xrc_report_error(target, endpoint, what.c_str());
+                break;
+            }
+        }
+    } catch (...) {
+        mca_btl_xrc_report_error(m, nullptr, "out of memory handling an asynchronous event");
+    }
+}

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What this transport does with each asynchronous event of the device, in one place, and the words of the message
+// that names what the event hit: the port, or the QP with the connection and peer behind it. The BTL reads and
+// acknowledges the events and does what the decision says, from progress context (so the upper layer's error
+// callback is only ever called from there). Plain C++ over the event's type and what the port knows of the QP:
+// unit-tested without a device.
+//
+// Policy (the full table, with the messages, is in docs/admin.md):
+// - PORT_ERR for our port: hold new posts on the port (they queue, what is in flight stays: the HCA retransmits);
+//   PORT_ACTIVE: resume. The job ends only when a work request fails or the port stays down past the grace.
+// - LID_CHANGE, CLIENT_REREGISTER, SM_CHANGE, PKEY_CHANGE, GID_CHANGE for our port: re-query the port and log.
+// - a port event for another port of the device: not ours (that port's module acts on it).
+// - QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR, PATH_MIG_ERR on a QP this port holds: the QP is in the error state, and
+//   with it the path to a node (INI QP) or a sender's path to this whole node (TGT QP): the job ends, naming it.
+//   On a QP this port does not hold (destroyed meanwhile, or another port's): logged.
+// - LAST_WQE_REACHED on a TGT QP still in use: it entered the error state: the job ends naming the sender. On a
+//   QP that is being closed or is unknown: expected, ignored.
+// - CQ_ERR, SRQ_ERR, DEVICE_FATAL: completions or receives can no longer be trusted: the job ends.
+// - SRQ_LIMIT_REACHED: re-arm the watermark. COMM_EST, SQ_DRAINED, PATH_MIG: ignored (counted).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <string>
+
+namespace xrc {
+
+// Who a QP of this port belongs to, as the connection manager and the port know it.
+struct QpRole {
+    enum class Kind : std::uint8_t {
+        unknown,       // not held by this port (destroyed since, or another port's)
+        ini,           // our INI QP toward `node`, connected through rank `rank`'s TGT QP `peer_qpn`
+        tgt_owned,     // a TGT QP we made for rank `rank`'s INI QP `peer_qpn` (connection generation `generation`)
+        tgt_handle,    // our handle on a TGT QP another rank of this node made, for the INI QP `peer_qpn`
+        loopback_ini,  // the on-node pair through the HCA's loopback
+        loopback_tgt,
+        cm_ud,  // the connection manager's UD QP
+    };
+    Kind kind = Kind::unknown;
+    std::uint32_t node = 0;  // ini: the node; tgt_owned: the sender's node when known
+    std::uint32_t rank = 0;  // ini: the rank the link goes through; tgt_owned: the sender
+    std::uint32_t peer_qpn = 0;
+    std::uint32_t generation = 0;
+    bool closing = false;  // being drained or closed: errors and LAST_WQE are expected
+};
+
+enum class EventVerdict : std::uint8_t {
+    ignore,     // counted, logged at high verbosity
+    note,       // logged (verbosity 1): worth an admin's eye, no action
+    hold,       // the port went down: hold new posts
+    resume,     // the port is active again: post what was held
+    requery,    // the port's attributes may have changed: query it and log
+    rearm_srq,  // an SRQ hit its low watermark
+    fatal,      // end the job (the message says what broke)
+};
+
+struct EventSubject {
+    ibv_event_type type = IBV_EVENT_COMM_EST;
+    int port_num = 0;          // port events: element.port_num
+    std::uint32_t qp_num = 0;  // QP events
+    QpRole role;               // QP events: what the port knows of that QP
+};
+
+struct EventDecision {
+    EventVerdict verdict = EventVerdict::ignore;
+    // What happened, for the message: "QP_FATAL on INI QP 1234 toward node 3 (through rank 5, TGT QP 99)".
+    // The caller adds host, device and port in front and the peer's host name when it knows it.
+    std::string what;
+    // The rank the event ties to (the INI QP's target rank, the TGT QP's sender), or UINT32_MAX.
+    std::uint32_t peer_rank = UINT32_MAX;
+};
+
+// The decision for one event seen by the module of port `my_port`.
+EventDecision decide_event(const EventSubject &subject, std::uint8_t my_port);
+
+// "INI QP 12 toward node 3 (through rank 5, TGT QP 99)", "TGT QP 99 made for rank 5's INI QP 12", ...
+std::string describe_qp(std::uint32_t qp_num, const QpRole &role);
+
+}  // namespace xrc

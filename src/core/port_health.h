@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Whether a port can carry traffic now, and how long it may stay down before the job is given up. A port that
+// goes down (the link flaps, a cable is reseated, the subnet manager re-sweeps) leaves its RC/XRC QPs in RTS: the
+// HCA retransmits what is in flight until the retry budget is spent, and only then does a work request fail. So a
+// down port is not an error by itself: new posts are held (they queue, as on a link still being connected), and
+// the job ends only when a work request really fails or the port stays down longer than the grace period.
+//
+// Plain state and arithmetic (no verbs calls, no clock of its own): the caller passes the time.
+#pragma once
+
+#include <cstdint>
+
+namespace xrc {
+
+// How long the HCA keeps retransmitting a request nobody acknowledges before it fails it with RETRY_EXC_ERR:
+// (retry_cnt + 1) local ACK timeouts of 4.096 us * 2^timeout. 0 for timeout 0 (the IB spec's "infinite": the
+// requester never times out).
+std::uint64_t retry_budget_us(std::uint8_t timeout, std::uint8_t retry_cnt) noexcept;
+
+class PortHealth {
+public:
+    // `grace_us`: how long the port may stay down before grace_expired() (0: forever).
+    explicit PortHealth(std::uint64_t grace_us = 0) noexcept : grace_us_(grace_us) {}
+
+    bool down() const noexcept { return down_; }
+    std::uint64_t down_since_us() const noexcept { return down_since_us_; }
+    std::uint64_t grace_us() const noexcept { return grace_us_; }
+    // Times the port went down and came back, and the longest time it stayed down so far.
+    std::uint64_t downs() const noexcept { return downs_; }
+    std::uint64_t ups() const noexcept { return ups_; }
+    std::uint64_t longest_down_us() const noexcept { return longest_down_us_; }
+
+    // PORT_ERR (or a query that found the port not active). True when the port was up until now: posts are to
+    // be held from here on.
+    bool on_down(std::uint64_t now_us) noexcept;
+    // PORT_ACTIVE (or a query that found it active). True when the port was down until now: held posts resume.
+    bool on_up(std::uint64_t now_us) noexcept;
+    // The port has stayed down longer than the grace period: time to end the job.
+    bool grace_expired(std::uint64_t now_us) const noexcept {
+        return down_ && grace_us_ != 0 && now_us - down_since_us_ > grace_us_;
+    }
+    // How long the port has been down (0 when up).
+    std::uint64_t down_for_us(std::uint64_t now_us) const noexcept { return down_ ? now_us - down_since_us_ : 0; }
+
+private:
+    std::uint64_t grace_us_;
+    bool down_ = false;
+    std::uint64_t down_since_us_ = 0;
+    std::uint64_t downs_ = 0;
+    std::uint64_t ups_ = 0;
+    std::uint64_t longest_down_us_ = 0;
+};
+
+}  // namespace xrc

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * steady: verified all-to-all traffic for a given time (fault tests inject faults while it runs). Each round every
+ * rank exchanges one message with every other rank (sizes cycle 64 B, 8 KiB, 256 KiB: inline, eager, rendezvous),
+ * each filled with a pattern of (source, destination, round, offset) and checked at the receiver; rank 0 decides
+ * after each round whether to go on (the whole job stops on the same round).
+ *
+ * usage: steady SECONDS [STOP-FILE]
+ * Runs at least SECONDS, and with STOP-FILE until that file exists too (so a test's faults all land inside the job,
+ * however slowly the machine runs them). Prints "steady: traffic" after the first round, and at the end "steady:
+ * OK|FAILED rounds=N errors=E"; exits non-zero on any error.
+ */
+#include "mix64.h"
+
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const size_t kSizes[] = {64, 8192, 262144};
+
+static unsigned char pattern(int src, int dst, long round, size_t i) {
+    return (unsigned char)mix64(((uint64_t)src << 48) ^ ((uint64_t)dst << 32) ^ ((uint64_t)round << 20) ^ i);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const double seconds = argc > 1 ? atof(argv[1]) : 8.0;
+    const char *stop_file = argc > 2 ? argv[2] : NULL;
+    const size_t max = kSizes[sizeof(kSizes) / sizeof(kSizes[0]) - 1];
+    unsigned char *sbuf = malloc(max * (size_t)size), *rbuf = malloc(max * (size_t)size);
+    MPI_Request *reqs = malloc(sizeof(MPI_Request) * 2 * (size_t)size);
+    if (!sbuf || !rbuf || !reqs) MPI_Abort(MPI_COMM_WORLD, 2);
+    long errors = 0, round = 0;
+    const double start = MPI_Wtime();
+    int go = 1;
+    while (go) {
+        const size_t len = kSizes[round % (sizeof(kSizes) / sizeof(kSizes[0]))];
+        int n = 0;
+        for (int p = 0; p < size; ++p) {
+            if (p == rank) continue;
+            unsigned char *s = sbuf + max * (size_t)p;
+            for (size_t i = 0; i < len; ++i) s[i] = pattern(rank, p, round, i);
+            MPI_Irecv(rbuf + max * (size_t)p, (int)len, MPI_BYTE, p, (int)(round & 0x7fff), MPI_COMM_WORLD, &reqs[n++]);
+            MPI_Isend(s, (int)len, MPI_BYTE, p, (int)(round & 0x7fff), MPI_COMM_WORLD, &reqs[n++]);
+        }
+        MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
+        for (int p = 0; p < size; ++p) {
+            if (p == rank) continue;
+            const unsigned char *r = rbuf + max * (size_t)p;
+            for (size_t i = 0; i < len; ++i)
+                if (r[i] != pattern(p, rank, round, i)) {
+                    if (errors < 5)
+                        fprintf(stderr, "steady: rank %d: round %ld from %d: byte %zu differs\n", rank, round, p, i);
+                    ++errors;
+                    break;
+                }
+        }
+        if (round == 0 && rank == 0) {
+            printf("steady: traffic\n");
+            fflush(stdout);
+        }
+        ++round;
+        go = MPI_Wtime() - start < seconds || (stop_file != NULL && access(stop_file, F_OK) != 0);
+        MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    }
+    long total = 0;
+    MPI_Allreduce(&errors, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) printf("steady: %s rounds=%ld errors=%ld\n", total ? "FAILED" : "OK", round, total);
+    free(sbuf);
+    free(rbuf);
+    free(reqs);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    MPI_Finalize();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (rank == 0) printf("steady: finalize %.3f s\n", (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+    return total ? 1 : 0;
+}
