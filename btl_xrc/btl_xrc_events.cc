@@ -21,8 +21,8 @@ bool same_device(const mca_btl_xrc_module_t *a, const mca_btl_xrc_module_t *b) {
 template <class Match>
 mca_btl_xrc_module_t *find_module(mca_btl_xrc_module_t *m, Match match) {
     const auto &c = mca_btl_xrc_component;
-    for (int i = 0; i < c.num_modules; ++i)
-        if (c.modules[i] != nullptr && same_device(c.modules[i], m) && match(c.modules[i])) return c.modules[i];
+    for (const auto &module : c.modules)
+        if (module != nullptr && same_device(module.get(), m) && match(module.get())) return module.get();
     return nullptr;
 }
 

@@ -52,6 +52,7 @@ SimProcess::SimProcess(World &w, std::uint32_t r, std::uint32_t n) : world(w), r
     c.my_node = n;
     c.jobid = 7;
     c.my_token = w.addresses[r].token;
+    c.my_port = xrc::port_identity(w.addresses[r]);
     AllocScope scope(&mem);
     cm = std::make_unique<xrc::ConnectionManager>(*this, c);
 }
@@ -338,7 +339,8 @@ void World::on_start(SimProcess &p, std::uint64_t t) {
             a.op.wr.opcode = IBV_WR_SEND_WITH_IMM;
             a.op.wr.imm_data = htonl(xrc::make_imm(0x41) | xrc::kImmFirst);
             a.op.wr.num_sge = 0;
-            xrc::NodeLink &link = p.cm->link_for(order[2 * i], order[2 * i + 1]);
+            const std::uint32_t owner = order[2 * i + 1];
+            xrc::NodeLink &link = p.cm->link_for(addresses[owner], owner);
             ++p.ops_posted;
             ++totals.ops_posted;
             (void)link.queue().post_or_queue(a.op);
