@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- ops ---------------------------------------------------------------------------------------------------- */
 
@@ -195,7 +196,7 @@ static void phase_attach(void) {
 
 /* ---- list --------------------------------------------------------------------------------------------------- */
 
-#define ELEMENTS 12 /* per rank */
+#define ELEMENTS 12 /* per rank (with the head, 208 bytes: within one page) */
 
 typedef struct {
     int64_t value; /* owner * 1000 + sequence number */
@@ -216,8 +217,14 @@ static void phase_list(int exclusive) {
     const char *name = exclusive ? "list-excl" : "list";
     MPI_Win win;
     MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-    /* the head: a sentinel element on rank 0 */
-    elem_t *mine = calloc(ELEMENTS + 1, sizeof *mine);
+    /* The elements and the head (a sentinel element on rank 0) on one page: osc/rdma registers whole pages, so only
+     * a rank's first attach adds a region, before any peer can know an address in it. Were the array to cross a
+     * page, rank 0's first element could land on a page below the head's while peers read its region table, which
+     * 5.0.7's osc/rdma mishandles (docs/upstream.md, section 2; tests/mpi/rma_region_race.c reproduces it). */
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    elem_t *mine = NULL;
+    if (posix_memalign((void **)&mine, page, page) != 0) MPI_Abort(MPI_COMM_WORLD, 2);
+    memset(mine, 0, (ELEMENTS + 1) * sizeof *mine);
     MPI_Aint head_addr = 0;
     if (rank == 0) {
         mine[ELEMENTS].value = -1;
@@ -295,11 +302,15 @@ static void phase_list(int exclusive) {
 
 /* ---- main --------------------------------------------------------------------------------------------------- */
 
-static void list(void) { phase_list(0); }
-static void list_excl(void) { phase_list(1); }
+static void list(void) {
+    phase_list(0);
+}
+static void list_excl(void) {
+    phase_list(1);
+}
 
 int main(int argc, char **argv) {
-    static const struct phase phases[] = {{"ops", phase_ops}, {"attach", phase_attach}, {"list", list},
-                                          {"list-excl", list_excl}};
+    static const struct phase phases[] = {
+        {"ops", phase_ops}, {"attach", phase_attach}, {"list", list}, {"list-excl", list_excl}};
     return run_phases(argc, argv, "rma_dynamic", phases, 4);
 }

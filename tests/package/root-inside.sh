@@ -76,8 +76,22 @@ cluster_down() { [ -d "$SIMCLUSTER_STATE" ] || return 0; simcluster down >/dev/n
 trap 'stop_daemon; cluster_down' EXIT
 start_daemon
 
+# The jobs run as from an administrator's login shell: /etc/profile and its /etc/profile.d scripts. Where PMIx
+# hides Open MPI's component directory from mpirun's processes (Debian 13), the package's /etc/profile.d/btl-xrc.sh
+# is one of them (debian/btl-xrc.profile.in).
+set +u
+# shellcheck disable=SC1091
+. /etc/profile
+set -u
+if [ -f /etc/profile.d/btl-xrc.sh ]; then
+    if [ "${OMPI_MCA_mca_base_component_path:-}" = "$pkglibdir:$HOME/.openmpi/components" ]; then
+        pass "login shell: /etc/profile.d/btl-xrc.sh sets Open MPI's default component path ($OMPI_MCA_mca_base_component_path)"
+    else
+        fail "login shell: OMPI_MCA_mca_base_component_path is '${OMPI_MCA_mca_base_component_path:-unset}', expected '$pkglibdir:$HOME/.openmpi/components'"
+    fi
+fi
 # mpirun as on a test machine (root, no binding, oversubscribed, idle ranks yielding), the shared launcher
-# environment from the package; nothing about the component's path.
+# environment from the package; nothing else about the component's path.
 # shellcheck source=../../src/simcluster/simcluster-ompi-env
 . /usr/share/btl-xrc/simcluster-ompi-env
 simcluster_ompi_env
