@@ -68,7 +68,14 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
             endpoint->proc = proc;
             endpoint->module = m;
             endpoint->peer.rank = rank;
-            m->transport->attach(endpoint->peer, *address);
+            // The link's owner, if this peer's node has no link yet: spread over the node's ranks (node_map.h).
+            uint32_t owner = rank;
+            const uint32_t guess = xrc::spread_owner_guess(rank, job.my_rank, job.local_ranks, job.size);
+            if (guess != rank && address->node_id != job.my_node_id) {
+                const xrc::PortAddress *other = job.port_address(guess, m->index);
+                if (other != nullptr && other->node_id == address->node_id) owner = guess;
+            }
+            m->transport->attach(endpoint->peer, *address, owner);
             mca_btl_xrc_eager_endpoint_init(m, endpoint.get());
             m->endpoints->emplace(rank, endpoint.get());
             endpoints[i] = endpoint.release();

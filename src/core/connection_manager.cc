@@ -113,7 +113,8 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     link.state_ = NodeLink::State::connecting;
     const std::uint64_t now = host_.now_us();
     link.attempts_ = 0;
-    link.retry_us_ = config_.first_retry_us;
+    link.retry_us_ = std::min(config_.first_retry_us + connecting_.size() * config_.retry_per_connecting_us,
+                              std::max(config_.first_retry_us, config_.max_retry_us));
     link.deadline_us_ = now + config_.connect_timeout_us;
     connecting_.push_back(&link);
     ++counters_->connection_attempts;

@@ -117,6 +117,11 @@ struct CmConfig {
     std::uint32_t max_ini_qps = 0;  // 0: no cap
     std::uint64_t first_retry_us = 2000;
     std::uint64_t max_retry_us = 500000;
+    // Added to a CONNECT's first retransmission delay per connection this process is making already: in a storm
+    // (all-to-all from cold) each owner has about as many CONNECTs to answer as each initiator has in flight, and
+    // answers them one TGT QP at a time, so retransmitting sooner only fills its UD receive queue with copies.
+    // About the time one TGT QP takes to make.
+    std::uint64_t retry_per_connecting_us = 200;
     std::uint64_t connect_timeout_us = 60000000;
     // Accepting a connection from a node this process has no connection to starts one back (MPI traffic almost
     // always goes both ways: replies, rendezvous acknowledgements), unless the cap would need an eviction.

@@ -11,6 +11,20 @@
 
 namespace xrc {
 
+// On demand there is no node map: the owner of the link to a peer's node is chosen from what a process knows, the
+// peer's rank. The first peer wanted there would do (it takes part anyway to receive that message), but in a dense
+// exchange every process first wants the same rank of each node (rank+1, rank+2, ...: the node's first rank), which
+// then makes all of its node's TGT QPs in a row and takes every CONNECT into one UD receive queue (docs/connections.md,
+// "At scale"). So: the rank at this process's index among `local_ranks` block-mapped
+// ranks on the peer's node, as eager mode's tgt_owner() spreads them. A guess: the caller checks that the rank is on
+// the peer's node (its modex address says) and keeps `peer` otherwise (another mapping, another node size).
+constexpr std::uint32_t spread_owner_guess(std::uint32_t peer, std::uint32_t sender, std::uint32_t local_ranks,
+                                           std::uint32_t job_size) noexcept {
+    if (local_ranks == 0) return peer;
+    const std::uint32_t guess = peer - peer % local_ranks + sender % local_ranks;
+    return guess < job_size ? guess : peer;
+}
+
 class NodeMap {
 public:
     // node_list: comma-separated host names (PMIx OPAL_PMIX_NODE_LIST); hostnames[r]: host of rank r.

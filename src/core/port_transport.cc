@@ -204,7 +204,7 @@ void PortTransport::count_into(Counters *counters) noexcept {
     if (cm_) cm_->count_into(counters_);
 }
 
-void PortTransport::attach(Peer &peer, const PortAddress &address) {
+void PortTransport::attach(Peer &peer, const PortAddress &address, std::uint32_t owner) {
     peer.srqs = address.srqs;
     if (address.node_id == address_.node_id) {
         peer.queue = loopback_queue_.get();
@@ -212,7 +212,7 @@ void PortTransport::attach(Peer &peer, const PortAddress &address) {
         peer.imm_flags = 0;
         return;
     }
-    cm_->attach(peer, cm_->link_for(address.node_id, peer.rank));
+    cm_->attach(peer, cm_->link_for(address.node_id, owner));
 }
 
 void PortTransport::connect_node(std::uint32_t node, std::uint32_t owner) {

@@ -86,8 +86,9 @@ public:
     // manager's QP, INI QPs per node, TGT QPs made, handles held. Host names are left empty, counters out.
     void describe(StatusPort &port) const;
 
-    // `peer` (rank and modex address given) sends through the link to its node, or the loopback queue.
-    void attach(Peer &peer, const PortAddress &address);
+    // `peer` (rank and modex address given) sends through the link to its node, or the loopback queue; a link made
+    // now connects through `owner` (a rank of that node).
+    void attach(Peer &peer, const PortAddress &address, std::uint32_t owner);
     void detach(Peer &peer) noexcept { cm_->detach(peer); }
     // Eager mode: connect to `node` now, through `owner`.
     void connect_node(std::uint32_t node, std::uint32_t owner);

@@ -42,3 +42,22 @@ TEST(NodeMap, EveryTgtQpHasExactlyOneOwnerPerNode) {
         for (auto r : m.ranks_on(node)) EXPECT_EQ(m.tgt_qps_owned_by(r).size(), 4u);  // 12 senders / 3 ranks
     }
 }
+
+TEST(NodeMap, OnDemandOwnersSpreadOverTheNodesRanksUnderBlockMapping) {
+    // 4 nodes x 8 ranks: whichever rank of node 2 a sender wants first, the link goes through the rank at the
+    // sender's own node-local index, so every rank of node 2 owns the TGT QPs of an equal share of the senders.
+    std::vector<int> owned(32, 0);
+    for (std::uint32_t sender = 0; sender < 32; ++sender) {
+        if (sender / 8 == 2) continue;
+        for (std::uint32_t peer = 16; peer < 24; ++peer) {
+            const std::uint32_t owner = xrc::spread_owner_guess(peer, sender, 8, 32);
+            EXPECT_EQ(owner / 8, 2u);
+            EXPECT_EQ(owner % 8, sender % 8);
+        }
+        ++owned[xrc::spread_owner_guess(16, sender, 8, 32)];
+    }
+    for (std::uint32_t r = 16; r < 24; ++r) EXPECT_EQ(owned[r], 3);
+    // A guess past the job (a smaller last node) keeps the peer; so does a job without local ranks.
+    EXPECT_EQ(xrc::spread_owner_guess(29, 7, 8, 30), 29u);
+    EXPECT_EQ(xrc::spread_owner_guess(5, 3, 0, 30), 5u);
+}
