@@ -21,7 +21,7 @@ std::string env_or(const char *name, const char *dflt) {
     const char *v = std::getenv(name);
     return v && *v ? v : dflt;
 }
-} // namespace
+}  // namespace
 
 void DaemonTest::SetUp() {
     static std::atomic<int> counter{0};
@@ -43,7 +43,10 @@ void DaemonTest::SetUp() {
             ::dup2(log, 2);
         }
         std::string sysfs = tmpdir + "/sysfs";
-        ::execl(simhcad.c_str(), "simhcad", "--node", "gtest", "--sysfs", sysfs.c_str(), (char *)nullptr);
+        std::vector<const char *> argv = {"simhcad", "--node", "gtest", "--sysfs", sysfs.c_str()};
+        for (const std::string &a : daemon_args) argv.push_back(a.c_str());
+        argv.push_back(nullptr);
+        ::execv(simhcad.c_str(), const_cast<char *const *>(argv.data()));
         std::perror("exec simhcad");
         ::_exit(127);
     }
@@ -59,7 +62,7 @@ void DaemonTest::SetUp() {
 }
 
 void DaemonTest::TearDown() {
-    if (ctx) ibv_close_device(ctx); // the daemon releases everything left
+    if (ctx) ibv_close_device(ctx);  // the daemon releases everything left
     if (daemon_pid > 0) {
         ::kill(daemon_pid, SIGTERM);
         int st = 0;
@@ -67,6 +70,12 @@ void DaemonTest::TearDown() {
         EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "simhcad did not exit cleanly: " << st;
     }
     if (!tmpdir.empty()) std::system(("rm -rf '" + tmpdir + "'").c_str());
+}
+
+int DaemonTest::ctl(const std::string &args) {
+    std::string c = env_or("SIMHCA_CTL", "../../src/simhca/simhca-ctl");
+    int st = std::system((c + " " + args).c_str());
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
 std::string DaemonTest::ctl_list_json() {
@@ -118,12 +127,12 @@ ibv_qp *create_rc(ibv_pd *pd, ibv_cq *cq, ibv_srq *srq, uint32_t depth) {
     return ibv_create_qp(pd, &a);
 }
 
-int connect_qp(ibv_qp *qp, uint32_t remote_qpn, uint8_t rnr_retry, uint8_t min_rnr_timer, int access,
-               uint8_t retry_cnt, uint8_t timeout) {
+int connect_qp(ibv_qp *qp, uint32_t remote_qpn, uint8_t rnr_retry, uint8_t min_rnr_timer, int access, uint8_t retry_cnt,
+               uint8_t timeout, uint8_t port, uint16_t dlid) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
-    a.port_num = 1;
+    a.port_num = port;
     a.qp_access_flags = access;
     if (int e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return e;
     a = {};
@@ -133,8 +142,8 @@ int connect_qp(ibv_qp *qp, uint32_t remote_qpn, uint8_t rnr_retry, uint8_t min_r
     a.rq_psn = 0;
     a.max_dest_rd_atomic = 1;
     a.min_rnr_timer = min_rnr_timer;
-    a.ah_attr.dlid = 1;
-    a.ah_attr.port_num = 1;
+    a.ah_attr.dlid = dlid;
+    a.ah_attr.port_num = port;
     int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
     if (qp->qp_type != IBV_QPT_XRC_SEND) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
     if (int e = ibv_modify_qp(qp, &a, mask)) return e;
@@ -162,8 +171,8 @@ int poll_n(ibv_cq *cq, ibv_wc *wc, int n, int timeout_ms) {
     return got;
 }
 
-int post_send_simple(ibv_qp *qp, ibv_mr *mr, void *buf, uint32_t len, uint64_t wr_id, ibv_wr_opcode op,
-                     uint64_t raddr, uint32_t rkey, uint32_t remote_srqn) {
+int post_send_simple(ibv_qp *qp, ibv_mr *mr, void *buf, uint32_t len, uint64_t wr_id, ibv_wr_opcode op, uint64_t raddr,
+                     uint32_t rkey, uint32_t remote_srqn) {
     ibv_sge sge{reinterpret_cast<uint64_t>(buf), len, mr->lkey};
     ibv_send_wr wr{}, *bad = nullptr;
     wr.wr_id = wr_id;
@@ -200,4 +209,4 @@ int post_srq_recv_simple(ibv_srq *srq, ibv_mr *mr, void *buf, uint32_t len, uint
     return ibv_post_srq_recv(srq, &wr, &bad);
 }
 
-} // namespace simhca::test
+}  // namespace simhca::test

@@ -35,7 +35,8 @@ protected:
     }
     // One round trip; returns the daemon's errno (or -1 when the connection died). fds received are closed
     // unless `keep` is given.
-    int call(int s, const proto::Request &req, proto::Response &resp, int *keep = nullptr, size_t len = sizeof(proto::Request)) {
+    int call(int s, const proto::Request &req, proto::Response &resp, int *keep = nullptr,
+             size_t len = sizeof(proto::Request)) {
         if (send(s, &req, len, MSG_NOSIGNAL) < 0) return -1;
         char ctl[CMSG_SPACE(sizeof(int) * 4)];
         iovec iov{&resp, sizeof(resp)};
@@ -51,8 +52,10 @@ protected:
             int fds[4];
             std::memcpy(fds, CMSG_DATA(c), sizeof(int) * std::min(nfd, 4));
             for (int i = 0; i < nfd && i < 4; ++i) {
-                if (keep && i == 0) *keep = fds[i];
-                else close(fds[i]);
+                if (keep && i == 0)
+                    *keep = fds[i];
+                else
+                    close(fds[i]);
             }
         }
         return resp.err;
@@ -75,30 +78,30 @@ TEST_F(Hostile, RandomRequestsGetErrorsNotCrashes) {
         ASSERT_GE(s, 0);
         proto::Request req;
         proto::Response resp;
-        if (round % 2) { // half of them get a context first
+        if (round % 2) {  // half of them get a context first
             std::memset(&req, 0, sizeof(req));
             req.op = uint32_t(proto::Op::Hello);
-            req.hello = {proto::kMagic, proto::kVersion};
+            req.hello = {proto::kMagic, proto::kVersion, 0};
             ASSERT_EQ(call(s, req, resp), 0);
         }
         for (int i = 0; i < 300; ++i) {
             auto *b = reinterpret_cast<uint8_t *>(&req);
             for (size_t k = 0; k < sizeof(req); ++k) b[k] = uint8_t(rng());
             req.op = rng() % 40;
-            if (i % 3 == 0) { // plausible handles make it further into the handlers
+            if (i % 3 == 0) {  // plausible handles make it further into the handlers
                 req.h.handle = rng() % 64;
                 req.create_qp.pd = rng() % 64;
                 req.create_qp.send_cq = rng() % 64;
                 req.create_qp.cap.max_send_wr = rng() % 64;
             }
-            size_t len = (i % 7 == 0) ? rng() % sizeof(req) : sizeof(req); // short datagrams too
+            size_t len = (i % 7 == 0) ? rng() % sizeof(req) : sizeof(req);  // short datagrams too
             int r = call(s, req, resp, nullptr, len);
-            if (r < 0) break; // the daemon may drop a protocol-violating client
+            if (r < 0) break;  // the daemon may drop a protocol-violating client
             ++answered;
         }
         close(s);
     }
-    EXPECT_GT(answered, 3000); // most garbage is answered with an errno, not a hang-up
+    EXPECT_GT(answered, 3000);  // most garbage is answered with an errno, not a hang-up
     expect_daemon_serves();
 }
 
@@ -129,7 +132,7 @@ TEST_F(Hostile, GarbageInSharedRings) {
     proto::Request req{};
     proto::Response resp{};
     req.op = uint32_t(proto::Op::Hello);
-    req.hello = {proto::kMagic, proto::kVersion};
+    req.hello = {proto::kMagic, proto::kVersion, 0};
     int async_fd = -1;
     ASSERT_EQ(call(s, req, resp, &async_fd), 0);
     close(async_fd);
@@ -179,8 +182,8 @@ TEST_F(Hostile, GarbageInSharedRings) {
     req.modify_qp.attr.timeout = 1;
     req.modify_qp.attr.retry_cnt = 1;
     req.modify_qp.attr.rnr_retry = 1;
-    req.modify_qp.mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                         IBV_QP_MAX_QP_RD_ATOMIC;
+    req.modify_qp.mask =
+        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
     ASSERT_EQ(call(s, req, resp), 0);
 
     std::mt19937 rng(99);
@@ -195,7 +198,7 @@ TEST_F(Hostile, GarbageInSharedRings) {
         req = {};
         req.op = uint32_t(proto::Op::Kick);
         if (call(s, req, resp) < 0) break;
-        if (round % 20 == 0) { // and back to a usable state
+        if (round % 20 == 0) {  // and back to a usable state
             req = {};
             req.op = uint32_t(proto::Op::ModifyQp);
             req.modify_qp.handle = qph;
@@ -210,7 +213,7 @@ TEST_F(Hostile, GarbageInSharedRings) {
     expect_daemon_serves();
 }
 
-} // namespace
+}  // namespace
 
 // The third Hello fd is the daemon's "awake" word (clients skip the doorbell while it reads 1). A client
 // that could write it would make every other client's posts wait: it must be read-only for clients, through
@@ -221,7 +224,7 @@ TEST_F(Hostile, AwakeWordIsReadOnly) {
     proto::Request req{};
     proto::Response resp{};
     req.op = uint32_t(proto::Op::Hello);
-    req.hello = {proto::kMagic, proto::kVersion};
+    req.hello = {proto::kMagic, proto::kVersion, 0};
     ASSERT_EQ(send(s, &req, sizeof(req), MSG_NOSIGNAL), ssize_t(sizeof(req)));
     char ctl[CMSG_SPACE(sizeof(int) * 4)];
     iovec iov{&resp, sizeof(resp)};

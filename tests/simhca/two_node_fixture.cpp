@@ -39,7 +39,7 @@ std::pair<uint16_t, uint16_t> free_ports() {
     return {p[0], p[1]};
 }
 
-} // namespace
+}  // namespace
 
 void TwoNode::SetUp() {
     static int counter = 0;
@@ -49,8 +49,9 @@ void TwoNode::SetUp() {
     dir = tmpl;
     fabric = dir + "/fabric";
     auto [pa, pb] = free_ports();
-    std::ofstream(fabric) << "# test fabric\nnode na lid 1 addr 127.0.0.1 port " << pa
-                          << "\nnode nb lid 2 addr 127.0.0.1 port " << pb << "\n";
+    const char *la = two_rails ? "1,101" : "1", *lb = two_rails ? "2,102" : "2";
+    std::ofstream(fabric) << "# test fabric\nnode na lid " << la << " addr 127.0.0.1 port " << pa << "\nnode nb lid "
+                          << lb << " addr 127.0.0.1 port " << pb << "\n";
     const char *d = std::getenv("SIMHCAD");
     std::string simhcad = d && *d ? d : "../../src/simhca/simhcad";
     for (int i = 0; i < 2; ++i) {
@@ -63,9 +64,9 @@ void TwoNode::SetUp() {
             std::string log = dir + "/" + node + ".log";
             int fd = open(log.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
             if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
-            prctl(PR_SET_PDEATHSIG, SIGTERM); // never outlive the test
+            prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the test
             execl(simhcad.c_str(), "simhcad", "--node", node.c_str(), "--fabric", fabric.c_str(), "--sysfs",
-                  sys.c_str(), (char *)nullptr);
+                  sys.c_str(), "--ports", two_rails ? "2" : "1", (char *)nullptr);
             _exit(127);
         }
     }
@@ -79,9 +80,9 @@ void TwoNode::SetUp() {
         pd[i] = ibv_alloc_pd(ctx[i]);
         cq[i] = ibv_create_cq(ctx[i], 256, nullptr, nullptr, 0);
         buf[i].assign(1 << 20, 0);
-        mr[i] = ibv_reg_mr(pd[i], buf[i].data(), buf[i].size(),
-                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                               IBV_ACCESS_REMOTE_ATOMIC);
+        mr[i] = ibv_reg_mr(
+            pd[i], buf[i].data(), buf[i].size(),
+            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
         ASSERT_TRUE(pd[i] && cq[i] && mr[i]);
     }
 }
@@ -99,7 +100,9 @@ void TwoNode::TearDown() {
     std::system(("rm -rf '" + dir + "'").c_str());
 }
 
-void TwoNode::use(int i) { setenv("SIMHCA_INSTANCE", inst[i].c_str(), 1); }
+void TwoNode::use(int i) {
+    setenv("SIMHCA_INSTANCE", inst[i].c_str(), 1);
+}
 
 void TwoNode::rc_pair(ibv_qp *&a, ibv_qp *&b, uint8_t retry_cnt, uint8_t timeout) {
     a = create_rc(pd[0], cq[0], nullptr, 256);
@@ -109,13 +112,13 @@ void TwoNode::rc_pair(ibv_qp *&a, ibv_qp *&b, uint8_t retry_cnt, uint8_t timeout
     ASSERT_EQ(connect_remote(b, a->qp_num, 1, retry_cnt, timeout), 0);
 }
 
-int TwoNode::connect_remote(ibv_qp *qp, uint32_t rqpn, uint16_t dlid, uint8_t retry_cnt, uint8_t timeout) {
+int TwoNode::connect_remote(ibv_qp *qp, uint32_t rqpn, uint16_t dlid, uint8_t retry_cnt, uint8_t timeout,
+                            uint8_t port) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
+    a.port_num = port;
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-    if (int e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-        return e;
+    if (int e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return e;
     a = {};
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = IBV_MTU_4096;
@@ -123,9 +126,9 @@ int TwoNode::connect_remote(ibv_qp *qp, uint32_t rqpn, uint16_t dlid, uint8_t re
     a.max_dest_rd_atomic = 1;
     a.min_rnr_timer = 1;
     a.ah_attr.dlid = dlid;
-    a.ah_attr.port_num = 1;
-    int m = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    a.ah_attr.port_num = port;
+    int m = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+            IBV_QP_MIN_RNR_TIMER;
     if (int e = ibv_modify_qp(qp, &a, m)) return e;
     a = {};
     a.qp_state = IBV_QPS_RTS;
@@ -133,8 +136,7 @@ int TwoNode::connect_remote(ibv_qp *qp, uint32_t rqpn, uint16_t dlid, uint8_t re
     a.retry_cnt = retry_cnt;
     a.rnr_retry = 7;
     a.max_rd_atomic = 1;
-    m = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-        IBV_QP_MAX_QP_RD_ATOMIC;
+    m = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
     return ibv_modify_qp(qp, &a, m);
 }
 
@@ -143,9 +145,11 @@ std::string ctl_command(const std::string &instance, const std::string &args) {
     const char *c = std::getenv("SIMHCA_CTL");
     return "SIMHCA_INSTANCE=" + instance + " " + (c && *c ? c : "../../src/simhca/simhca-ctl") + " " + args;
 }
-} // namespace
+}  // namespace
 
-int TwoNode::ctl(int i, const std::string &args) { return std::system(ctl_command(inst[i], args).c_str()); }
+int TwoNode::ctl(int i, const std::string &args) {
+    return std::system(ctl_command(inst[i], args).c_str());
+}
 
 void TwoNode::xrc_pair(Xrc &x, bool ready_tgt, uint8_t retry_cnt, uint8_t timeout) {
     x.fd = open((dir + "/xrcd").c_str(), O_CREAT | O_RDWR, 0600);
@@ -209,4 +213,4 @@ long long TwoNode::counter_ctl(int i, const std::string &name) const {
     return found;
 }
 
-} // namespace simhca::test
+}  // namespace simhca::test

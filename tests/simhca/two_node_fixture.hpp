@@ -17,10 +17,11 @@ class TwoNode : public ::testing::Test {
 protected:
     void SetUp() override;
     void TearDown() override;
-    void use(int i); // later verbs calls talk to node i's daemon
+    void use(int i);  // later verbs calls talk to node i's daemon
     // Connects an RC QP on each node to the other (LIDs 1 and 2).
     void rc_pair(ibv_qp *&a, ibv_qp *&b, uint8_t retry_cnt = 7, uint8_t timeout = 14);
-    static int connect_remote(ibv_qp *qp, uint32_t rqpn, uint16_t dlid, uint8_t retry_cnt, uint8_t timeout);
+    static int connect_remote(ibv_qp *qp, uint32_t rqpn, uint16_t dlid, uint8_t retry_cnt, uint8_t timeout,
+                              uint8_t port = 1);
     // An XRC INI QP on node 0 (connected, in RTS) toward a TGT QP on node 1 in a new XRC domain with one XRC
     // SRQ (8 WRs, node 1's CQ). The TGT QP is readied too unless `ready_tgt` is false (then it stays in INIT,
     // where it drops whatever reaches it). Objects go with the contexts at TearDown.
@@ -38,6 +39,8 @@ protected:
     // Runs `simhca-ctl ARGS` against node i's daemon; returns system()'s status.
     int ctl(int i, const std::string &args);
 
+    // Set before SetUp(): both daemons get two ports, rail 2 on a fabric of its own (LIDs 101 and 102).
+    bool two_rails = false;
     std::string dir, fabric, inst[2];
     pid_t pid[2] = {-1, -1};
     ibv_context *ctx[2] = {};
@@ -47,4 +50,4 @@ protected:
     std::vector<uint8_t> buf[2];
 };
 
-} // namespace simhca::test
+}  // namespace simhca::test

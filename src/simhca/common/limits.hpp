@@ -37,20 +37,32 @@ constexpr uint32_t kMcastLidBase = 0xc000;    // multicast LIDs: 0xc000..0xfffe
 constexpr uint32_t kMulticastQpn = 0xffffff;  // the destination QPN of every multicast datagram
 constexpr uint32_t kMaxMsgSize = 0x40000000;
 constexpr uint32_t kMaxUdPayload = 4096;
-constexpr uint64_t kMaxDm = 256 * 1024; // device memory per device (mlx5-like)
+constexpr uint64_t kMaxDm = 256 * 1024;  // device memory per device (mlx5-like)
 constexpr uint16_t kPkeyDefault = 0xffff;
 // GID table entries per port. As on InfiniBand HCAs, only index 0 (subnet prefix + port GUID) is populated; the
 // others read as zero GIDs (ibv_query_gid) or ENODATA (ibv_query_gid_ex), as the kernel reports empty entries.
 constexpr uint32_t kGidTableLen = 8;
 // Tag matching (TM SRQs), advertised in ibv_device_attr_ex::tm_caps. mlx5-like: one SGE per tagged buffer,
 // 64-byte rendezvous requests (TMH + RVH + 32 bytes the receiver's software sees when it is unexpected).
-constexpr uint32_t kTmMaxNumTags = 127;   // tagged buffers in one TM SRQ's matching list
-constexpr uint32_t kTmMaxOps = 1024;      // outstanding list operations
+constexpr uint32_t kTmMaxNumTags = 127;  // tagged buffers in one TM SRQ's matching list
+constexpr uint32_t kTmMaxOps = 1024;     // outstanding list operations
 constexpr uint32_t kTmMaxSge = 1;
 constexpr uint32_t kTmMaxRndvHdrSize = 64;
 
 // Node GUID / port GID derive from the LID (the fabric file is the SM).
-inline uint64_t node_guid_for_lid(uint16_t lid) { return 0x0002c90300a10000ull | lid; }
+inline uint64_t node_guid_for_lid(uint16_t lid) {
+    return 0x0002c90300a10000ull | lid;
+}
 constexpr uint64_t kSubnetPrefix = 0xfe80000000000000ull;
+// Several devices and ports: rail r (0-based, device-major) of a node whose rail-1 LID is `lid`. Rail 0 keeps
+// the single-port identities (node GUID = port GUID = node_guid_for_lid), so one-port setups are unchanged.
+inline uint64_t port_guid(uint16_t lid, uint32_t rail) {
+    return rail == 0 ? node_guid_for_lid(lid) : 0x0002c90300b00000ull | (uint64_t(rail) << 16) | lid;
+}
+// Each rail is its own fabric (subnet) with its own prefix; fabric 1 has the default one.
+inline uint64_t subnet_prefix_for_fabric(uint32_t fabric) {
+    return kSubnetPrefix | (fabric - 1);
+}
+constexpr uint32_t kMaxDevices = 8, kMaxPorts = 8;
 
-} // namespace simhca::limits
+}  // namespace simhca::limits

@@ -10,7 +10,7 @@
 
 namespace simhca::proto {
 
-constexpr uint32_t kMagic = 0x53494d48; // "SIMH"
+constexpr uint32_t kMagic = 0x53494d48;  // "SIMH"
 constexpr uint32_t kVersion = 1;
 
 enum class Op : uint32_t {
@@ -38,8 +38,8 @@ enum class Op : uint32_t {
     Status,
     ListObjects,
     Fault,
-    Kick,  // re-scan this client's queues (used after post on an errored QP)
-    Probe, // device identity without creating a context (ibv_get_device_list)
+    Kick,   // re-scan this client's queues (used after post on an errored QP)
+    Probe,  // device identity without creating a context (ibv_get_device_list)
     ReregMr,
     ResizeCq,
     AllocMw,
@@ -47,7 +47,7 @@ enum class Op : uint32_t {
     AllocDm,
     FreeDm,
     RegDmMr,
-    Join, // a forked child's own connection acting for its parent's context
+    Join,  // a forked child's own connection acting for its parent's context
     AttachMcast,
     DetachMcast,
     // Object import (ibv_import_device / _pd / _mr / _dm): a new connection joins the context whose
@@ -56,22 +56,27 @@ enum class Op : uint32_t {
     ImportPd,
     ImportMr,
     ImportDm,
-    TmOp, // ibv_post_srq_ops: one tag list operation on a TM SRQ
+    TmOp,  // ibv_post_srq_ops: one tag list operation on a TM SRQ
 };
 
 struct HelloReq {
     uint32_t magic, version;
+    uint32_t device;  // Hello: the device the context opens; Probe: the device to describe (simhca<device>)
 };
 struct HelloResp {
     uint16_t lid;
     uint16_t pad;
-    uint32_t port_state; // enum ibv_port_state
-    uint64_t node_guid;  // network order
+    uint32_t port_state;  // enum ibv_port_state
+    uint64_t node_guid;   // network order
     char node_name[64];
     char sysfs_dir[256];
-    uint32_t client_id; // with `secret`: lets a fork()ed child join this context (Op::Join)
+    uint32_t client_id;  // with `secret`: lets a fork()ed child join this context (Op::Join)
     uint32_t pad2;
     uint64_t secret;
+    uint32_t device;       // index of the device described / opened
+    uint32_t num_devices;  // devices the daemon serves
+    uint32_t phys_ports;   // ports of each device
+    uint32_t pad3;
     // fds: [0] async event pipe (read end), [1] doorbell eventfd
 };
 
@@ -94,10 +99,14 @@ struct ImportDmResp {
     // fds: [0] memfd of the device memory
 };
 
+// QueryPort: the port number in `h.handle`.
 struct PortResp {
     uint32_t state;
     uint16_t lid;
     uint16_t sm_lid;
+    uint8_t active_speed, active_width;  // ibv_port_attr encodings
+    uint8_t pad[6];
+    uint64_t subnet_prefix, port_guid;  // network order (as in a GID)
 };
 
 struct HandleReq {
@@ -113,7 +122,7 @@ struct RegMrReq {
 };
 struct ReregMrReq {
     uint32_t handle;
-    int32_t flags; // enum ibv_rereg_mr_flags
+    int32_t flags;  // enum ibv_rereg_mr_flags
     uint32_t pd;
     int32_t access;
     uint64_t addr, length, iova;
@@ -131,7 +140,7 @@ struct RegDmMrReq {
 };
 struct AllocMwReq {
     uint32_t pd;
-    uint32_t type; // enum ibv_mw_type
+    uint32_t type;  // enum ibv_mw_type
 };
 struct ResizeCqReq {
     uint32_t handle;
@@ -143,36 +152,36 @@ struct RegMrResp {
 
 struct CreateCqReq {
     int32_t cqe;
-    uint32_t channel; // 0 = none
-    uint64_t cookie;  // library's struct ibv_cq *, echoed in events
+    uint32_t channel;  // 0 = none
+    uint64_t cookie;   // library's struct ibv_cq *, echoed in events
 };
 struct CreateCqResp {
     uint32_t handle;
-    uint32_t entries; // ring size (power of two)
+    uint32_t entries;  // ring size (power of two)
     // fds: [0] memfd of the CQ region
 };
 
 struct CreateSrqReq {
-    uint32_t type; // enum ibv_srq_type
+    uint32_t type;  // enum ibv_srq_type
     uint32_t pd;
-    uint32_t xrcd; // for XRC
-    uint32_t cq;   // for XRC
+    uint32_t xrcd;  // for XRC
+    uint32_t cq;    // for XRC
     uint32_t max_wr, max_sge, srq_limit;
     uint32_t pad;
     uint64_t cookie;
-    uint32_t tm_max_num_tags, tm_max_ops; // IBV_SRQT_TM (ibv_tm_cap)
+    uint32_t tm_max_num_tags, tm_max_ops;  // IBV_SRQT_TM (ibv_tm_cap)
 };
 
 // One ibv_ops_wr. The reply carries the handle of an added tag in `h.handle`.
 struct TmOpReq {
-    uint32_t srq;            // SRQ handle
-    uint32_t opcode;         // enum ibv_ops_wr_opcode
-    uint32_t flags;          // enum ibv_ops_flags
-    uint32_t unexpected_cnt; // the application's count of unexpected messages
-    uint32_t handle;         // TAG_DEL
-    uint32_t num_sge;        // TAG_ADD
+    uint32_t srq;             // SRQ handle
+    uint32_t opcode;          // enum ibv_ops_wr_opcode
+    uint32_t flags;           // enum ibv_ops_flags
+    uint32_t unexpected_cnt;  // the application's count of unexpected messages
+    uint32_t handle;          // TAG_DEL
+    uint32_t num_sge;         // TAG_ADD
     uint64_t wr_id, recv_wr_id, tag, mask;
-    ibv_sge sge[1]; // limits::kTmMaxSge
+    ibv_sge sge[1];  // limits::kTmMaxSge
 };
 struct CreateSrqResp {
     uint32_t handle, srqn, entries, max_sge;
@@ -190,14 +199,14 @@ struct SrqAttrResp {
 
 struct OpenXrcdReq {
     int32_t oflags;
-    int32_t has_fd; // fd passed with SCM_RIGHTS when set
+    int32_t has_fd;  // fd passed with SCM_RIGHTS when set
 };
 struct OpenXrcdResp {
     uint32_t handle;
 };
 
 struct CreateQpReq {
-    uint32_t type; // enum ibv_qp_type
+    uint32_t type;  // enum ibv_qp_type
     uint32_t pd, send_cq, recv_cq, srq, xrcd;
     uint32_t sq_sig_all;
     ibv_qp_cap cap;
@@ -230,23 +239,27 @@ struct QueryQpResp {
 };
 
 struct DestroyResp {
-    uint32_t events_reported;     // completion events (CQ) or async events
+    uint32_t events_reported;  // completion events (CQ) or async events
     uint32_t async_events_reported;
 };
 
 struct McastReq {
-    uint32_t qp;     // QP handle
-    uint16_t lid;    // multicast LID
-    uint8_t gid[16]; // multicast GID (raw)
+    uint32_t qp;      // QP handle
+    uint16_t lid;     // multicast LID
+    uint8_t gid[16];  // multicast GID (raw)
 };
 struct FaultReq {
-    char what[64]; // "port-down", "port-up", "drop", "restore", "delay", "undelay", "stop"
-    char arg[64];  // node name
-    uint32_t ms;   // "delay": milliseconds
+    char what[64];    // "port-down", "port-up", "drop", "restore", "delay", "undelay", "stop", ... (simhca-ctl --help)
+    char arg[64];     // node name, or the event name of "event"
+    uint32_t ms;      // "delay": milliseconds; "flap": how long the port stays down
+    int32_t device;   // -1 = every device
+    uint32_t port;    // 0 = every port of the device(s)
+    uint32_t number;  // "event": the QPN, CQ handle or SRQN; "lid": the new LID
+    uint32_t value;   // "speed": active_speed, "width": active_width
 };
 
 struct StatusResp {
-    char text[3800]; // human or JSON text
+    char text[3800];  // human or JSON text
 };
 
 struct ListReq {
@@ -286,7 +299,7 @@ struct Request {
 };
 
 struct Response {
-    int32_t err; // 0 or a positive errno
+    int32_t err;  // 0 or a positive errno
     uint32_t pad;
     union {
         HelloResp hello;
@@ -309,14 +322,14 @@ struct Response {
 
 // Records written by the daemon into the per-context async pipe.
 struct AsyncRecord {
-    uint32_t event_type; // enum ibv_event_type
+    uint32_t event_type;  // enum ibv_event_type
     uint32_t port_num;
-    uint64_t cookie; // daemon handle of the QP handle / CQ / SRQ, or 0
+    uint64_t cookie;  // daemon handle of the QP handle / CQ / SRQ, or 0
 };
 
 // Records written into a completion channel pipe.
 struct CompRecord {
-    uint64_t cq_cookie; // daemon handle of the CQ
+    uint64_t cq_cookie;  // daemon handle of the CQ
 };
 
-} // namespace simhca::proto
+}  // namespace simhca::proto

@@ -172,7 +172,7 @@ bool Completer::handle_reply(Qp &qp, const SendWqe &w, const Reply &rep) {
                 if (qp.attr.timeout) qp.retry_left--;
                 qp.retry_at_ns = now_ns() + ack_timeout_ns(qp.attr.timeout);
                 timed_.insert(qp.qpn);
-                count_ack_timeout();
+                count_ack_timeout(qp);
                 return false;
             }
             finish(IBV_WC_RETRY_EXC_ERR);
@@ -242,8 +242,10 @@ void Completer::on_remote_reply(uint64_t token, const Reply &r) {
     auto it = inflight_.find(token);
     if (it == inflight_.end()) return on_late_reply(token, r);  // or stale: that request was given up
     uint32_t qpn = it->second;
-    inflight_.erase(it);
     Qp *qp = objs_.qp_by_num(qpn);
+    // An answer for a QP whose port is down is lost on the way: the request times out as on a fabric.
+    if (qp && objs_.ports[qp->rail].state != IBV_PORT_ACTIVE) return;
+    inflight_.erase(it);
     if (!qp || qp->tokens.empty() || qp->tokens.front() != token || qp->pending.empty()) return;
     qp->tokens.pop_front();
     qp->sent_bytes.pop_front();
@@ -278,14 +280,14 @@ void Completer::on_ack_timeout(Qp &qp) {
         return;
     }
     if (qp.attr.timeout) qp.retry_left--;
-    count_ack_timeout();
+    count_ack_timeout(qp);
     req_.progress(qp);
 }
 
-void Completer::count_ack_timeout() {
-    ++objs_.counters.local_ack_timeout_err;
-    (void)write_port_counters(objs_.cfg.sysfs_dir,
-                              objs_.counters);  // a stale file only misleads readers; the count stays
+void Completer::count_ack_timeout(const Qp &qp) {
+    Port &p = objs_.ports[qp.rail];
+    ++p.counters.local_ack_timeout_err;
+    objs_.counters_changed(p);  // a stale file only misleads readers; the count stays
 }
 
 void Completer::on_timers(uint64_t now) {

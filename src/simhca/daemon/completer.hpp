@@ -63,7 +63,7 @@ public:
 private:
     void on_late_reply(uint64_t token, const Reply &r);
     void on_ack_timeout(Qp &qp);
-    void count_ack_timeout();  // the requester retransmits after its ACK timer ran out
+    void count_ack_timeout(const Qp &qp);  // the requester retransmits after its ACK timer ran out
 
     ObjectTable &objs_;
     Dma &dma_;

@@ -139,12 +139,10 @@ void Device::handle(Client &conn, const Request &req, const int *in_fds, Respons
     }
     switch (Op(req.op)) {
         case Op::Hello:
-            err = do_hello(c, resp, fds);
+            err = do_hello(c, req.hello.device, resp, fds);
             break;
         case Op::QueryPort:
-            resp.port.state = objs_.port_state;
-            resp.port.lid = objs_.cfg.lid;
-            resp.port.sm_lid = 1;
+            err = do_query_port(c, req.h.handle, resp);
             break;
         case Op::AllocPd:
             err = do_alloc_pd(c, resp);
@@ -259,11 +257,11 @@ void Device::handle(Client &conn, const Request &req, const int *in_fds, Respons
             break;
         case Op::Probe:
             c.is_ctl = c.is_ctl || !c.async_wr;
-            resp.hello.lid = objs_.cfg.lid;
-            resp.hello.port_state = objs_.port_state;
-            resp.hello.node_guid = __builtin_bswap64(limits::node_guid_for_lid(objs_.cfg.lid));
-            std::snprintf(resp.hello.node_name, sizeof(resp.hello.node_name), "%s", objs_.cfg.node.c_str());
-            std::snprintf(resp.hello.sysfs_dir, sizeof(resp.hello.sysfs_dir), "%s", objs_.cfg.sysfs_dir.c_str());
+            if (req.hello.device >= objs_.cfg.devices) {
+                err = ENODEV;
+                break;
+            }
+            fill_identity(resp.hello, req.hello.device);
             break;
         default:
             err = EOPNOTSUPP;
@@ -277,8 +275,35 @@ void Device::handle(Client &conn, const Request &req, const int *in_fds, Respons
     }
 }
 
-int Device::do_hello(Client &c, Response &r, std::vector<int> &fds) {
+void Device::fill_identity(proto::HelloResp &h, uint32_t device) const {
+    const Port &p = objs_.ports[objs_.rail_of(device, 1)];
+    h.lid = p.lid;
+    h.port_state = p.state;
+    h.node_guid = __builtin_bswap64(p.port_guid);  // a device's node GUID is its first port's GUID
+    h.device = device;
+    h.num_devices = objs_.cfg.devices;
+    h.phys_ports = objs_.cfg.ports;
+    std::snprintf(h.node_name, sizeof(h.node_name), "%s", objs_.cfg.node.c_str());
+    std::snprintf(h.sysfs_dir, sizeof(h.sysfs_dir), "%s", objs_.sysfs_dir(device).c_str());
+}
+
+int Device::do_query_port(Client &c, uint32_t port_num, Response &r) const {
+    if (port_num < 1 || port_num > objs_.cfg.ports) return EINVAL;
+    const Port &p = objs_.ports[objs_.rail_of(c.device, port_num)];
+    r.port.state = p.state;
+    r.port.lid = p.lid;
+    r.port.sm_lid = p.lid ? 1 : 0;
+    r.port.active_speed = p.active_speed;
+    r.port.active_width = p.active_width;
+    r.port.subnet_prefix = __builtin_bswap64(p.subnet_prefix);
+    r.port.port_guid = __builtin_bswap64(p.port_guid);
+    return 0;
+}
+
+int Device::do_hello(Client &c, uint32_t device, Response &r, std::vector<int> &fds) {
     if (c.async_wr) return EALREADY;
+    if (device >= objs_.cfg.devices) return ENODEV;
+    c.device = device;
     if (int e = make_event_pipe(c)) return e;
     c.doorbell.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!c.doorbell) return errno;
@@ -287,13 +312,9 @@ int Device::do_hello(Client &c, Response &r, std::vector<int> &fds) {
         c.secret = (uint64_t(rd()) << 32) ^ rd() ^ now_ns();
         if (!c.secret) c.secret = 1;
     }
+    fill_identity(r.hello, device);
     r.hello.client_id = c.id;
     r.hello.secret = c.secret;
-    r.hello.lid = objs_.cfg.lid;
-    r.hello.port_state = objs_.port_state;
-    r.hello.node_guid = __builtin_bswap64(limits::node_guid_for_lid(objs_.cfg.lid));
-    std::snprintf(r.hello.node_name, sizeof(r.hello.node_name), "%s", objs_.cfg.node.c_str());
-    std::snprintf(r.hello.sysfs_dir, sizeof(r.hello.sysfs_dir), "%s", objs_.cfg.sysfs_dir.c_str());
     fds = {c.async_rd.get(), c.doorbell.get()};
     if (doorbells_.awake_fd() >= 0) fds.push_back(doorbells_.awake_fd());
     return 0;

@@ -79,6 +79,7 @@ int Device::do_create_qp(Client &c, const CreateQpReq &q, Response &r, std::vect
     qp->attr.qp_state = IBV_QPS_RESET;
     qp->attr.path_mtu = IBV_MTU_4096;
     qp->attr.port_num = 1;
+    qp->rail = objs_.rail_of(c.device, 1);
     if (pd) pd->users++;
     if (scq) scq->users++;
     if (rcq) rcq->users++;
@@ -109,8 +110,8 @@ int Device::do_open_qp(Client &c, const OpenQpReq &q, Response &r) {
     return 0;
 }
 
-static bool attrs_in_range(const ibv_qp_attr &a, int mask) {
-    if ((mask & IBV_QP_PORT) && a.port_num != 1) return false;
+static bool attrs_in_range(const ibv_qp_attr &a, int mask, uint32_t ports) {
+    if ((mask & IBV_QP_PORT) && (a.port_num < 1 || a.port_num > ports)) return false;
     if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index >= 128) return false;
     if ((mask & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > IBV_MTU_4096)) return false;
     if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > limits::kMaxQpRdAtom) return false;
@@ -119,7 +120,7 @@ static bool attrs_in_range(const ibv_qp_attr &a, int mask) {
     if ((mask & IBV_QP_TIMEOUT) && a.timeout > 31) return false;
     if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return false;
     if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return false;
-    if ((mask & IBV_QP_AV) && a.ah_attr.port_num > 1) return false;
+    if ((mask & IBV_QP_AV) && a.ah_attr.port_num > ports) return false;
     if ((mask & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xffffff) return false;
     return true;
 }
@@ -139,10 +140,15 @@ int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
     ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? a.cur_qp_state : qp->state;
     ibv_qp_state next = (mask & IBV_QP_STATE) ? a.qp_state : cur;
     if (!modify_qp_is_ok(cur, next, qp->type, mask)) return EINVAL;
-    if (!attrs_in_range(a, mask)) return EINVAL;
+    if (!attrs_in_range(a, mask, objs_.cfg.ports)) return EINVAL;
     ibv_qp_attr &s = qp->attr;
     if (mask & IBV_QP_PKEY_INDEX) s.pkey_index = a.pkey_index;
-    if (mask & IBV_QP_PORT) s.port_num = a.port_num;
+    // Traffic leaves and arrives through the QP's port: IBV_QP_PORT, else the address vector's port.
+    if (mask & IBV_QP_PORT)
+        s.port_num = a.port_num;
+    else if ((mask & IBV_QP_AV) && a.ah_attr.port_num)
+        s.port_num = a.ah_attr.port_num;
+    qp->rail = objs_.rail_of(c.device, s.port_num);
     if (mask & IBV_QP_QKEY) s.qkey = a.qkey;
     if (mask & IBV_QP_ACCESS_FLAGS) s.qp_access_flags = a.qp_access_flags;
     if (mask & IBV_QP_AV) s.ah_attr = a.ah_attr;

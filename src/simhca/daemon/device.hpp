@@ -48,12 +48,18 @@ public:
         requester_.set_network(n);
     }
 
+    // Flaps (faults.cpp): when the next port comes back by itself (0 = none), and bringing back those due.
+    uint64_t flap_due_ns() const;
+    void on_flap_timers(uint64_t now);
+
     std::string listing_;  // text of the last Status/ListObjects request
     bool stop_requested = false;
 
 private:
     // control handlers (control.cpp, control_qp.cpp)
-    int do_hello(Client &c, proto::Response &r, std::vector<int> &fds);
+    int do_hello(Client &c, uint32_t device, proto::Response &r, std::vector<int> &fds);
+    void fill_identity(proto::HelloResp &h, uint32_t device) const;  // what Hello / Probe / import tell
+    int do_query_port(Client &c, uint32_t port_num, proto::Response &r) const;
     int do_alloc_pd(Client &c, proto::Response &r);
     int do_dealloc_pd(Client &c, uint32_t h);
     int do_reg_mr(Client &c, const proto::RegMrReq &q, proto::Response &r);
@@ -99,7 +105,11 @@ private:
     int do_tm_op(Client &c, const proto::TmOpReq &q, proto::Response &r);
     // inspection and fault injection (status.cpp)
     int do_status(proto::Response &r, bool json);
+    // fault injection (faults.cpp)
     int do_fault(const proto::FaultReq &q);
+    int fault_event(const proto::FaultReq &q);
+    static bool selects(const proto::FaultReq &q, const Port &p);
+    void set_port_state(Port &p, ibv_port_state st);
 
     bool debug_ = false;  // SIMHCA_DEBUG=1: log failed control requests
     pid_t req_pid_ = 0;   // process that sent the request being handled (memory of MRs it registers)

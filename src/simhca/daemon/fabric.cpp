@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "fabric.hpp"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -22,17 +23,32 @@ bool load_fabric(const std::string &path, std::vector<FabricNode> &out, std::str
         if (!(ss >> kw)) continue;
         FabricNode n;
         std::string k1, k2, k3;
-        unsigned lid = 0, port = 0;
-        if (kw != "node" || !(ss >> n.name >> k1 >> lid >> k2 >> n.addr >> k3 >> port) || k1 != "lid" ||
-            k2 != "addr" || k3 != "port" || lid == 0 || lid >= 0xc000 || port == 0 || port > 65535) {
-            err = path + ":" + std::to_string(lineno) + ": expected 'node <name> lid <lid> addr <ipv4> port <port>'";
+        std::string lids;
+        unsigned port = 0;
+        bool ok = kw == "node" && (ss >> n.name >> k1 >> lids >> k2 >> n.addr >> k3 >> port) && k1 == "lid" &&
+                  k2 == "addr" && k3 == "port" && port != 0 && port <= 65535;
+        for (size_t at = 0; ok && at <= lids.size();) {
+            size_t end = lids.find(',', at);
+            if (end == std::string::npos) end = lids.size();
+            const std::string one = lids.substr(at, end - at);
+            char *stop = nullptr;
+            unsigned long v = std::strtoul(one.c_str(), &stop, 0);
+            ok = !one.empty() && *stop == 0 && v < 0xc000 && (v != 0 || !n.lids.empty());
+            for (uint16_t l : n.lids) ok = ok && (v == 0 || l != v);
+            n.lids.push_back(uint16_t(v));
+            at = end + 1;
+        }
+        if (!ok) {
+            err = path + ":" + std::to_string(lineno) +
+                  ": expected 'node <name> lid <lid>[,<rail 2 lid>...] addr <ipv4> port <port>' (LIDs 1..0xbfff, "
+                  "distinct, 0 = rail not cabled)";
             return false;
         }
-        n.lid = uint16_t(lid);
+        n.lid = n.lids[0];
         n.port = uint16_t(port);
         out.push_back(n);
     }
     return true;
 }
 
-} // namespace simhca
+}  // namespace simhca

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The fabric file written by `simcluster up` (it plays the subnet manager):
-//   node <name> lid <lid> addr <ipv4> port <tcp-port>
+//   node <name> lid <lid>[,<lid of rail 2>,...] addr <ipv4> port <tcp-port>
+// Rail r of every node sits on fabric r (a subnet of its own): the r-th LID is the node's port on it, 0 = that
+// rail is not cabled. LIDs are unique on one node (across its rails).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,7 +12,8 @@ namespace simhca {
 
 struct FabricNode {
     std::string name;
-    uint16_t lid = 0;
+    uint16_t lid = 0;            // rail 1
+    std::vector<uint16_t> lids;  // every rail's, lids[0] == lid
     std::string addr;
     uint16_t port = 0;
 };
@@ -18,4 +21,4 @@ struct FabricNode {
 // Returns false with a message in `err` on a malformed file.
 bool load_fabric(const std::string &path, std::vector<FabricNode> &out, std::string &err);
 
-} // namespace simhca
+}  // namespace simhca

@@ -72,13 +72,10 @@ int Device::do_import_device(Client &conn, int fd, Response &r, std::vector<int>
     if (!t || !t->async_wr || hung_up(t->sock.get())) return EINVAL;
     if (int e = make_event_pipe(conn)) return e;
     conn.alias_of = t->id;
+    conn.device = t->device;
+    fill_identity(r.hello, t->device);
     r.hello.client_id = t->id;
     r.hello.secret = t->secret;  // a fork()ed child of the importer joins with it (Conn::rejoin)
-    r.hello.lid = objs_.cfg.lid;
-    r.hello.port_state = objs_.port_state;
-    r.hello.node_guid = __builtin_bswap64(limits::node_guid_for_lid(objs_.cfg.lid));
-    std::snprintf(r.hello.node_name, sizeof(r.hello.node_name), "%s", objs_.cfg.node.c_str());
-    std::snprintf(r.hello.sysfs_dir, sizeof(r.hello.sysfs_dir), "%s", objs_.cfg.sysfs_dir.c_str());
     // Its own event pipe (port and object events go to the owner's, as they go to the kernel's default
     // async file), the owner's doorbell (the owner's QPs are the ones it posts to) and the awake word.
     fds = {conn.async_rd.get(), t->doorbell.get()};

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // simhcad: the per-node software HCA daemon.
-//   simhcad --node NAME [--fabric FILE] [--sysfs DIR] [--dev-dir DIR]
+//   simhcad --node NAME [--fabric FILE] [--devices M] [--ports K] [--sysfs DIR] [--dev-dir DIR]
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 #include <sched.h>
 #include <sys/resource.h>
 
+#include "../common/limits.hpp"
 #include "../common/socket_io.hpp"
 #include "device.hpp"
 #include "fabric.hpp"
@@ -19,9 +22,15 @@ using namespace simhca;
 
 static void usage() {
     std::fprintf(stderr,
-                 "usage: simhcad --node NAME [--fabric FILE] [--sysfs DIR] [--dev-dir DIR] [--no-realtime]\n"
+                 "usage: simhcad --node NAME [--fabric FILE] [--devices M] [--ports K] [--sysfs DIR] [--dev-dir DIR]\n"
+                 "               [--no-realtime]\n"
                  "Runs the software HCA of one (simulated) node in the foreground.\n"
-                 "--dev-dir DIR: create the device file DIR/uverbs0 (a node's /dev/infiniband) while it runs.\n"
+                 "--devices M, --ports K: serve M devices simhca0..simhca<M-1> of K ports each (1..8, default 1\n"
+                 "  and 1). Rail r = device * K + port is a fabric of its own (subnet prefix fe80::<r-1>): it reaches\n"
+                 "  rail r of other nodes only. LIDs: the fabric file's list for the node (lid L1,L2,...: rail r\n"
+                 "  takes the r-th, a rail without one is DOWN); without a fabric file rail r has LID r.\n"
+                 "--sysfs DIR: device 0's sysfs directory, ROOT/class/infiniband/simhca0 (the others next to it).\n"
+                 "--dev-dir DIR: create the device files DIR/uverbsN (a node's /dev/infiniband) while it runs.\n"
                  "Listens on the abstract socket @simhca[.$SIMHCA_INSTANCE].\n");
 }
 
@@ -47,7 +56,17 @@ int main(int argc, char **argv) {
             cfg.sysfs_dir = next();
         else if (a == "--dev-dir")
             dev_dir = next();
-        else if (a == "--no-realtime")
+        else if (a == "--devices" || a == "--ports") {
+            std::string v = next();
+            char *end = nullptr;
+            unsigned long n = std::strtoul(v.c_str(), &end, 10);
+            const uint32_t max = a == "--devices" ? limits::kMaxDevices : limits::kMaxPorts;
+            if (v.empty() || *end || n < 1 || n > max) {
+                std::fprintf(stderr, "simhcad: %s %s: expected a number from 1 to %u\n", a.c_str(), v.c_str(), max);
+                return 2;
+            }
+            (a == "--devices" ? cfg.devices : cfg.ports) = uint32_t(n);
+        } else if (a == "--no-realtime")
             realtime = false;
         else if (a == "-h" || a == "--help")
             return usage(), 0;
@@ -70,7 +89,7 @@ int main(int argc, char **argv) {
         }
         bool found = false;
         for (auto &n : nodes)
-            if (n.name == cfg.node) cfg.lid = n.lid, found = true;
+            if (n.name == cfg.node) cfg.lid = n.lid, cfg.rail_lids = n.lids, found = true;
         if (!found) {
             std::fprintf(stderr, "simhcad: node '%s' is not in fabric file %s\n", cfg.node.c_str(), fabric.c_str());
             return 1;
@@ -84,12 +103,23 @@ int main(int argc, char **argv) {
         cfg.sysfs_dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/simhca-sysfs" +
                         (inst && *inst ? std::string(".") + inst : std::string()) + "/class/infiniband/simhca0";
     }
+    if (fabric.empty())
+        for (uint32_t r = 0; r < cfg.devices * cfg.ports; ++r) cfg.rail_lids.push_back(uint16_t(cfg.lid + r));
     std::string err;
-    if (!write_sysfs(cfg.sysfs_dir, cfg.lid, err)) std::fprintf(stderr, "simhcad: warning: %s\n", err.c_str());
-    UverbsFile uverbs;
-    if (!dev_dir.empty() && !uverbs.create(dev_dir, err)) {
-        std::fprintf(stderr, "simhcad: %s\n", err.c_str());
-        return 1;
+    std::vector<std::unique_ptr<UverbsFile>> uverbs;
+    {
+        ObjectTable shape(cfg);  // the ports as the device will have them, for the files
+        for (uint32_t d = 0; d < cfg.devices; ++d) {
+            const Port *first = &shape.ports[shape.rail_of(d, 1)];
+            if (!write_sysfs(shape.sysfs_dir(d), first->port_guid, first, cfg.ports, err))
+                std::fprintf(stderr, "simhcad: warning: %s\n", err.c_str());
+            if (dev_dir.empty()) continue;
+            uverbs.push_back(std::make_unique<UverbsFile>());
+            if (!uverbs.back()->create(dev_dir, d, err)) {
+                std::fprintf(stderr, "simhcad: %s\n", err.c_str());
+                return 1;
+            }
+        }
     }
 
     // The daemon is the adapter: when applications busy-poll every core (MPI

@@ -75,8 +75,11 @@ Reply Responder::respond_mcast(const Message &m) {
     for (const auto &[key, members] : objs_.mcast)
         if (key.first == m.dlid && (!m.has_grh || key.second == dgid)) targets.insert(members.begin(), members.end());
     for (uint32_t qpn : targets) {
+        const Qp *member = objs_.qp_by_num(qpn);
+        if (!member) continue;
         Message copy = m;
         copy.dst_qpn = qpn;
+        copy.dlid = objs_.ports[member->rail].lid;  // the group's traffic arrives at each member's port
         respond(copy);
     }
     Reply r;

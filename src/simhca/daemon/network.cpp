@@ -91,7 +91,11 @@ Network::Network(ObjectTable &objs, Responder &resp, Completer &comp, std::vecto
       my_lid_(objs.cfg.lid),
       epoll_(epoll_fd),
       kind_(kind),
-      delay_(epoll_fd, tag(kind, kDelayTimerId)) {}
+      delay_(epoll_fd, tag(kind, kDelayTimerId)) {
+    for (const FabricNode &n : nodes_)
+        for (size_t r = 1; r < n.lids.size(); ++r)
+            if (n.lids[r]) key_of_lid_[n.lids[r]] = n.lid;
+}
 
 Network::~Network() = default;
 
@@ -243,24 +247,34 @@ void Network::flush(Conn &c) {
     }
 }
 
-bool Network::send_request(uint16_t dlid, uint64_t token, const Message &m) {
-    if (!node_by_lid(dlid)) return false;
-    if (dropped_.count(dlid)) return true;  // "sent", and lost on the way
-    bool delayed = delay_.holding(dlid);
-    Conn *c = delayed ? nullptr : connect_to(dlid);
+bool Network::send_request(uint32_t fabric, uint16_t dlid, uint64_t token, const Message &m) {
+    // Only nodes cabled to the sender's fabric with that LID are reachable; another fabric's LID is nobody.
+    const FabricNode *n = node_on_fabric(fabric, dlid);
+    if (!n) return false;
+    const uint16_t key = n->lid;           // connections, drops and delays are per node
+    if (dropped_.count(key)) return true;  // "sent", and lost on the way
+    bool delayed = delay_.holding(key);
+    Conn *c = delayed ? nullptr : connect_to(key);
     if (!c && !delayed) return true;  // could not even connect: it looks like a lost packet
     WireReq w{};
     copy_header(w, m);
     if (c)
         queue(*c, kReq, token, &w, sizeof(w), m.data, m.size);
     else
-        hold(dlid, false, 0, kReq, token, &w, sizeof(w), m.data, m.size);
+        hold(key, false, 0, kReq, token, &w, sizeof(w), m.data, m.size);
     return true;
 }
 
-void Network::send_to_all(const Message &m) {
+void Network::send_to_all(uint32_t fabric, const Message &m) {
     for (const FabricNode &n : nodes_)
-        if (n.lid != my_lid_) send_request(n.lid, 0, m);
+        if (n.lid != my_lid_ && fabric <= n.lids.size() && n.lids[fabric - 1])
+            send_request(fabric, n.lids[fabric - 1], 0, m);
+}
+
+const FabricNode *Network::node_on_fabric(uint32_t fabric, uint16_t lid) const {
+    for (auto &n : nodes_)
+        if (fabric <= n.lids.size() && n.lids[fabric - 1] == lid) return &n;
+    return nullptr;
 }
 
 void Network::hold(uint16_t lid, bool inbound, uint32_t conn_id, uint32_t type, uint64_t token, const void *a,
@@ -410,15 +424,16 @@ void Network::on_readable(Conn &c) {
 }
 
 void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t *body, size_t len, bool held) {
-    // A port that is down has no link: nothing arrives, neither requests (so nothing is answered or executed
-    // here) nor answers to this node's earlier requests; the peers' transports time out, as on a fabric.
-    if (objs_.port_state != IBV_PORT_ACTIVE) return;
+    // A port that is down has no link: nothing arrives through it, neither requests (the responder drops
+    // them: Responder::respond) nor answers to this node's earlier requests (Completer::on_remote_reply);
+    // the peers' transports time out, as on a fabric.
     if (type == kReq) {
         if (len < sizeof(WireReq)) return;
         WireReq w;
         std::memcpy(&w, body, sizeof(w));
-        if (dropped_.count(w.src_lid)) return;
-        if (!held && delay_.holding(w.src_lid)) return hold(w.src_lid, true, c.id, type, token, body, len, nullptr, 0);
+        const uint16_t src = node_key(w.src_lid);
+        if (dropped_.count(src)) return;
+        if (!held && delay_.holding(src)) return hold(src, true, c.id, type, token, body, len, nullptr, 0);
         Message m{};
         copy_header(m, w);
         m.data = body + sizeof(w);  // straight from the receive buffer
@@ -426,8 +441,8 @@ void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t
         Reply r = resp_.respond_remote(m);
         if (token == 0) return;  // fire and forget (UD)
         WireResp wr{uint32_t(r.status), r.rnr_timer, {}};
-        if (delay_.holding(w.src_lid))
-            hold(w.src_lid, false, c.id, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());
+        if (delay_.holding(src))
+            hold(src, false, c.id, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());
         else
             queue(c, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());
     } else if (type == kResp && c.outgoing) {

@@ -30,10 +30,10 @@ public:
             uint32_t kind);
     ~Network();
     int listen();  // 0 or errno
-    // Queues a request for `dlid`; false when no such node (or it is faulted).
-    bool send_request(uint16_t dlid, uint64_t token, const Message &m);
-    // A datagram to every other node (multicast: each fans it out to its members).
-    void send_to_all(const Message &m);
+    // Queues a request for `dlid` on fabric `fabric`; false when no node has that LID there.
+    bool send_request(uint32_t fabric, uint16_t dlid, uint64_t token, const Message &m);
+    // A datagram to every other node on `fabric` (multicast: each fans it out to its members).
+    void send_to_all(uint32_t fabric, const Message &m);
     void on_event(uint32_t conn_id, uint32_t events);
     // Fault injection: drop everything to/from that node until restored.
     bool set_dropped(const std::string &node, bool dropped);
@@ -71,7 +71,13 @@ private:
     void release_held();
     void close_conn(uint32_t id);
     void watch(Conn &c, bool want_write);
-    const FabricNode *node_by_lid(uint16_t lid) const;
+    const FabricNode *node_by_lid(uint16_t lid) const;  // by a node's rail-1 LID (its key)
+    const FabricNode *node_on_fabric(uint32_t fabric, uint16_t lid) const;
+    // The node key (rail-1 LID) of a LID of any rail; empty map with one rail, so free on the data path.
+    uint16_t node_key(uint16_t lid) const {
+        auto it = key_of_lid_.find(lid);
+        return it == key_of_lid_.end() ? lid : it->second;
+    }
 
     ObjectTable &objs_;
     Responder &resp_;
@@ -84,6 +90,7 @@ private:
     uint32_t next_id_ = 1;
     std::map<uint32_t, std::unique_ptr<Conn>> conns_;
     std::map<uint16_t, uint32_t> out_by_lid_;
+    std::map<uint16_t, uint16_t> key_of_lid_;  // LIDs of rails 2.. -> their node's rail-1 LID
     std::set<uint16_t> dropped_;
     DelayLine delay_;
 };

@@ -3,9 +3,39 @@
 
 #include <unistd.h>
 
+#include "../common/limits.hpp"
 #include "../common/protocol.hpp"
 
 namespace simhca {
+
+ObjectTable::ObjectTable(DeviceConfig c) : cfg(std::move(c)) {
+    const uint32_t n = cfg.devices * cfg.ports;
+    ports.resize(n);
+    for (uint32_t r = 0; r < n; ++r) {
+        Port &p = ports[r];
+        p.device = uint8_t(r / cfg.ports);
+        p.port_num = uint8_t(r % cfg.ports + 1);
+        p.lid = r < cfg.rail_lids.size() ? cfg.rail_lids[r] : 0;
+        p.fabric = r + 1;
+        p.subnet_prefix = limits::subnet_prefix_for_fabric(p.fabric);
+        // Port GUIDs stay what they are when the LID changes: derived from rail 1's LID and the rail.
+        p.port_guid = limits::port_guid(cfg.lid, r);
+        p.state = p.lid ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;  // no LID: no subnet manager on that fabric
+    }
+}
+
+std::string ObjectTable::sysfs_dir(uint32_t dev) const {
+    if (dev == 0) return cfg.sysfs_dir;
+    std::string d = cfg.sysfs_dir;
+    const std::string zero = limits::kDeviceName;  // ROOT/class/infiniband/simhca0 -> .../simhcaN
+    if (d.size() >= zero.size() && d.compare(d.size() - zero.size(), zero.size(), zero) == 0)
+        return d.substr(0, d.size() - 1) + std::to_string(dev);
+    return d + "-" + std::to_string(dev);  // another layout: DIR-N
+}
+
+void ObjectTable::counters_changed(const Port &p) {
+    (void)write_port_counters(sysfs_dir(p.device), p.port_num, p.counters);
+}
 
 // 24-bit index + 8-bit variant, like mlx keys; never one in use by an MR or MW.
 uint32_t ObjectTable::new_key() {
@@ -67,9 +97,9 @@ void ObjectTable::qp_event(Qp &qp, ibv_event_type type) {
     }
 }
 
-void ObjectTable::broadcast_port_event(ibv_event_type type) {
-    for (auto &[id, c] : clients)
-        if (!c->is_ctl && !c->alias_of) post_async(c.get(), type, 0, 1);  // importers: see import.cpp
+void ObjectTable::broadcast_port_event(const Port &p, ibv_event_type type) {
+    for (auto &[id, c] : clients)  // importers: see import.cpp
+        if (!c->is_ctl && !c->alias_of && c->device == p.device) post_async(c.get(), type, 0, p.port_num);
 }
 
 }  // namespace simhca

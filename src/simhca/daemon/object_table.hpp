@@ -22,16 +22,32 @@ namespace simhca {
 
 struct DeviceConfig {
     std::string node = "node0";
-    uint16_t lid = 1;
-    std::string sysfs_dir;
+    uint16_t lid = 1;       // the node's LID on fabric 1 (rail 1): names the node in streams and logs
+    std::string sysfs_dir;  // device 0's directory, ROOT/class/infiniband/simhca0 (the others sit next to it)
+    uint32_t devices = 1, ports = 1;
+    // LID of each rail (index rail - 1; rail r = device * ports + port), 0 = not on a fabric (port DOWN).
+    std::vector<uint16_t> rail_lids;
+};
+
+// One port of one device: a rail. Rail r (1-based, device-major) sits on fabric r, a subnet of its own
+// (its own subnet prefix and LIDs): a packet only reaches ports of the same fabric.
+struct Port {
+    uint8_t device = 0;    // index of simhcaN
+    uint8_t port_num = 1;  // 1..ports
+    uint16_t lid = 0;
+    uint32_t fabric = 1;                        // = rail number
+    uint64_t subnet_prefix = 0, port_guid = 0;  // host order
+    ibv_port_state state = IBV_PORT_ACTIVE;
+    uint8_t active_speed = 32, active_width = 2;  // EDR, 4X (ibv_port_attr encodings)
+    PortCounters counters;    // shown in sysfs (ports/N/hw_counters) and by simhca-ctl status/counters
+    uint64_t flap_up_ns = 0;  // a flap in progress: when the daemon brings the port back (0 = none)
 };
 
 struct ObjectTable {
-    explicit ObjectTable(DeviceConfig c) : cfg(std::move(c)) {}
+    explicit ObjectTable(DeviceConfig c);
 
     DeviceConfig cfg;
-    ibv_port_state port_state = IBV_PORT_ACTIVE;
-    PortCounters counters;  // shown in sysfs (ports/1/hw_counters) and by simhca-ctl status/counters
+    std::vector<Port> ports;  // every rail, index rail - 1 (device-major); set up by the constructor
 
     // Ids are daemon-wide (one number space for every handle); QPNs, SRQNs and keys have their own.
     std::map<uint32_t, std::unique_ptr<Client>> clients;
@@ -76,7 +92,13 @@ struct ObjectTable {
     // destroy verbs wait for exactly the delivered events).
     bool post_async(Client *c, ibv_event_type type, uint64_t cookie, uint32_t port = 0);
     void qp_event(Qp &qp, ibv_event_type type);  // to every handle of the QP
-    void broadcast_port_event(ibv_event_type type);
+    // Port events go to the contexts of the port's device only.
+    void broadcast_port_event(const Port &p, ibv_event_type type);
+    uint32_t rail_of(uint32_t device, uint32_t port_num) const { return device * cfg.ports + port_num - 1; }
+    // Device `dev`'s sysfs directory (device 0's with its number replaced).
+    std::string sysfs_dir(uint32_t dev) const;
+    // The daemon-wide port counters file of `p` rewritten (after a counter changed).
+    void counters_changed(const Port &p);
 };
 
 }  // namespace simhca

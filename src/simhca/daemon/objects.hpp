@@ -27,6 +27,7 @@ struct Client {
     UniqueFd async_rd, async_wr;  // rd is handed to the library
     UniqueFd doorbell;            // eventfd the library writes after posting
     bool is_ctl = false;          // simhca-ctl connection: no verbs objects
+    uint32_t device = 0;          // the device (simhcaN) the context was opened on
     std::vector<uint32_t> qpns;   // QPs it owns (the doorbell scans only these)
     uint64_t secret = 0;          // proves a Join comes from this context's process tree
     uint32_t alias_of = 0;        // a forked child's or an importer's connection: acts as this client
@@ -150,6 +151,7 @@ struct Qp {
     ibv_qp_cap cap{};
     ibv_qp_state state = IBV_QPS_RESET;
     ibv_qp_attr attr{};  // current attributes (what query_qp returns)
+    uint32_t rail = 0;   // index into ObjectTable::ports: its device's port attr.port_num
     ShmRegion shm;
     uint32_t sq_entries = 0, rq_entries = 0;
     uint32_t sq_seen = 0;  // producer index at the last rescan (Doorbells::going_to_sleep)

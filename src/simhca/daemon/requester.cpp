@@ -108,7 +108,8 @@ ibv_wc_status Requester::build_message(Qp &qp, const SendWqe &w, Message &m, uin
     m = Message{};
     m.opcode = w.opcode;
     m.src_qpn = qp.qpn;
-    m.src_lid = objs_.cfg.lid;
+    const Port &port = objs_.ports[qp.rail];
+    m.src_lid = port.lid;
     m.srqn = w.remote_srqn & 0xffffff;
     m.remote_addr = w.remote_addr;
     m.rkey = w.rkey;
@@ -134,8 +135,8 @@ ibv_wc_status Requester::build_message(Qp &qp, const SendWqe &w, Message &m, uin
             g[3] = uint8_t(vtf);
             g[6] = 0x1b;  // next header: IBA transport
             g[7] = w.av.hop_limit;
-            uint64_t pfx = __builtin_bswap64(limits::kSubnetPrefix);
-            uint64_t guid = __builtin_bswap64(limits::node_guid_for_lid(objs_.cfg.lid));
+            uint64_t pfx = __builtin_bswap64(port.subnet_prefix);
+            uint64_t guid = __builtin_bswap64(port.port_guid);
             std::memcpy(g + 8, &pfx, 8);
             std::memcpy(g + 16, &guid, 8);
             std::memcpy(g + 24, w.av.dgid, 16);
@@ -143,10 +144,11 @@ ibv_wc_status Requester::build_message(Qp &qp, const SendWqe &w, Message &m, uin
     } else {
         m.dst_qpn = qp.attr.dest_qp_num;
         dlid = qp.attr.ah_attr.dlid;
+        m.dlid = dlid;  // the responder takes it only on the port with that LID
     }
     ibv_wc_status st = IBV_WC_SUCCESS;
     if (carries_payload(w.opcode)) {
-        bool lazy = !ud && dlid == objs_.cfg.lid && !(w.send_flags & IBV_SEND_INLINE);
+        bool lazy = !ud && dlid == port.lid && !(w.send_flags & IBV_SEND_INLINE);
         gather(qp, w, buf_, st, lazy);
         if (st != IBV_WC_SUCCESS) return st;
         if (ud && buf_.size() > limits::kMaxUdPayload) return IBV_WC_LOC_LEN_ERR;
@@ -198,7 +200,7 @@ bool Requester::send_next_remote(Qp &qp, uint16_t dlid) {
     m.stream = qp.stream;
     m.seq = qp.head_seq + qp.sent;
     uint64_t token = ++next_token_;
-    if (!net_->send_request(dlid, token, m)) return false;
+    if (!net_->send_request(objs_.ports[qp.rail].fabric, dlid, token, m)) return false;
     comp_.track(token, qp.qpn);
     qp.tokens.push_back(token);
     qp.sent_bytes.push_back(buf_.size() + 64);
@@ -226,7 +228,9 @@ void Requester::progress(Qp &qp) {
             qp.counters_loaded = true;
         }
         uint16_t dlid = qp.type == IBV_QPT_UD ? qp.pending.front().av.dlid : qp.attr.ah_attr.dlid;
-        bool remote = dlid != objs_.cfg.lid && net_ && objs_.port_state == IBV_PORT_ACTIVE && qp.type != IBV_QPT_UD;
+        // Each rail is a fabric of its own: only the LID of the QP's own port is this node.
+        const Port &port = objs_.ports[qp.rail];
+        bool remote = dlid != port.lid && net_ && port.state == IBV_PORT_ACTIVE && qp.type != IBV_QPT_UD;
         if (remote && qp.sent > 0) {
             // Keep the window full; replies drive completions in order.
             while (send_next_remote(qp, dlid)) {
@@ -259,19 +263,19 @@ void Requester::progress(Qp &qp) {
             continue;
         }
         Reply rep;
-        if (objs_.port_state != IBV_PORT_ACTIVE) {
+        if (port.state != IBV_PORT_ACTIVE) {
             rep.status = RespStatus::Drop;  // the link is down: nothing leaves
-        } else if (dlid == objs_.cfg.lid) {
+        } else if (dlid == port.lid) {
             rep = resp_.respond(m);
         } else if (qp.type == IBV_QPT_UD && dlid >= limits::kMcastLidBase && dlid != 0xffff) {
             rep.status = RespStatus::Drop;             // sent; this node's members, then every other node's
             if (m.dst_qpn == limits::kMulticastQpn) {  // (a unicast QPN reaches no member)
                 resp_.respond_mcast(m);
-                if (net_) net_->send_to_all(m);
+                if (net_) net_->send_to_all(port.fabric, m);
             }
         } else if (net_ && qp.type == IBV_QPT_UD) {
-            net_->send_request(dlid, 0, m);  // datagrams need no answer
-            rep.status = RespStatus::Drop;   // ... and are "done" once sent
+            net_->send_request(port.fabric, dlid, 0, m);  // datagrams need no answer
+            rep.status = RespStatus::Drop;                // ... and are "done" once sent
         } else {
             rep.status = RespStatus::Drop;
         }

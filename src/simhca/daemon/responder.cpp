@@ -64,6 +64,12 @@ Reply Responder::respond(const Message &m) {
                     rep.status = RespStatus::Drop;  // nobody listens: the requester times out
                     return rep;
                 }
+                // A packet reaches a QP only through the QP's own port: addressed to that port's LID (another
+                // port's LID is another fabric, or another port of it), and only while its link is up.
+                if (const Port &p = objs_.ports[t->rail]; p.lid != m.dlid || p.state != IBV_PORT_ACTIVE) {
+                    rep.status = RespStatus::Drop;
+                    return rep;
+                }
                 rep.rnr_timer = t->attr.min_rnr_timer;
                 state = RespState::CheckRoute;
                 break;
@@ -130,6 +136,9 @@ Reply Responder::respond(const Message &m) {
             case RespState::Acknowledge:
                 // UC has no responses: a missing receive or a bad rkey just loses the message.
                 if (t->type == IBV_QPT_UC && rep.status != RespStatus::Ack) rep.status = RespStatus::Drop;
+                if (rep.status == RespStatus::RemAccess || rep.status == RespStatus::RemInvReq ||
+                    rep.status == RespStatus::RemOp)
+                    responder_error(*t, rep.status);
                 state = RespState::Done;
                 break;
             case RespState::Done:
@@ -137,6 +146,20 @@ Reply Responder::respond(const Message &m) {
         }
     }
     return rep;
+}
+
+// A class C error found by the responder of a reliable QP (IB spec 9.9.3.1.3 and o9-30..; rxe_resp.c's
+// ERR_* states; mlx5's WQ_ACCESS / WQ_INVAL_REQ / WQ_CATAS): the requester gets the NAK (the caller's
+// answer), this QP goes to the error state, and, as nothing of the responder's own is completed for an error
+// it found without a receive WQE, the affiliated asynchronous event tells every process holding a handle of the
+// QP (for an XRC TGT QP: its creator and every ibv_open_qp holder; docs/faults-model.md). A receive WQE that
+// failed already completed with its error and moved the QP (deliver_recv): no event then.
+void Responder::responder_error(Qp &t, RespStatus st) {
+    if ((t.type != IBV_QPT_RC && t.type != IBV_QPT_XRC_RECV) || t.state == IBV_QPS_ERR) return;
+    objs_.qp_event(t, st == RespStatus::RemAccess   ? IBV_EVENT_QP_ACCESS_ERR
+                      : st == RespStatus::RemInvReq ? IBV_EVENT_QP_REQ_ERR
+                                                    : IBV_EVENT_QP_FATAL);
+    comp_.qp_to_error(t);
 }
 
 // Whether QP `t` takes this requester's message, and from which SRQ its receives come. False: `st` is the
@@ -172,6 +195,16 @@ bool Responder::check_route(Qp &t, const Message &m, Srq *&srq, RespStatus &st) 
 // discarded (ERR_PSN_OUT_OF_SEQ: an earlier request was NAKed or lost, and the requester will go back to it).
 Reply Responder::respond_remote(const Message &m) {
     Qp *t = objs_.qp_by_num(m.dst_qpn);
+    // Through a port that is down (or not the QP's) nothing arrives: not even a retransmission that would be
+    // answered from the replay record.
+    if (t) {
+        const Port &p = objs_.ports[t->rail];
+        if (p.lid != m.dlid || p.state != IBV_PORT_ACTIVE) {
+            Reply r;
+            r.status = RespStatus::Drop;
+            return r;
+        }
+    }
     switch (check_psn(t, m)) {
         case PsnCheck::Unsequenced:
             return respond(m);

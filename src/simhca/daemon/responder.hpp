@@ -45,6 +45,7 @@ public:
     Reply respond_mcast(const Message &m);
 
 private:
+    void responder_error(Qp &t, RespStatus st);  // a class C error: the QP to ERR, its event to every handle
     // Sequencing of requests from other nodes (rxe's CHK_PSN).
     enum class PsnCheck { Unsequenced, Expected, Duplicate, OutOfSequence };
     static constexpr size_t kReplay = 64;  // recorded answers per QP: more than the requester's window

@@ -134,7 +134,9 @@ int Server::run() {
     for (;;) {
         if (dev_.stop_requested) break;
         int timeout = -1;  // sleep until something happens
-        if (uint64_t t = dev_.completer().next_timer_ns()) {
+        uint64_t t = dev_.completer().next_timer_ns();
+        if (uint64_t f = dev_.flap_due_ns(); f && (!t || f < t)) t = f;
+        if (t) {
             uint64_t now = now_ns();
             timeout = t <= now ? 0 : int(std::min<uint64_t>((t - now + 999999) / 1000000, 1000));
         }
@@ -168,6 +170,7 @@ int Server::run() {
             }
         }
         dev_.completer().on_timers(now_ns());
+        if (uint64_t f = dev_.flap_due_ns(); f && f <= now_ns()) dev_.on_flap_timers(now_ns());
     }
     for (auto id : dev_.client_ids()) drop_client(id);
     return 0;

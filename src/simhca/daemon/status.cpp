@@ -87,7 +87,8 @@ int Device::do_status(proto::Response &, bool json) {
                 pids += (pids.empty() ? "" : ",") + std::to_string(it->second->owner->pid);
         return pids;
     };
-    const char *port = objs_.port_state == IBV_PORT_ACTIVE ? "ACTIVE" : "DOWN";
+    auto state_text = [](const Port &p) { return p.state == IBV_PORT_ACTIVE ? "ACTIVE" : "DOWN"; };
+    const char *port = state_text(objs_.ports[0]);
     if (json) {
         add("{\"node\":\"%s\",\"lid\":%u,\"port\":\"%s\",\"clients\":%zu,\"pds\":%zu,\"mrs\":%zu,\"cqs\":%zu,"
             "\"srqs\":%zu,\"xrcds\":%zu,\"qps\":%zu,\"counters\":{",
@@ -95,10 +96,24 @@ int Device::do_status(proto::Response &, bool json) {
             objs_.srqs.size(), objs_.xrcds.size(), objs_.qps.size());
         bool first = true;
         for (const auto &c : kPortCounters) {
-            add("%s\"%s\":%llu", first ? "" : ",", c.name, (unsigned long long)(objs_.counters.*c.field));
+            add("%s\"%s\":%llu", first ? "" : ",", c.name, (unsigned long long)(objs_.ports[0].counters.*c.field));
             first = false;
         }
-        add("},\"processes\":[");
+        add("},\"ports\":[");
+        first = true;
+        for (const Port &p : objs_.ports) {
+            add("%s{\"device\":\"simhca%u\",\"port\":%u,\"lid\":%u,\"state\":\"%s\",\"fabric\":%u,"
+                "\"active_speed\":%u,\"active_width\":%u,\"counters\":{",
+                first ? "" : ",", p.device, p.port_num, p.lid, state_text(p), p.fabric, p.active_speed, p.active_width);
+            bool f2 = true;
+            for (const auto &c : kPortCounters) {
+                add("%s\"%s\":%llu", f2 ? "" : ",", c.name, (unsigned long long)(p.counters.*c.field));
+                f2 = false;
+            }
+            add("}}");
+            first = false;
+        }
+        add("],\"processes\":[");
         first = true;
         for (auto &[pid, c] : per) {
             add("%s{\"pid\":%d,\"pds\":%zu,\"mrs\":%zu,\"cqs\":%zu,\"srqs\":%zu,\"qps\":%zu,\"qp_handles\":%zu,"
@@ -128,6 +143,12 @@ int Device::do_status(proto::Response &, bool json) {
                 s->owner->pid, s->xrcd, s->max_wr, posted, s->limit);
             first = false;
         }
+        add("],\"cq_list\":[");
+        first = true;
+        for (auto &[id, cq] : objs_.cqs) {
+            add("%s{\"cqn\":%u,\"pid\":%d}", first ? "" : ",", id, cq->owner ? cq->owner->pid : 0);
+            first = false;
+        }
         add("],\"xrcd_list\":[");
         first = true;
         for (auto &[id, x] : objs_.xrcds) {
@@ -150,9 +171,17 @@ int Device::do_status(proto::Response &, bool json) {
         add("node %s lid %u port %s\n", objs_.cfg.node.c_str(), objs_.cfg.lid, port);
         add("clients %zu pds %zu mrs %zu cqs %zu srqs %zu xrcds %zu qps %zu\n", nclients, objs_.pds.size(),
             objs_.mrs.size(), objs_.cqs.size(), objs_.srqs.size(), objs_.xrcds.size(), objs_.qps.size());
-        add("%s", proto::kCountersLinePrefix);
-        for (const auto &c : kPortCounters) add(" %s %llu", c.name, (unsigned long long)(objs_.counters.*c.field));
-        add("\n");
+        // Line 3: simhca0 port 1's counters (what scripts read); then, with several ports, every port's state
+        // and counters ("simhcaD port P counters:" for devices after the first).
+        for (const Port &p : objs_.ports) {
+            if (p.device) add("simhca%u ", p.device);
+            add("port %u counters:", p.port_num);
+            for (const auto &c : kPortCounters) add(" %s %llu", c.name, (unsigned long long)(p.counters.*c.field));
+            add("\n");
+            if (objs_.ports.size() == 1) break;
+            add("simhca%u port %u lid %u state %s fabric %u active_speed %u active_width %u\n", p.device, p.port_num,
+                p.lid, state_text(p), p.fabric, p.active_speed, p.active_width);
+        }
         if (!per.empty()) {
             add("\n%-8s %5s %5s %5s %5s %5s %10s %6s\n", "PID", "PDS", "MRS", "CQS", "SRQS", "QPS", "QPHANDLES",
                 "XRCDS");
@@ -188,44 +217,6 @@ int Device::do_status(proto::Response &, bool json) {
         }
     }
     return 0;
-}
-
-int Device::do_fault(const proto::FaultReq &q) {
-    std::string what(q.what, strnlen(q.what, sizeof(q.what)));
-    if (what == "port-down") {
-        if (objs_.port_state != IBV_PORT_DOWN) {
-            objs_.port_state = IBV_PORT_DOWN;
-            objs_.broadcast_port_event(IBV_EVENT_PORT_ERR);
-        }
-        return 0;
-    }
-    if (what == "port-up") {
-        if (objs_.port_state != IBV_PORT_ACTIVE) {
-            objs_.port_state = IBV_PORT_ACTIVE;
-            objs_.broadcast_port_event(IBV_EVENT_PORT_ACTIVE);
-        }
-        return 0;
-    }
-    if (what == "drop" || what == "restore" || what == "delay" || what == "undelay") {
-        // drop: everything to and from that node is lost (until restored): the
-        // reliable transports then run into their ACK timeouts and retries.
-        // delay: it arrives `ms` late each way; restore clears both.
-        std::string node(q.arg, strnlen(q.arg, sizeof(q.arg)));
-        if (what == "delay" && (q.ms == 0 || q.ms > 3600 * 1000)) return EINVAL;
-        if (!net_) return ENOENT;
-        bool known = what == "delay"     ? net_->set_delay(node, q.ms)
-                     : what == "undelay" ? net_->set_delay(node, 0)
-                                         : net_->set_dropped(node, what == "drop");
-        if (known && what == "restore") net_->set_delay(node, 0);
-        return known ? 0 : ENOENT;
-    }
-    if (what == "stop") {
-        for (auto &[id, c] : objs_.clients)
-            if (!c->is_ctl) objs_.post_async(c.get(), IBV_EVENT_DEVICE_FATAL, 0);
-        stop_requested = true;
-        return 0;
-    }
-    return EINVAL;
 }
 
 }  // namespace simhca

@@ -7,8 +7,12 @@
 
 namespace simhca {
 
-// Creates/refreshes the files; returns false with `err` set on failure.
-bool write_sysfs(const std::string &dir, uint16_t lid, std::string &err);
+struct Port;
+// Creates/refreshes device `dir`'s files and those of its ports (each rail of that device); returns false with
+// `err` set on failure.
+bool write_sysfs(const std::string &dir, uint64_t node_guid, const Port *ports, uint32_t nports, std::string &err);
+// Rewrites one port's lid/state/phys_state/rate files (after a fault changed them).
+bool write_port_files(const std::string &dir, const Port &p);
 
 // Port counters as the kernel shows a real HCA's (ports/1/hw_counters/NAME, mlx5's names), so that tools and
 // tests read them where they would on hardware. The daemon keeps them in memory and rewrites a file whenever
@@ -24,10 +28,11 @@ inline constexpr struct {
     uint64_t PortCounters::*field;
 } kPortCounters[] = {{"local_ack_timeout_err", &PortCounters::local_ack_timeout_err}};
 
-// Writes each counter's file (atomically: a reader sees the old or the new value); false on failure.
-bool write_port_counters(const std::string &dir, const PortCounters &counters);
+// Writes each counter's file of port `port_num` (atomically: a reader sees the old or the new value); false on
+// failure.
+bool write_port_counters(const std::string &dir, uint32_t port_num, const PortCounters &counters);
 
-// DIR/uverbs0 (DIR is /dev/infiniband on a node of its own), a character device with the kernel's numbers for
+// DIR/uverbsN (DIR is /dev/infiniband on a node of its own), a character device with the kernel's numbers for
 // the first uverbs device, mode 0666 as rdma-core's udev rules make it, for as long as this object lives.
 // Programs find RDMA devices by that file: rdma-core lists only devices whose file exists, UCX takes only
 // devices whose file is a character device it may read and write. Nothing opens it: the library reaches
@@ -38,11 +43,12 @@ public:
     UverbsFile(const UverbsFile &) = delete;
     UverbsFile &operator=(const UverbsFile &) = delete;
     ~UverbsFile();
-    // Creates DIR (and its parents) and the file, replacing a stale one; false with `err` set on failure.
-    bool create(const std::string &dir, std::string &err);
+    // Creates DIR (and its parents) and the file DIR/uverbsN, replacing a stale one; false with `err` set on
+    // failure.
+    bool create(const std::string &dir, uint32_t index, std::string &err);
 
 private:
     std::string path_;
 };
 
-} // namespace simhca
+}  // namespace simhca

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Device discovery, context open/close and the device/port queries.
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -20,32 +21,62 @@ using namespace simhca::lib;
 
 namespace {
 
-// The one device this library knows. It lives for the whole process:
+// The devices this library knows. They live for the whole process:
 // ibv_free_device_list must not invalidate devices that were opened.
 struct Device {
     ibv_device dev;
-    uint64_t guid; // network order
+    uint64_t guid;  // network order
     bool present;
 };
-Device g_device;
+Device g_devices[limits::kMaxDevices];
+uint32_t g_num_devices = 0;  // what the daemon said when it was first probed
 std::mutex g_device_mu;
 
-bool probe(Device &d) {
+// Asks the daemon about device `index`; for index 0 also how many devices there are.
+bool probe(uint32_t index) {
+    Device &d = g_devices[index];
     Conn c;
     if (c.connect()) return false;
     proto::Request req{};
     proto::Response resp{};
+    req.hello.device = index;
     if (c.call(proto::Op::Probe, req, resp)) return false;
     std::memset(&d.dev, 0, sizeof(d.dev));
     d.dev.node_type = IBV_NODE_CA;
     d.dev.transport_type = IBV_TRANSPORT_IB;
-    std::snprintf(d.dev.name, sizeof(d.dev.name), "%s", limits::kDeviceName);
-    std::snprintf(d.dev.dev_name, sizeof(d.dev.dev_name), "%s", limits::kUverbsName);
-    std::snprintf(d.dev.dev_path, sizeof(d.dev.dev_path), "/sys/class/infiniband_verbs/%s", limits::kUverbsName);
+    std::snprintf(d.dev.name, sizeof(d.dev.name), "simhca%u", index);
+    std::snprintf(d.dev.dev_name, sizeof(d.dev.dev_name), "uverbs%u", index);
+    std::snprintf(d.dev.dev_path, sizeof(d.dev.dev_path), "/sys/class/infiniband_verbs/uverbs%u", index);
     std::snprintf(d.dev.ibdev_path, sizeof(d.dev.ibdev_path), "%s", resp.hello.sysfs_dir);
     d.guid = resp.hello.node_guid;
     d.present = true;
+    if (index == 0)
+        g_num_devices = std::min<uint32_t>(std::max<uint32_t>(resp.hello.num_devices, 1), limits::kMaxDevices);
     return true;
+}
+
+// Under g_device_mu: every device probed. A device once seen stays as it is (opened contexts point at it);
+// like rdma-core's rescan on every ibv_get_device_list, the count is asked again (`rescan`), so devices of a
+// daemon started later with more devices appear. False when no daemon answers.
+bool probe_all(bool rescan) {
+    if (!g_devices[0].present) {
+        if (!probe(0)) return false;
+    } else if (rescan) {
+        Conn c;
+        proto::Request req{};
+        proto::Response resp{};
+        if (c.connect() || c.call(proto::Op::Probe, req, resp)) return false;
+        g_num_devices = std::min<uint32_t>(std::max<uint32_t>(resp.hello.num_devices, 1), limits::kMaxDevices);
+    }
+    for (uint32_t i = 1; i < g_num_devices; ++i)
+        if (!g_devices[i].present) (void)probe(i);
+    return true;
+}
+
+int index_of(const ibv_device *device) {
+    for (uint32_t i = 0; i < limits::kMaxDevices; ++i)
+        if (device == &g_devices[i].dev && g_devices[i].present) return int(i);
+    return -1;
 }
 
 void fill_device_attr(ibv_device_attr &a, const Context &c) {
@@ -85,10 +116,10 @@ void fill_device_attr(ibv_device_attr &a, const Context &c) {
     a.max_srq_sge = limits::kMaxSge;
     a.max_pkeys = 128;
     a.local_ca_ack_delay = 16;
-    a.phys_port_cnt = 1;
+    a.phys_port_cnt = uint8_t(c.phys_ports);
 }
 
-} // namespace
+}  // namespace
 
 // For abi/'s ibv_get_sysfs_path(): the sysfs root whose class/infiniband
 // holds our device directory (the daemon's --sysfs DIR, when it is laid out
@@ -101,8 +132,8 @@ extern "C" const char *simhca_sysfs_root() noexcept {
     if (const char *r = found.load(std::memory_order_acquire)) return r;
     std::lock_guard<std::mutex> g(g_device_mu);
     if (const char *r = found.load(std::memory_order_acquire)) return r;
-    if (!g_device.present && !probe(g_device)) return nullptr;
-    std::string p = g_device.dev.ibdev_path;
+    if (!g_devices[0].present && !probe(0)) return nullptr;
+    std::string p = g_devices[0].dev.ibdev_path;
     std::string tail = std::string("/class/infiniband/") + limits::kDeviceName;
     if (p.size() <= tail.size() || p.compare(p.size() - tail.size(), tail.size(), tail) != 0) return nullptr;
     root = p.substr(0, p.size() - tail.size());
@@ -112,38 +143,52 @@ extern "C" const char *simhca_sysfs_root() noexcept {
 
 SIMHCA_API ibv_device **ibv_get_device_list(int *num_devices) noexcept {
     std::lock_guard<std::mutex> g(g_device_mu);
-    auto **list = static_cast<ibv_device **>(std::calloc(2, sizeof(ibv_device *)));
+    auto **list = static_cast<ibv_device **>(std::calloc(limits::kMaxDevices + 1, sizeof(ibv_device *)));
     if (!list) {
         errno = ENOMEM;
         return nullptr;
     }
     int n = 0;
     // No daemon = no device, exactly like a machine without an HCA.
-    if (g_device.present || probe(g_device)) list[n++] = &g_device.dev;
+    if (probe_all(true))
+        for (uint32_t i = 0; i < g_num_devices; ++i)
+            if (g_devices[i].present) list[n++] = &g_devices[i].dev;
     if (num_devices) *num_devices = n;
     return list;
 }
 
-SIMHCA_API void ibv_free_device_list(ibv_device **list) noexcept { std::free(list); }
-
-SIMHCA_API const char *ibv_get_device_name(ibv_device *device) noexcept { return device ? device->name : nullptr; }
-
-SIMHCA_API __be64 ibv_get_device_guid(ibv_device *device) noexcept {
-    if (device != &g_device.dev) return 0;
-    return g_device.guid;
+SIMHCA_API void ibv_free_device_list(ibv_device **list) noexcept {
+    std::free(list);
 }
 
-SIMHCA_API int ibv_get_device_index(ibv_device *device) noexcept { return device == &g_device.dev ? 0 : -1; }
+SIMHCA_API const char *ibv_get_device_name(ibv_device *device) noexcept {
+    return device ? device->name : nullptr;
+}
+
+SIMHCA_API __be64 ibv_get_device_guid(ibv_device *device) noexcept {
+    int i = index_of(device);
+    return i < 0 ? 0 : g_devices[i].guid;
+}
+
+SIMHCA_API int ibv_get_device_index(ibv_device *device) noexcept {
+    return index_of(device);
+}
 
 ibv_device *simhca::lib::the_device() noexcept {
+    return device_at(0);
+}
+
+ibv_device *simhca::lib::device_at(uint32_t index) noexcept {
     std::lock_guard<std::mutex> g(g_device_mu);
-    return g_device.present || probe(g_device) ? &g_device.dev : nullptr;
+    if (index >= limits::kMaxDevices || !probe_all(false) || index >= g_num_devices || !g_devices[index].present)
+        return nullptr;
+    return &g_devices[index].dev;
 }
 
 void simhca::lib::init_context(Context &c, ibv_device *device, const proto::HelloResp &hello,
                                const int fds[3]) noexcept {
     c.doorbell = fds[1];
-    if (fds[2] >= 0) { // the daemon's read-only "awake" word (see ring_doorbell_sq)
+    if (fds[2] >= 0) {  // the daemon's read-only "awake" word (see ring_doorbell_sq)
         void *p = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fds[2], 0);
         if (p != MAP_FAILED) c.daemon_awake = static_cast<const std::atomic<uint32_t> *>(p);
         ::close(fds[2]);
@@ -151,6 +196,10 @@ void simhca::lib::init_context(Context &c, ibv_device *device, const proto::Hell
     c.conn.set_identity(hello.client_id, hello.secret);
     c.lid = hello.lid;
     c.node_guid = hello.node_guid;
+    c.device_index = hello.device;
+    c.phys_ports = std::max<uint32_t>(hello.phys_ports, 1);
+    // An imported context is on the device of the context it imports.
+    if (ibv_device *own = device_at(hello.device)) device = own;
     verbs_context &v = c.vctx;
     ibv_context &ctx = v.context;
     ctx.device = device;
@@ -197,7 +246,7 @@ ibv_context *simhca::lib::connect_context(ibv_device *device, proto::Op op, int 
     }
     proto::Request req{};
     proto::Response resp{};
-    if (op == proto::Op::Hello) req.hello = {proto::kMagic, proto::kVersion};
+    if (op == proto::Op::Hello) req.hello = {proto::kMagic, proto::kVersion, uint32_t(std::max(index_of(device), 0))};
     int fds[3] = {-1, -1, -1};
     if (int e = c->conn.call(op, req, resp, pass_fd, fds, 3); e || fds[0] < 0 || fds[1] < 0) {
         for (int fd : fds)
@@ -210,7 +259,7 @@ ibv_context *simhca::lib::connect_context(ibv_device *device, proto::Op op, int 
 }
 
 SIMHCA_API ibv_context *ibv_open_device(ibv_device *device) noexcept {
-    if (device != &g_device.dev) return fail<ibv_context>(ENODEV);
+    if (index_of(device) < 0) return fail<ibv_context>(ENODEV);
     return connect_context(device, proto::Op::Hello, -1);
 }
 
@@ -270,10 +319,11 @@ int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *in, ibv_dev
 
 int query_port_ex(ibv_context *context, uint8_t port, ibv_port_attr *out, size_t len) noexcept {
     if (!context || !out) return EINVAL;
-    if (port != 1) return EINVAL;
     Context *c = ctx_of(context);
+    if (port < 1 || port > c->phys_ports) return EINVAL;
     proto::Request req{};
     proto::Response resp{};
+    req.h.handle = port;
     if (int e = c->conn.call(proto::Op::QueryPort, req, resp)) return e;
     // The caller's struct may be larger than ours (a program built with newer verbs.h than this library, e.g.
     // rdma-core 56's active_speed_ex): what we do not know is zero, never stack garbage.
@@ -284,8 +334,7 @@ int query_port_ex(ibv_context *context, uint8_t port, ibv_port_attr *out, size_t
     a.max_mtu = IBV_MTU_4096;
     a.active_mtu = IBV_MTU_4096;
     a.gid_tbl_len = limits::kGidTableLen;
-    a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_DEVICE_MGMT_SUP | IBV_PORT_VENDOR_CLASS_SUP |
-                       IBV_PORT_CAP_MASK2_SUP;
+    a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_DEVICE_MGMT_SUP | IBV_PORT_VENDOR_CLASS_SUP | IBV_PORT_CAP_MASK2_SUP;
     a.max_msg_sz = limits::kMaxMsgSize;
     a.pkey_tbl_len = 128;
     a.lid = resp.port.lid;
@@ -294,43 +343,50 @@ int query_port_ex(ibv_context *context, uint8_t port, ibv_port_attr *out, size_t
     a.max_vl_num = 4;
     a.sm_sl = 0;
     a.subnet_timeout = 18;
-    a.active_width = 2;  // 4X
-    a.active_speed = 32; // EDR
-    a.phys_state = a.state == IBV_PORT_ACTIVE ? 5 : 3; // LinkUp / Disabled
+    a.active_width = resp.port.active_width;
+    a.active_speed = resp.port.active_speed;
+    a.phys_state = a.state == IBV_PORT_ACTIVE ? 5 : 3;  // LinkUp / Disabled
     a.link_layer = IBV_LINK_LAYER_INFINIBAND;
     std::memcpy(out, &a, std::min(len, sizeof(a)));
     return 0;
 }
 
-} // namespace simhca::lib
+}  // namespace simhca::lib
 
 // The exported symbol takes the pre-1.x layout (without the last fields).
-SIMHCA_API int ibv_query_port(ibv_context *context, uint8_t port_num, struct _compat_ibv_port_attr *port_attr) noexcept {
+SIMHCA_API int ibv_query_port(ibv_context *context, uint8_t port_num,
+                              struct _compat_ibv_port_attr *port_attr) noexcept {
     return query_port_ex(context, port_num, reinterpret_cast<ibv_port_attr *>(port_attr),
                          offsetof(ibv_port_attr, port_cap_flags2));
 }
 
 SIMHCA_API int ibv_query_gid(ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid) noexcept {
-    if (!context || !gid || port_num != 1 || index < 0 || uint32_t(index) >= limits::kGidTableLen) return -1;
+    if (!context || !gid || port_num < 1 || port_num > ctx_of(context)->phys_ports || index < 0 ||
+        uint32_t(index) >= limits::kGidTableLen)
+        return -1;
     if (index != 0) {
         std::memset(gid->raw, 0, sizeof(gid->raw));  // an empty entry, as sysfs shows it
         return 0;
     }
-    Context *c = ctx_of(context);
-    uint64_t pfx = __builtin_bswap64(limits::kSubnetPrefix);
-    std::memcpy(gid->raw, &pfx, 8);
-    std::memcpy(gid->raw + 8, &c->node_guid, 8);
+    // The port's fabric (subnet prefix) and GUID: the daemon knows them.
+    proto::Request req{};
+    proto::Response resp{};
+    req.h.handle = port_num;
+    if (ctx_of(context)->conn.call(proto::Op::QueryPort, req, resp)) return -1;
+    std::memcpy(gid->raw, &resp.port.subnet_prefix, 8);
+    std::memcpy(gid->raw + 8, &resp.port.port_guid, 8);
     return 0;
 }
 
 SIMHCA_API int ibv_query_pkey(ibv_context *context, uint8_t port_num, int index, __be16 *pkey) noexcept {
-    if (!context || !pkey || port_num != 1 || index < 0 || index >= 128) return -1;
+    if (!context || !pkey || port_num < 1 || port_num > ctx_of(context)->phys_ports || index < 0 || index >= 128)
+        return -1;
     *pkey = index == 0 ? __builtin_bswap16(limits::kPkeyDefault) : 0;
     return 0;
 }
 
 SIMHCA_API int ibv_get_pkey_index(ibv_context *context, uint8_t port_num, __be16 pkey) noexcept {
-    if (!context || port_num != 1) return -1;
+    if (!context || port_num < 1 || port_num > ctx_of(context)->phys_ports) return -1;
     if (pkey == __builtin_bswap16(limits::kPkeyDefault)) return 0;
     errno = ENOENT;
     return -1;
@@ -339,23 +395,30 @@ SIMHCA_API int ibv_get_pkey_index(ibv_context *context, uint8_t port_num, __be16
 SIMHCA_API int _ibv_query_gid_ex(ibv_context *context, uint32_t port_num, uint32_t gid_index, ibv_gid_entry *entry,
                                  uint32_t flags, size_t entry_size) noexcept {
     if (!context || !entry || flags) return EINVAL;
-    if (port_num != 1 || gid_index >= limits::kGidTableLen) return EINVAL;
+    if (port_num < 1 || port_num > ctx_of(context)->phys_ports || gid_index >= limits::kGidTableLen) return EINVAL;
     if (gid_index != 0) return ENODATA;  // empty entry
     ibv_gid_entry e;
     std::memset(&e, 0, sizeof(e));
-    if (ibv_query_gid(context, 1, 0, &e.gid)) return EINVAL;
+    if (ibv_query_gid(context, uint8_t(port_num), 0, &e.gid)) return EINVAL;
     e.gid_index = 0;
-    e.port_num = 1;
+    e.port_num = port_num;
     e.gid_type = IBV_GID_TYPE_IB;
     e.ndev_ifindex = 0;
     std::memcpy(entry, &e, std::min(entry_size, sizeof(e)));
     return 0;
 }
 
+// One populated entry (index 0) per port, ports in order.
 SIMHCA_API ssize_t _ibv_query_gid_table(ibv_context *context, ibv_gid_entry *entries, size_t max_entries,
                                         uint32_t flags, size_t entry_size) noexcept {
     if (!context || flags) return -EINVAL;
-    if (max_entries < 1) return -EINVAL;
-    if (int e = _ibv_query_gid_ex(context, 1, 0, entries, 0, entry_size)) return -e;
-    return 1;
+    const uint32_t ports = ctx_of(context)->phys_ports;
+    if (max_entries < ports) return -EINVAL;
+    for (uint32_t p = 1; p <= ports; ++p)
+        if (int e = _ibv_query_gid_ex(
+                context, p, 0,
+                reinterpret_cast<ibv_gid_entry *>(reinterpret_cast<char *>(entries) + (p - 1) * entry_size), 0,
+                entry_size))
+            return -e;
+    return ssize_t(ports);
 }

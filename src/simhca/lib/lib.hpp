@@ -29,7 +29,7 @@ public:
     Conn(const Conn &) = delete;
     Conn &operator=(const Conn &) = delete;
     ~Conn();
-    int connect(); // 0 or errno
+    int connect();  // 0 or errno
     // One round trip. in_fd (or -1) is attached to the request; received fds
     // are stored in out_fds. Returns 0 or an errno (transport or daemon).
     int call(proto::Op op, proto::Request &req, proto::Response &resp, int in_fd = -1, int *out_fds = nullptr,
@@ -46,26 +46,27 @@ private:
     int fd_ = -1;
     uint32_t client_id_ = 0;
     uint64_t secret_ = 0;
-    pid_t pid_ = 0; // process that connected (a forked child may not reuse it)
+    pid_t pid_ = 0;  // process that connected (a forked child may not reuse it)
     std::mutex mu_;
 };
 
 struct Context {
-    verbs_context vctx; // vctx.context is what the application sees
+    verbs_context vctx;  // vctx.context is what the application sees
     Conn conn;
     // ibv_import_device: the passed cmd_fd (the owner's control socket), kept open - and so the owner's
     // objects alive - until this context is closed; requests go over `conn`, our own connection.
     int imported_cmd_fd = -1;
     int doorbell = -1;
-    const std::atomic<uint32_t> *daemon_awake = nullptr; // mapped read-only; nullptr: always ring
+    const std::atomic<uint32_t> *daemon_awake = nullptr;  // mapped read-only; nullptr: always ring
     uint16_t lid = 0;
-    uint64_t node_guid = 0; // network order
+    uint64_t node_guid = 0;  // network order
+    uint32_t device_index = 0, phys_ports = 1;
     // Live CQs, SRQs and QP handles by daemon handle: event records name the
     // handle, and records of destroyed objects are skipped (the kernel drops
     // them from the event file on destroy).
     std::mutex reg_mu;
     std::unordered_map<uint32_t, void *> objs;
-    std::unordered_set<const void *> parents; // parent domains (under reg_mu)
+    std::unordered_set<const void *> parents;  // parent domains (under reg_mu)
     void reg(uint32_t h, void *p) {
         std::lock_guard<std::mutex> g(reg_mu);
         objs[h] = p;
@@ -89,7 +90,7 @@ inline Context *ctx_of(ibv_context *c) {
 struct Mapping {
     void *base = nullptr;
     size_t size = 0;
-    int map(int fd, size_t len) noexcept; // takes ownership of fd (closes it)
+    int map(int fd, size_t len) noexcept;  // takes ownership of fd (closes it)
     void unmap() noexcept;
 };
 
@@ -113,15 +114,15 @@ struct Channel {
 };
 
 struct Cq {
-    ibv_cq_ex cq; // superset of ibv_cq, so both APIs work on one object
+    ibv_cq_ex cq;  // superset of ibv_cq, so both APIs work on one object
     Mapping map;
     shm::CqCtl *ctl = nullptr;
     shm::Cqe *ring = nullptr;
     uint32_t entries = 0;
     uint32_t tail = 0;
-    const shm::Cqe *cur = nullptr; // extended polling cursor
+    const shm::Cqe *cur = nullptr;  // extended polling cursor
     uint32_t empty_polls = 0;
-    uint32_t comp_reported = 0, async_reported = 0; // events read by the app (under cq.mutex)
+    uint32_t comp_reported = 0, async_reported = 0;  // events read by the app (under cq.mutex)
     std::mutex mu;
 };
 
@@ -138,11 +139,11 @@ struct Srq {
     shm::RecvWqe *ring = nullptr;
     uint32_t entries = 0, max_sge = 0;
     std::mutex mu;
-    uint32_t events_reported = 0; // under srq.mutex
+    uint32_t events_reported = 0;  // under srq.mutex
 };
 
 struct Qp {
-    ibv_qp_ex qpx; // qpx.qp_base is the ibv_qp the application sees
+    ibv_qp_ex qpx;  // qpx.qp_base is the ibv_qp the application sees
     Mapping map;
     shm::QpCtl *ctl = nullptr;
     shm::SendWqe *sq = nullptr;
@@ -154,10 +155,12 @@ struct Qp {
     uint32_t wr_head = 0;
     int wr_err = 0;
     shm::SendWqe *wr_cur = nullptr;
-    uint32_t events_reported = 0; // under qp.mutex
+    uint32_t events_reported = 0;  // under qp.mutex
 };
 
-inline Qp *qp_of(ibv_qp *q) { return reinterpret_cast<Qp *>(q); }
+inline Qp *qp_of(ibv_qp *q) {
+    return reinterpret_cast<Qp *>(q);
+}
 
 struct Ah {
     ibv_ah ah;
@@ -165,13 +168,16 @@ struct Ah {
 };
 
 // Sets errno and returns nullptr: the common failure shape of create verbs.
-template <class T> T *fail(int err) {
+template <class T>
+T *fail(int err) {
     errno = err;
     return nullptr;
 }
 
 // The one device (probed on first use), or nullptr when no daemon answers.
 ibv_device *the_device() noexcept;
+// Device number `index` of the daemon (probed on first use), or nullptr.
+ibv_device *device_at(uint32_t index) noexcept;
 // Fills a context from Hello's (or ImportDevice's) answer: identity, async fd, doorbell, awake word, ops.
 void init_context(Context &c, ibv_device *device, const proto::HelloResp &hello, const int fds[3]) noexcept;
 // A new context on its own daemon connection, introduced with `op`: Hello (a new client) or ImportDevice
@@ -181,8 +187,8 @@ ibv_context *connect_context(ibv_device *device, proto::Op op, int pass_fd) noex
 void ring_doorbell(Context &c) noexcept;
 // After publishing a send queue's producer index: rings only when the daemon may be asleep.
 void ring_doorbell_sq(Context &c) noexcept;
-void init_qp_ex_ops(Qp &qp) noexcept; // qp_ex.cpp
-void init_cq_ex_ops(Cq &cq) noexcept; // cq_ex.cpp
+void init_qp_ex_ops(Qp &qp) noexcept;  // qp_ex.cpp
+void init_cq_ex_ops(Cq &cq) noexcept;  // cq_ex.cpp
 void wc_from_cqe(ibv_wc &wc, const shm::Cqe &e) noexcept;
 void clean_cq(ibv_cq *cq, uint32_t qpn) noexcept;
 
@@ -193,14 +199,13 @@ int post_srq_recv(ibv_srq *srq, ibv_recv_wr *wr, ibv_recv_wr **bad) noexcept;
 int poll_cq(ibv_cq *cq, int n, ibv_wc *wc) noexcept;
 int req_notify_cq(ibv_cq *cq, int solicited_only) noexcept;
 int query_port_ex(ibv_context *c, uint8_t port, ibv_port_attr *attr, size_t len) noexcept;
-int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *in, ibv_device_attr_ex *attr,
-                    size_t len) noexcept;
+int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *in, ibv_device_attr_ex *attr, size_t len) noexcept;
 ibv_cq_ex *create_cq_ex(ibv_context *c, ibv_cq_init_attr_ex *attr) noexcept;
 ibv_xrcd *open_xrcd(ibv_context *c, ibv_xrcd_init_attr *attr) noexcept;
 int close_xrcd(ibv_xrcd *x) noexcept;
 ibv_srq *create_srq_ex(ibv_context *c, ibv_srq_init_attr_ex *attr) noexcept;
 int get_srq_num(ibv_srq *srq, uint32_t *num) noexcept;
-int post_srq_ops(ibv_srq *srq, ibv_ops_wr *wr, ibv_ops_wr **bad) noexcept; // srq_tm.cpp
+int post_srq_ops(ibv_srq *srq, ibv_ops_wr *wr, ibv_ops_wr **bad) noexcept;  // srq_tm.cpp
 ibv_qp *create_qp_ex(ibv_context *c, ibv_qp_init_attr_ex *attr) noexcept;
 ibv_qp *open_qp(ibv_context *c, ibv_qp_open_attr *attr) noexcept;
 int advise_mr(ibv_pd *pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge *sg, uint32_t n) noexcept;
@@ -214,4 +219,4 @@ ibv_pd *alloc_parent_domain(ibv_context *c, ibv_parent_domain_init_attr *attr) n
 int dealloc_mw(ibv_mw *mw) noexcept;
 int bind_mw(ibv_qp *qp, ibv_mw *mw, ibv_mw_bind *bind) noexcept;
 
-} // namespace simhca::lib
+}  // namespace simhca::lib

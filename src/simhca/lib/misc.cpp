@@ -12,7 +12,7 @@ using namespace simhca::lib;
 
 SIMHCA_API ibv_ah *ibv_create_ah(ibv_pd *pd, ibv_ah_attr *attr) noexcept {
     if (!pd || !attr) return fail<ibv_ah>(EINVAL);
-    if (attr->port_num != 1) return fail<ibv_ah>(EINVAL);
+    if (attr->port_num < 1 || attr->port_num > ctx_of(pd->context)->phys_ports) return fail<ibv_ah>(EINVAL);
     auto *ah = new (std::nothrow) Ah{};
     if (!ah) return fail<ibv_ah>(ENOMEM);
     ah->ah.context = pd->context;

@@ -29,9 +29,12 @@ extra_cleanup() {
     rm -rf "$SIMCLUSTER_STATE"
 }
 
-# cluster_up NODES SLOTS: nodeA, nodeB, ... each with its simhcad; exits with FAIL when that fails.
+# cluster_up NODES SLOTS [UP OPTIONS...]: nodeA, nodeB, ... each with its simhcad; exits with FAIL when that
+# fails.
 cluster_up() {
-    if ! timeout 120 "$SIMCLUSTER" up --nodes "$1" --slots "$2" > "$scratch/up.log" 2>&1; then
+    _n=$1 _s=$2
+    shift 2
+    if ! timeout 120 "$SIMCLUSTER" up --nodes "$_n" --slots "$_s" "$@" > "$scratch/up.log" 2>&1; then
         echo "FAIL: $me: simcluster up failed:"; tail -20 "$scratch/up.log"
         exit 1
     fi
