@@ -52,6 +52,7 @@ struct mca_btl_xrc_params_t {
     int cm_receives;
     int finalize_wait;     // seconds
     int status_interval;   // seconds; 0: status record on connection events only; -1: none
+    bool async_progress;  // a service thread answers the connection manager and reads async events
 };
 
 namespace xrc {
@@ -92,6 +93,12 @@ struct mca_btl_xrc_reg_t {
 // One module per usable device port.
 struct mca_btl_xrc_module_t {
     mca_btl_base_module_t super;  // must be first
+    // MPI_THREAD_MULTIPLE: guards the module's data path (send queues, peers, eager rings, endpoint tables, the
+    // counters it updates). Taken with OPAL_THREAD_LOCK, so free while opal_using_threads() is false. Recursive:
+    // ob1's callbacks, fired under it from progress, send again. Progress only try-locks it (a thread that finds
+    // it taken leaves the completion queue to the holder). Never held while a QP is made or readied: the
+    // connection manager makes them outside it (its own mutex comes after this one).
+    opal_recursive_mutex_t lock;
     xrc::PortTransport *transport;
     int index;  // this port's position in every process's modex address
     mca_rcache_base_module_t *rcache;
@@ -110,6 +117,8 @@ struct mca_btl_xrc_module_t {
     mca_btl_base_module_error_cb_fn_t error_cb;
     opal_event_t async_event;
     bool async_event_active;
+    // The service thread and what it recorded for progress (btl_xrc_service.cc); null with btl_xrc_async_progress 0.
+    struct mca_btl_xrc_service_t *service;
     // 8 registered bytes that non-fetching atomics write their (unused) result to.
     uint64_t *atomic_scratch;
     struct ibv_mr *atomic_scratch_mr;
@@ -136,6 +145,24 @@ struct mca_btl_xrc_module_t {
 
 struct mca_btl_base_endpoint_t;
 
+// OPAL_THREAD_LOCK for a scope: nothing while opal_using_threads() is false (it may turn true later: the unlock
+// follows what the lock did).
+class BtlXrcLock {
+public:
+    explicit BtlXrcLock(opal_recursive_mutex_t *mutex) noexcept
+        : mutex_(OPAL_UNLIKELY(opal_using_threads()) ? mutex : nullptr) {
+        if (mutex_ != nullptr) opal_mutex_lock(mutex_);
+    }
+    ~BtlXrcLock() {
+        if (mutex_ != nullptr) opal_mutex_unlock(mutex_);
+    }
+    BtlXrcLock(const BtlXrcLock &) = delete;
+    BtlXrcLock &operator=(const BtlXrcLock &) = delete;
+
+private:
+    opal_recursive_mutex_t *mutex_;
+};
+
 extern "C" {
 extern mca_btl_xrc_component_t mca_btl_xrc_component;
 }
@@ -152,6 +179,16 @@ void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_
 // A connection failed (its sends have completed with an error): reported with the rank it went through.
 void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *module, const xrc::NodeLink *link,
                                      const std::string &why) noexcept;
+// What one asynchronous event of the device means to the module (progress context: may report an error).
+void mca_btl_xrc_async_event(mca_btl_xrc_module_t *module, const struct ibv_async_event &event) noexcept;
+
+// btl_xrc_service.cc: with btl_xrc_async_progress, a thread per module sleeps on the connection manager's
+// completion channel and the device's async fd, answers CONNECT and CLOSE, runs the manager's retransmissions,
+// and records async events; it never calls up into Open MPI. Progress does the rest (service_progress).
+int mca_btl_xrc_service_start(mca_btl_xrc_module_t *module) noexcept;
+void mca_btl_xrc_service_stop(mca_btl_xrc_module_t *module) noexcept;
+// Progress: acts on the async events the thread recorded.
+void mca_btl_xrc_service_progress(mca_btl_xrc_module_t *module) noexcept;
 
 // btl_xrc_status.cc: this process's status record (src/core/status_record.h), read by xrc-status. Written when
 // the first modules exist, at the end of the progress call after a connection event, every btl_xrc_status_interval

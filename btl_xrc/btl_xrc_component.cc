@@ -97,6 +97,7 @@ xrc::TransportConfig transport_config(const xrc::ReceiveQueueSpec &spec, const m
     c.cm.my_node = job.my_node_id;
     c.cm.max_ini_qps = static_cast<uint32_t>(P.max_ini_qps);
     c.cm.connect_timeout_us = static_cast<uint64_t>(P.connect_timeout) * 1000000u;
+    c.served = P.async_progress;
     return c;
 }
 
@@ -145,7 +146,10 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
             config.path.pkey_index = static_cast<uint16_t>(pkey);
             config.cm.port_index = static_cast<uint32_t>(n);
             auto *module = new mca_btl_xrc_module_t{};
+            OBJ_CONSTRUCT(&module->lock, opal_recursive_mutex_t);
             xrc::PortTransport::Listener listener;
+            listener.lock_queues = [module] { OPAL_THREAD_LOCK(&module->lock); };
+            listener.unlock_queues = [module] { OPAL_THREAD_UNLOCK(&module->lock); };
             listener.link_failed = [module](const xrc::NodeLink *link, const std::string &why) {
                 mca_btl_xrc_report_link_failure(module, link, why);
             };
@@ -158,6 +162,7 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
                 opal_output(0, "btl:xrc: %s: %s:%u is not usable: %s", opal_process_info.nodename,
                             port.device.c_str(), port.port, error.c_str());
                 error.clear();
+                OBJ_DESTRUCT(&module->lock);
                 delete module;
                 continue;
             }

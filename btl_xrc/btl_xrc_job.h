@@ -10,6 +10,7 @@
 #include "src/core/node_map.h"
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -24,6 +25,8 @@ struct mca_btl_xrc_job_t {
     bool eager = false;          // connect to every node during MPI_Init (else on first use)
     std::unique_ptr<xrc::NodeMap> map;  // eager mode only
     std::unordered_map<uint32_t, std::optional<xrc::ProcessAddress>> addresses;  // nullopt: none, or malformed
+    // Guards `addresses`: the service thread looks up the senders of connection requests.
+    std::mutex addresses_mutex;
 
     // The address of `rank`'s port `port_index`, fetching it from the modex on first use; nullptr if the peer
     // published none (or a malformed one: reported once).

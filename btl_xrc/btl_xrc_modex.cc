@@ -109,6 +109,7 @@ int mca_btl_xrc_modex_publish(mca_btl_xrc_module_t **modules, int count) noexcep
 const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int port_index) noexcept {
     if (rank >= size) return nullptr;
     try {
+        std::lock_guard<std::mutex> guard(addresses_mutex);
         auto it = addresses.find(rank);
         if (it == addresses.end()) {
             opal_process_name_t name = name_of(*this, rank);

@@ -39,9 +39,24 @@ void wire_up(mca_btl_xrc_module_t *m) {
                     m->transport->port_num(), map.node_count() - 1);
 }
 
+int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
+                     mca_btl_base_endpoint_t **endpoints, opal_bitmap_t *reachable) noexcept;
+
 int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
                   opal_bitmap_t *reachable) noexcept {
     auto *m = as_xrc(btl);
+    int rc;
+    {
+        const BtlXrcLock guard(&m->lock);
+        rc = add_procs_locked(m, btl, nprocs, procs, endpoints, reachable);
+    }
+    // Eager mode: the connections wire_up recorded are started now, during MPI_Init, outside the module's lock.
+    if (m->transport->busy()) m->transport->tick();
+    return rc;
+}
+
+int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
+                     mca_btl_base_endpoint_t **endpoints, opal_bitmap_t *reachable) noexcept {
     try {
         wire_up(m);
         mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
@@ -90,6 +105,7 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
 
 int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **, mca_btl_base_endpoint_t **endpoints) noexcept {
     auto *m = as_xrc(btl);
+    const BtlXrcLock guard(&m->lock);
     for (size_t i = 0; i < nprocs; ++i) {
         mca_btl_base_endpoint_t *endpoint = endpoints[i];
         if (endpoint == nullptr) continue;
@@ -176,8 +192,8 @@ void send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
 }
 
-int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
-             mca_btl_base_tag_t tag) noexcept {
+[[gnu::always_inline]] inline int send_unlocked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                                                mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) noexcept {
     auto *m = as_xrc(btl);
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
     frag->endpoint = endpoint;
@@ -206,9 +222,19 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     return OPAL_SUCCESS;
 }
 
-int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor,
-              void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
-              mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
+// Without threads, one test of opal_using_threads() and the plain path; with them, the same under the lock.
+int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
+             mca_btl_base_tag_t tag) noexcept {
+    if (OPAL_LIKELY(!opal_using_threads())) return send_unlocked(btl, endpoint, des, tag);
+    const BtlXrcLock guard(&as_xrc(btl)->lock);
+    return send_unlocked(btl, endpoint, des, tag);
+}
+
+[[gnu::always_inline]] inline int sendi_unlocked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                                                 opal_convertor_t *convertor, void *header, size_t header_size,
+                                                 size_t payload_size, uint8_t order, uint32_t flags,
+                                                 mca_btl_base_tag_t tag,
+                                                 mca_btl_base_descriptor_t **descriptor) noexcept {
     auto *m = as_xrc(btl);
     const size_t total = header_size + payload_size;
     if (descriptor != nullptr) *descriptor = nullptr;
@@ -267,6 +293,16 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
     return OPAL_SUCCESS;
 }
 
+int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor,
+              void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
+              mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
+    if (OPAL_LIKELY(!opal_using_threads()))
+        return sendi_unlocked(btl, endpoint, convertor, header, header_size, payload_size, order, flags, tag,
+                              descriptor);
+    const BtlXrcLock guard(&as_xrc(btl)->lock);
+    return sendi_unlocked(btl, endpoint, convertor, header, header_size, payload_size, order, flags, tag, descriptor);
+}
+
 int xrc_register_error(mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_fn_t cb) noexcept {
     as_xrc(btl)->error_cb = cb;
     return OPAL_SUCCESS;
@@ -309,6 +345,8 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     if (!progress_until(m, [m] { return m->transport->finished(); }, wait))
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: connections still open after %d s at finalize", opal_process_info.nodename,
                         wait);
+    mca_btl_xrc_service_stop(m);  // before anything it serves goes
+    m->transport->tick();         // what it recorded last (notes, status)
     mca_btl_xrc_report_counters(m);
     mca_btl_xrc_status_module_done(m);
     mca_btl_xrc_async_fini(m);
@@ -327,6 +365,7 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     mca_btl_xrc_rdma_fini(m);
     delete m->transport;  // every QP, the UD channel, SRQs, the XRC domain, CQ and PD, in that order
     m->transport = nullptr;
+    OBJ_DESTRUCT(&m->lock);
     delete m;
     return OPAL_SUCCESS;
 }
@@ -343,6 +382,7 @@ int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
     int rc = mca_btl_xrc_rdma_init(m);  // the rcache first: the fragment lists register through it
     if (rc == OPAL_SUCCESS) rc = mca_btl_xrc_frag_lists_init(m);
     if (rc == OPAL_SUCCESS) rc = mca_btl_xrc_eager_init(m);
+    if (rc == OPAL_SUCCESS && m->transport->cm_event_fd() >= 0) rc = mca_btl_xrc_service_start(m);
     if (rc == OPAL_SUCCESS) mca_btl_xrc_async_init(m);
     return rc;
 }

@@ -158,9 +158,9 @@ int mca_btl_xrc_register_params() noexcept {
             "cap). Beyond it the least recently used node's connection is drained, closed on both sides and made "
             "again on its next use: it bounds QPs per node for all-to-all patterns at scale", 0, &P.max_ini_qps,
             OPAL_INFO_LVL_4);
-    reg_int("connect_timeout", "Seconds a connection request may go unanswered before the connection fails (the "
-            "peer's process must call MPI to answer: raise it if ranks compute longer than this without calling "
-            "MPI while a first message to them waits)", 60, &P.connect_timeout, OPAL_INFO_LVL_5);
+    reg_int("connect_timeout", "Seconds a connection request may go unanswered before the connection fails: the "
+            "peer is gone (with btl_xrc_async_progress 0 the peer's process must call MPI to answer: then raise it "
+            "above the longest compute phase; 1-86400)", 60, &P.connect_timeout, OPAL_INFO_LVL_5);
     reg_int("cm_receives", "Connection manager datagrams a process can hold before it drops new ones (they are "
             "retransmitted): raise it for all-to-all starts of very large jobs (16-65536)", 512, &P.cm_receives,
             OPAL_INFO_LVL_6);
@@ -215,6 +215,12 @@ int mca_btl_xrc_validate_params() noexcept {
         fail(check_range("btl_xrc_retry_count", P.retry_count, 0, 7, ""));
         fail(check_range("btl_xrc_rnr_retry", P.rnr_retry, 0, 7, "7 = infinite"));
         fail(check_range("btl_xrc_min_rnr_timer", P.min_rnr_timer, 0, 31, "IB RNR timer code"));
+    reg_bool("async_progress",
+             "Answer other processes' connection requests and read the device's asynchronous "
+             "events on a service thread per port, which sleeps until something arrives (no CPU while idle), so a "
+             "process that computes without calling MPI never delays a peer's first message; off: only when the "
+             "process calls MPI (then btl_xrc_connect_timeout must exceed the longest compute phase)",
+             true, &P.async_progress, OPAL_INFO_LVL_5);
         fail(check_range("btl_xrc_max_rdma_dst_ops", P.max_rdma_dst_ops, 1, 255, ""));
         fail(check_range("btl_xrc_service_level", P.service_level, 0, 15, ""));
         fail(check_range("btl_xrc_pkey", P.pkey, 0, 65535, "0 = the pkey at index 0"));

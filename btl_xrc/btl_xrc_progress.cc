@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Progress: drain each module's completion queue (receive dispatch to the tag callbacks, send/RDMA completions
-// to their owners), and the device's asynchronous events, read off the async fd by Open MPI's event loop so an
-// idle process makes no system call for them.
+// to their owners), and the device's asynchronous events. Those are read off the async fd by the module's service
+// thread (btl_xrc_service.cc), which records them for progress to act on, or, with btl_xrc_async_progress 0, by
+// Open MPI's event loop; either way an idle process makes no system call for them, and what an event means is
+// decided here, in progress (mca_btl_xrc_async_event).
 #include "btl_xrc_eager.h"
 #include "btl_xrc_frag.h"
 #include "btl_xrc_job.h"
@@ -76,10 +78,21 @@ void dispatch_send(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
     queue->on_completion(wc);
 }
 
+// Without a service thread: Open MPI's event loop (progress context) found the async fd readable.
 void async_event_cb(int, short, void *arg) {
     auto *m = static_cast<mca_btl_xrc_module_t *>(arg);
     ibv_async_event event{};
     while (ibv_get_async_event(m->transport->context(), &event) == 0) {
+        mca_btl_xrc_async_event(m, event);
+        ibv_ack_async_event(&event);
+    }
+}
+
+}  // namespace
+
+// clang-format off
+// (the switch keeps the indentation it had inside the reading loop)
+void mca_btl_xrc_async_event(mca_btl_xrc_module_t *m, const ibv_async_event &event) noexcept {
         ++m->counters.async_events;
         switch (event.event_type) {
         case IBV_EVENT_SRQ_LIMIT_REACHED:
@@ -105,13 +118,13 @@ void async_event_cb(int, short, void *arg) {
             BTL_XRC_VERBOSE(10, "btl:xrc: async event %s", ibv_event_type_str(event.event_type));
             break;
         }
-        ibv_ack_async_event(&event);
-    }
 }
+// clang-format on
 
-}  // namespace
+namespace {
 
-int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
+// The rings and the completion queue, under the module's lock.
+[[gnu::always_inline]] inline int poll_module(mca_btl_xrc_module_t *m) noexcept {
     // A call that found eager RDMA messages has done its work: the completion queue (send completions, SRQ
     // messages) waits for the next call, but never more than kMaxCqSkips calls, so a peer that keeps its ring
     // full cannot starve the others.
@@ -129,8 +142,28 @@ int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
         default: m->transport->on_cm_completion(wcs[i]); break;
         }
     }
-    if (OPAL_UNLIKELY(m->transport->busy())) m->transport->tick();
     return eager + (n > 0 ? n : 0);
+}
+
+}  // namespace
+
+int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
+    int events = 0;
+    // MPI_THREAD_MULTIPLE: one thread polls the module at a time, the others find it taken and go on (what the
+    // holder completes reaches their requests through ob1). Callbacks fire under the (recursive) lock.
+    if (OPAL_UNLIKELY(opal_using_threads())) {
+        if (opal_mutex_trylock(&m->lock) != 0) return 0;
+        events = poll_module(m);
+        opal_mutex_unlock(&m->lock);
+    } else {
+        events = poll_module(m);
+    }
+    // Connection work (it makes QPs: never under the module's lock, which tick() takes itself for the queues).
+    if (OPAL_UNLIKELY(m->transport->busy())) {
+        m->transport->tick();
+        mca_btl_xrc_service_progress(m);
+    }
+    return events;
 }
 
 void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *m, const xrc::NodeLink *link,
@@ -175,6 +208,7 @@ void mca_btl_xrc_async_init(mca_btl_xrc_module_t *m) noexcept {
     const int fd = m->transport->context()->async_fd;
     const int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return;
+    if (m->service != nullptr) return;  // its thread reads the fd
     opal_event_set(opal_sync_event_base, &m->async_event, fd, OPAL_EV_READ | OPAL_EV_PERSIST, async_event_cb, m);
     opal_event_add(&m->async_event, nullptr);
     m->async_event_active = true;

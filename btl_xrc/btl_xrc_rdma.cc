@@ -94,6 +94,7 @@ void describe(const xrc::SendOp &op, char *out, size_t size) {
     }
 }
 
+// Called with the module's lock held.
 int post(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, mca_btl_xrc_frag_t *frag) {
     if (endpoint->peer.queue->post_or_queue(frag->op) != 0) {
         char what[256], op[160];
@@ -125,6 +126,7 @@ int rdma(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr_o
     frag->op.wr.opcode = opcode;
     frag->op.wr.wr.rdma.remote_addr = remote_address;
     frag->op.wr.wr.rdma.rkey = remote_handle->rkey;
+    const BtlXrcLock guard(&m->lock);
     const int rc = post(m, endpoint, frag);
     if (rc == OPAL_SUCCESS && opcode == IBV_WR_RDMA_WRITE) {
         ++m->counters.rdma_writes;
@@ -151,6 +153,7 @@ int atomic(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr
     frag->op.wr.wr.atomic.rkey = remote_handle->rkey;
     frag->op.wr.wr.atomic.compare_add = compare_add;
     frag->op.wr.wr.atomic.swap = swap;
+    const BtlXrcLock guard(&m->lock);
     const int rc = post(m, endpoint, frag);
     if (rc == OPAL_SUCCESS) ++m->counters.atomics;
     return rc;
@@ -232,13 +235,16 @@ int mca_btl_xrc_flush(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
     auto *m = as_xrc(btl);
     const bool one = endpoint != nullptr && endpoint != MCA_BTL_ENDPOINT_ANY;
     for (;;) {
-        if (one) {
-            const xrc::SendQueue &q = *endpoint->peer.queue;
-            if (q.outstanding_callbacks() == 0 && !q.has_pending()) return OPAL_SUCCESS;
-            if (q.broken()) return OPAL_ERROR;
-        } else {
-            if (m->transport->all_reported()) return OPAL_SUCCESS;
-            if (m->transport->any_broken()) return OPAL_ERROR;
+        {
+            const BtlXrcLock guard(&m->lock);
+            if (one) {
+                const xrc::SendQueue &q = *endpoint->peer.queue;
+                if (q.outstanding_callbacks() == 0 && !q.has_pending()) return OPAL_SUCCESS;
+                if (q.broken()) return OPAL_ERROR;
+            } else {
+                if (m->transport->all_reported()) return OPAL_SUCCESS;
+                if (m->transport->any_broken()) return OPAL_ERROR;
+            }
         }
         mca_btl_xrc_progress_module(m);
     }

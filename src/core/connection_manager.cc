@@ -16,6 +16,7 @@ NodeLink::NodeLink(ConnectionManager &cm, std::uint32_t node, std::uint32_t owne
 
 void NodeLink::blocked(void *self) noexcept {
     auto *link = static_cast<NodeLink *>(self);
+    ConnectionManager::Guard g(link->cm_);
     link->cm_.wanted(*link);
 }
 
@@ -45,12 +46,18 @@ ConnectionManager::~ConnectionManager() {
 }
 
 NodeLink &ConnectionManager::link_for(std::uint32_t node, std::uint32_t owner) {
+    Guard g(*this);
+    return link_for_locked(node, owner);
+}
+
+NodeLink &ConnectionManager::link_for_locked(std::uint32_t node, std::uint32_t owner) {
     auto &slot = links_[node];
     if (!slot) slot = std::make_unique<NodeLink>(*this, node, owner, config_.queue_depth, config_.signal_interval);
     return *slot;
 }
 
 void ConnectionManager::attach(Peer &peer, NodeLink &link) {
+    Guard g(*this);
     peer.link = &link;
     peer.queue = &link.queue_;
     // A connection under way (or made) before this peer existed: its first message still has to say so.
@@ -59,6 +66,7 @@ void ConnectionManager::attach(Peer &peer, NodeLink &link) {
 }
 
 void ConnectionManager::detach(Peer &peer) noexcept {
+    Guard g(*this);
     if (peer.link == nullptr) return;
     auto &peers = peer.link->peers_;
     peers.erase(std::remove(peers.begin(), peers.end(), &peer), peers.end());
@@ -70,9 +78,41 @@ void ConnectionManager::unlist(std::vector<NodeLink *> &list, NodeLink &link) no
 }
 
 void ConnectionManager::connect(NodeLink &link) noexcept {
+    Guard g(*this);
+    connect_locked(link);
+}
+
+void ConnectionManager::connect_locked(NodeLink &link) noexcept {
     if (link.state_ != NodeLink::State::idle || finalizing_) return;
     if (config_.max_ini_qps != 0 && live_ini_ >= config_.max_ini_qps) return;
-    (void)start(link);
+    start_later(link);
+}
+
+void ConnectionManager::start_later(NodeLink &link) noexcept {
+    if (link.start_pending_) return;
+    try {
+        to_start_.push_back(&link);
+        link.start_pending_ = true;
+    } catch (...) {  // out of memory: as if no QP could be made
+        fail(link, "out of memory while starting a connection");
+    }
+}
+
+// The links wanted since the last tick get their INI QP and first CONNECT (under the manager's mutex only).
+void ConnectionManager::start_wanted() noexcept {
+    Guard g(*this);
+    std::vector<NodeLink *> links;
+    links.swap(to_start_);
+    for (NodeLink *link : links) {
+        link->start_pending_ = false;
+        if (link->state_ != NodeLink::State::idle) continue;
+        if (config_.max_ini_qps != 0 && live_ini_ >= config_.max_ini_qps) {
+            link->state_ = NodeLink::State::waiting;  // room is made by the next tick
+            waiting_.push_back(link);
+            continue;
+        }
+        (void)start(*link);
+    }
 }
 
 // A send queued on a link that is not open: connect it, making room under the cap first if needed.
@@ -84,7 +124,7 @@ void ConnectionManager::wanted(NodeLink &link) noexcept {
         (void)make_room();
         return;
     }
-    (void)start(link);
+    start_later(link);
 }
 
 bool ConnectionManager::start(NodeLink &link) noexcept {
@@ -119,6 +159,7 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     connecting_.push_back(&link);
     ++counters_->connection_attempts;
     send_connect(link, now);
+    host_.timers_changed();
     return true;
 }
 
@@ -179,10 +220,14 @@ void ConnectionManager::fail(NodeLink &link, const std::string &why) noexcept {
     unlist(draining_, link);
     unlist(waiting_, link);
     link.state_ = NodeLink::State::failed;
+    link.opening_ = false;
     ++counters_->connection_failures;
-    // Said first: the queued sends' owners may end the process when they hear of their failure.
-    host_.link_failed(link, why);
-    link.queue_.fail(IBV_WC_RETRY_EXC_ERR);
+    // Reported and its sends completed by tick(), outside the mutex: their owners may send again from there.
+    try {
+        deferred_.push_back({Deferred::Kind::fail, &link, link.generation_, why, {}, 0, 0});
+    } catch (...) {
+        deferred_.push_back({Deferred::Kind::fail, &link, link.generation_, {}, {}, 0, 0});
+    }
 }
 
 // Stops posting on a connected link and posts the fence that retires what was posted unsignaled.
@@ -212,6 +257,7 @@ void ConnectionManager::finish_close(NodeLink &link) noexcept {
     for (const Peer *peer : link.peers_)
         if (peer->rank != link.owner_ && (peer->imm_flags & kImmFirst) == 0) notify(peer->rank);
     resend_notices(now);
+    host_.timers_changed();
     // What is prepared from now on goes over the next connection: its first message to each peer says so.
     for (Peer *peer : link.peers_) peer->imm_flags = kImmFirst;
     host_.note("closed the connection to node " + std::to_string(link.node_) + " (through rank " +
@@ -226,6 +272,10 @@ bool ConnectionManager::make_room() noexcept {
     for (std::size_t step = 0; step < 2 * connected_.size(); ++step) {
         clock_hand_ %= connected_.size();
         NodeLink &candidate = *connected_[clock_hand_];
+        if (candidate.opening_) {  // its queue is not even open yet
+            ++clock_hand_;
+            continue;
+        }
         if (candidate.queue_.used()) {
             candidate.queue_.clear_used();
             ++clock_hand_;
@@ -245,7 +295,78 @@ bool ConnectionManager::make_room() noexcept {
 }
 
 void ConnectionManager::tick() noexcept {
+    std::vector<Deferred> work;
+    host_.lock_queues();
+    {
+        Guard g(*this);
+        // Recorded work first: an ACCEPT that arrived while this process computed connects the link before its
+        // deadline is looked at.
+        work.swap(deferred_);
+    }
+    run_deferred(work);
+    {
+        Guard g(*this);
+        tick_locked(host_.now_us());
+        work.clear();
+        work.swap(deferred_);
+    }
+    run_deferred(work);
+    host_.unlock_queues();
+    start_wanted();
+}
+
+void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
+    for (Deferred &d : work) {
+        NodeLink &link = *d.link;
+        switch (d.kind) {
+            case Deferred::Kind::open: {
+                ibv_qp *qp = nullptr;
+                {
+                    Guard g(*this);
+                    if (link.opening_ && link.state_ == NodeLink::State::connected && link.generation_ == d.generation)
+                        qp = link.ini_.get();
+                    link.opening_ = false;
+                }
+                if (qp == nullptr) break;
+                // Queued sends go out; a post that fails completes its send here, outside the mutex.
+                link.queue_.open(qp);
+                Guard g(*this);
+                if (finalizing_ && link.state_ == NodeLink::State::connected) close(link);
+                break;
+            }
+            case Deferred::Kind::fail:
+                // Said first: the queued sends' owners may end the process when they hear of their failure.
+                host_.link_failed(link, d.why);
+                link.queue_.fail(IBV_WC_RETRY_EXC_ERR);
+                break;
+            case Deferred::Kind::reject: {
+                Guard g(*this);
+                answer_reject(d.message);
+                break;
+            }
+            case Deferred::Kind::reciprocate: {
+                Guard g(*this);
+                if (!finalizing_) connect_locked(link_for_locked(d.node, d.rank));
+                break;
+            }
+        }
+    }
+}
+
+std::uint64_t ConnectionManager::tick_timers() noexcept {
+    Guard g(*this);
     const std::uint64_t now = host_.now_us();
+    std::uint64_t next = UINT64_MAX;
+    for (NodeLink *link : connecting_) {
+        if (now >= link->next_retry_us_) send_connect(*link, now);
+        next = std::min(next, link->next_retry_us_);
+    }
+    resend_notices(now);
+    for (const CloseNotice &n : notices_) next = std::min(next, n.next_retry_us);
+    return next;
+}
+
+void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
     for (std::size_t i = 0; i < connecting_.size();) {
         NodeLink &link = *connecting_[i];
         if (now >= link.deadline_us_) {
@@ -279,7 +400,7 @@ void ConnectionManager::tick() noexcept {
         NodeLink &link = *waiting_.front();
         waiting_.erase(waiting_.begin());
         link.state_ = NodeLink::State::idle;
-        (void)start(link);
+        start_later(link);
     }
     if (!waiting_.empty() && draining_.empty()) (void)make_room();
     resend_notices(now);
@@ -316,6 +437,7 @@ void ConnectionManager::resend_notices(std::uint64_t now) noexcept {
 // Sends the BTL accepted are delivered even when the process finalizes right after: a connection still being
 // made (or waiting for room) completes and drains like the others; only reciprocal connects are not started.
 void ConnectionManager::begin_finalize() noexcept {
+    Guard g(*this);
     finalizing_ = true;
     for (NodeLink *link : std::vector<NodeLink *>(connected_)) close(*link);
 }
@@ -331,6 +453,7 @@ CmMessage ConnectionManager::reply_to(const CmMessage &request, CmType type) con
 
 void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::uint16_t slid,
                                     std::uint32_t src_qp) noexcept {
+    Guard g(*this);
     ++counters_->cm_datagrams_received;
     CmMessage m;
     if (const std::string why = decode_cm(bytes, m); !why.empty()) {
@@ -407,8 +530,10 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
     host_.note("accepted rank " + std::to_string(m.src_rank) + "'s connection (TGT QP " +
                std::to_string(tgt->qp_num) + ")");
     if (config_.reciprocate && from.node_id != config_.my_node) {
-        NodeLink &back = link_for(from.node_id, m.src_rank);
-        connect(back);
+        try {  // not here: starting a connection may grow the completion queue that progress polls
+            deferred_.push_back({Deferred::Kind::reciprocate, nullptr, 0, {}, {}, from.node_id, m.src_rank});
+        } catch (...) {  // out of memory: the reverse connection is made by the first send instead
+        }
     }
 }
 
@@ -425,18 +550,32 @@ void ConnectionManager::on_accept(const CmMessage &m, const PortAddress &from) n
         unlist(connecting_, *link);
         connected_.push_back(link);
         link->state_ = NodeLink::State::connected;
+        link->opening_ = true;
         count_connection_opened(*counters_);
         host_.note("connected to node " + std::to_string(link->node_) + " through rank " +
                    std::to_string(link->owner_) + " (INI QP " + std::to_string(m.ini_qpn) + " -> TGT QP " +
                    std::to_string(m.tgt_qpn) + ", " + std::to_string(link->attempts_) + " CONNECT datagrams)");
-        link->queue_.open(link->ini_.get());
-        if (finalizing_) close(*link);
+        // The queue is opened (and queued sends go out) by tick(), in progress: sends that queue meanwhile keep
+        // their order behind the others.
+        try {
+            deferred_.push_back({Deferred::Kind::open, link, link->generation_, {}, {}, 0, 0});
+        } catch (...) {  // out of memory: the link cannot carry anything
+            fail(*link, "out of memory while opening the connection");
+        }
         return;
     }
     ++counters_->cm_duplicates;  // connected already (a retransmitted CONNECT was answered twice), or closed since
 }
 
+// Answered by tick(): whether to try another rank depends on the link's queued sends.
 void ConnectionManager::on_reject(const CmMessage &m) noexcept {
+    try {
+        deferred_.push_back({Deferred::Kind::reject, nullptr, 0, {}, m, 0, 0});
+    } catch (...) {  // out of memory: as if it was lost (the CONNECT is retransmitted)
+    }
+}
+
+void ConnectionManager::answer_reject(const CmMessage &m) noexcept {
     for (NodeLink *link : connecting_) {
         if (link->generation_ != m.generation || link->owner_ != m.src_rank || link->ini_qpn() != m.ini_qpn)
             continue;
@@ -452,7 +591,7 @@ void ConnectionManager::on_reject(const CmMessage &m) noexcept {
                 abandon(l);
                 l.owner_ = peer->rank;
                 host_.note(why + "; connecting through rank " + std::to_string(peer->rank) + " instead");
-                (void)start(l);
+                start_later(l);
                 return;
             }
         }
@@ -495,6 +634,7 @@ void ConnectionManager::on_close_ack(const CmMessage &m) noexcept {
 }
 
 void ConnectionManager::hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {
+    Guard g(*this);
     if (owned_qpns_.count(tgt_qpn) != 0) return;  // our own: we hold it already
     if (auto it = opened_.find(tgt_qpn); it != opened_.end()) {
         if (it->second.ini_qpn == ini_qpn) return;

@@ -28,6 +28,15 @@
 //
 // Scale: per process, a NodeLink per node it talks to (O(nodes contacted), never O(N)), a TGT QP per initiator
 // that chose it, a handle per TGT QP it received a first message through.
+//
+// Threads: the manager is shared by whoever serves its datagrams and timers (the BTL's service thread, or progress
+// when there is none) and the threads that send and progress. One mutex, the manager's own, guards it: every
+// public member takes it (the send queues' "blocked" hook too). Control path only. Under it the manager makes and
+// readies QPs (which may block), but it never touches a link's send queue from the serving side, and never calls
+// up into its owner: what must (opening a link's queue once the target accepted, failing a link and its queued
+// sends, answering a REJECT, connecting back toward an initiator) is recorded, and tick() does it, from progress,
+// with the mutex released around anything that completes a send. So the lock order is always "send queue's
+// user, then manager", and nothing under the manager's mutex ever waits for a send queue's user.
 #pragma once
 
 #include "address.h"
@@ -38,8 +47,10 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -74,6 +85,12 @@ public:
     virtual void link_failed(const NodeLink &link, const std::string &why) noexcept = 0;
     // A line for the verbose output (connection set-up level).
     virtual void note(const std::string &what) noexcept = 0;
+    // A timer was set (a connection started, a CLOSE is to be acknowledged): whoever serves timers looks again.
+    virtual void timers_changed() noexcept {}
+    // Around what tick() does to the links' send queues (opening, draining, failing them): the lock their other
+    // users (senders, progress) hold, if any. Never held by the manager while it makes or readies a QP.
+    virtual void lock_queues() noexcept {}
+    virtual void unlock_queues() noexcept {}
 };
 
 // A QP made by the host, destroyed through it exactly once.
@@ -167,6 +184,8 @@ private:
     std::vector<Peer *> peers_;
     SendOp fence_;
     bool fence_posted_ = false;
+    bool opening_ = false;  // accepted; tick() has yet to open its queue
+    bool start_pending_ = false;  // wanted; tick() makes its INI QP
 };
 
 const char *link_state_name(NodeLink::State state) noexcept;
@@ -181,7 +200,10 @@ public:
     const CmConfig &config() const noexcept { return config_; }
     const Counters &counters() const noexcept { return *counters_; }
     // Where connections and datagrams are counted (the module's counters; they outlive the manager).
-    void count_into(Counters *counters) noexcept { counters_ = counters != nullptr ? counters : &uncounted_; }
+    void count_into(Counters *counters) noexcept {
+        Guard g(*this);
+        counters_ = counters != nullptr ? counters : &uncounted_;
+    }
 
     // The link to `node` (made idle on first use; `owner` is the rank it will connect through).
     NodeLink &link_for(std::uint32_t node, std::uint32_t owner);
@@ -196,41 +218,96 @@ public:
     // A message flagged kImmFirst arrived through the TGT QP `tgt_qpn` from the INI QP `ini_qpn`.
     void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept;
 
-    // Timers are running (connections being made or drained, CLOSEs unacknowledged): tick() wants calling.
-    bool busy() const noexcept {
-        return !connecting_.empty() || !draining_.empty() || !waiting_.empty() || !notices_.empty();
-    }
+    // Timers are running (connections being made or drained, CLOSEs unacknowledged) or recorded work waits:
+    // tick() wants calling. One relaxed load: progress asks on every call.
+    bool busy() const noexcept { return due_.load(std::memory_order_relaxed); }
+    // Progress: timers, deadlines, drains, and the work the serving side recorded.
     void tick() noexcept;
+    // The serving side (service thread): retransmits CONNECTs and CLOSEs that are due; nothing that touches a send
+    // queue. Returns when it next wants calling (CLOCK_MONOTONIC microseconds), or UINT64_MAX: no timer runs.
+    std::uint64_t tick_timers() noexcept;
 
     // Finalize: every link drains (its fence retires what was posted) and is closed, new CONNECTs are refused.
     void begin_finalize() noexcept;
     // Every link has drained: nothing outstanding on any INI QP, nothing queued waiting for a connection.
-    bool drained() const noexcept { return draining_.empty() && connecting_.empty() && waiting_.empty(); }
+    bool drained() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return drained_locked();
+    }
     // Finalize can end: drained, every CLOSE acknowledged, and every initiator closed the TGT QP it had from us
     // (so a node that leaves first takes nothing from a sender that still drains toward it).
-    bool finished() const noexcept { return drained() && notices_.empty() && owned_.empty(); }
+    bool finished() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return drained_locked() && notices_.empty() && owned_.empty() && deferred_.empty();
+    }
 
-    std::size_t live_ini_qps() const noexcept { return live_ini_; }
-    std::size_t owned_tgts() const noexcept { return owned_.size(); }
-    std::size_t held_handles() const noexcept { return opened_.size(); }
-    // Every link, for status listings.
+    std::size_t live_ini_qps() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return live_ini_;
+    }
+    std::size_t owned_tgts() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return owned_.size();
+    }
+    std::size_t held_handles() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return opened_.size();
+    }
+    // Every link, for status listings (f runs under the manager's mutex: it must not call the manager).
     template <class F>
     void for_each_link(F &&f) const {
+        std::lock_guard<std::mutex> g(mutex_);
         for (const auto &[node, link] : links_) f(*link);
     }
     // Every TGT QP this process made: f(sender, generation, sender's INI QPN, TGT QPN).
     template <class F>
     void for_each_owned(F &&f) const {
+        std::lock_guard<std::mutex> g(mutex_);
         for (const auto &[key, t] : owned_) f(t.sender, t.generation, t.ini_qpn, t.tgt.get()->qp_num);
     }
     // Every handle this process opened on another local rank's TGT QP: f(TGT QPN, the remote INI QPN).
     template <class F>
     void for_each_opened(F &&f) const {
+        std::lock_guard<std::mutex> g(mutex_);
         for (const auto &[qpn, h] : opened_) f(qpn, h.ini_qpn);
     }
 
 private:
     friend class NodeLink;
+    // The mutex, and on release whether tick() is due (what busy() reads without it).
+    class Guard {
+    public:
+        explicit Guard(ConnectionManager &cm) : cm_(cm), lock_(cm.mutex_) {}
+        ~Guard() { cm_.refresh_due(); }
+        Guard(const Guard &) = delete;
+        Guard &operator=(const Guard &) = delete;
+
+    private:
+        ConnectionManager &cm_;
+        std::unique_lock<std::mutex> lock_;
+    };
+    // Work recorded under the mutex for tick() to do in progress, in order.
+    struct Deferred {
+        enum class Kind : std::uint8_t { open, fail, reject, reciprocate } kind;
+        NodeLink *link;
+        std::uint32_t generation;  // open: the connection it was recorded for
+        std::string why;           // fail
+        CmMessage message;         // reject
+        std::uint32_t node, rank;  // reciprocate
+    };
+    bool drained_locked() const noexcept {
+        return draining_.empty() && connecting_.empty() && waiting_.empty() && to_start_.empty();
+    }
+    void refresh_due() noexcept {
+        due_.store(!connecting_.empty() || !draining_.empty() || !waiting_.empty() || !notices_.empty() ||
+                       !deferred_.empty() || !to_start_.empty(),
+                   std::memory_order_relaxed);
+    }
+    // A connection is to be started: tick() makes its INI QP, outside the send queues' lock.
+    void start_later(NodeLink &link) noexcept;
+    void start_wanted() noexcept;
+    void run_deferred(std::vector<Deferred> &work) noexcept;
+    void tick_locked(std::uint64_t now) noexcept;
     struct OwnedTgt {
         std::uint32_t sender;
         std::uint32_t generation;
@@ -252,8 +329,11 @@ private:
         std::uint64_t deadline_us;
     };
 
+    NodeLink &link_for_locked(std::uint32_t node, std::uint32_t owner);
+    void connect_locked(NodeLink &link) noexcept;
     void wanted(NodeLink &link) noexcept;
     bool start(NodeLink &link) noexcept;
+    void answer_reject(const CmMessage &m) noexcept;
     void send_connect(NodeLink &link, std::uint64_t now) noexcept;
     void give_up(NodeLink &link, const std::string &why) noexcept;
     void abandon(NodeLink &link) noexcept;
@@ -277,6 +357,10 @@ private:
         return (std::uint64_t(sender) << 32) | generation;
     }
 
+    mutable std::mutex mutex_;
+    std::atomic<bool> due_{false};
+    std::vector<Deferred> deferred_;
+    std::vector<NodeLink *> to_start_;
     CmHost &host_;
     CmConfig config_;
     Counters uncounted_;  // until count_into() names the real ones

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "port_transport.h"
 
+#include <fcntl.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -10,6 +11,16 @@
 
 namespace xrc {
 namespace {
+
+// Set while a thread serves the connection manager: what it tells the listener waits for tick().
+thread_local bool serving = false;
+
+struct Serving {
+    Serving() noexcept { serving = true; }
+    ~Serving() { serving = false; }
+    Serving(const Serving &) = delete;
+    Serving &operator=(const Serving &) = delete;
+};
 
 std::string errno_text(const std::string &what) {
     const int saved = errno;
@@ -111,7 +122,30 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     address_.token = new_token();
     for (const auto &pool : pools_) address_.srqs.push_back({pool->buffer_size(), pool->srq_num()});
 
-    ud_ = std::make_unique<UdChannel>(pd_.get(), cq_.get(), path_, cm_qkey(address_.token), config.cm_receives,
+    ibv_cq *ud_cq = cq_.get();
+    if (config.served) {
+        // The UD QP's own CQ, whose channel the service thread sleeps on: the data CQ is never armed, and what
+        // progress polls carries no connection manager traffic.
+        cm_channel_.reset(ibv_create_comp_channel(ctx));
+        if (!cm_channel_) {
+            error = errno_text("ibv_create_comp_channel");
+            return;
+        }
+        const int flags = fcntl(cm_channel_->fd, F_GETFL);
+        if (flags < 0 || fcntl(cm_channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+            error = errno_text("making the completion channel non-blocking");
+            return;
+        }
+        const int entries = static_cast<int>(config.cm_receives + 64 + 16);
+        cm_cq_.reset(ibv_create_cq(ctx, entries, nullptr, cm_channel_.get(), 0));
+        if (!cm_cq_ || ibv_req_notify_cq(cm_cq_.get(), 0) != 0) {
+            error = errno_text("creating the connection manager's completion queue") + " (" + std::to_string(entries) +
+                    " entries)";
+            return;
+        }
+        ud_cq = cm_cq_.get();
+    }
+    ud_ = std::make_unique<UdChannel>(pd_.get(), ud_cq, path_, cm_qkey(address_.token), config.cm_receives,
                                       error);
     if (!error.empty()) return;
     address_.cm_qpn = ud_->qpn();
@@ -131,6 +165,8 @@ PortTransport::~PortTransport() {
     loopback_tgt_.reset();
     loopback_ini_.reset();
     ud_.reset();
+    cm_cq_.reset();  // every event was acknowledged as it was read (serve_cm)
+    cm_channel_.reset();
     pools_.clear();
     domain_.reset();
     cq_.reset();
@@ -225,11 +261,55 @@ void PortTransport::on_cm_completion(const ibv_wc &wc) noexcept {
     });
 }
 
+void PortTransport::serve_cm() noexcept {
+    const Serving mark;
+    ibv_cq *cq = nullptr;
+    void *context = nullptr;
+    unsigned events = 0;
+    while (ibv_get_cq_event(cm_channel_.get(), &cq, &context) == 0) ++events;
+    if (events > 0) ibv_ack_cq_events(cm_cq_.get(), events);
+    // Armed before the queue is emptied: a completion that arrives after the last poll raises the next event.
+    (void)ibv_req_notify_cq(cm_cq_.get(), 0);
+    ibv_wc wcs[16];
+    int n = 0;
+    while ((n = ibv_poll_cq(cm_cq_.get(), 16, wcs)) > 0)
+        for (int i = 0; i < n; ++i) on_cm_completion(wcs[i]);
+}
+
+std::uint64_t PortTransport::serve_timers() noexcept {
+    const Serving mark;
+    return cm_->tick_timers();
+}
+
+void PortTransport::changed() noexcept {
+    if (serving) {
+        changed_due_.store(true, std::memory_order_relaxed);
+        raise();
+        return;
+    }
+    if (listener_.changed) listener_.changed();
+}
+
+void PortTransport::flush_serving_notes() noexcept {
+    if (changed_due_.exchange(false, std::memory_order_relaxed) && listener_.changed) listener_.changed();
+    std::vector<std::string> notes;
+    {
+        std::lock_guard<std::mutex> g(notes_mutex_);
+        notes.swap(notes_);
+    }
+    if (listener_.note)
+        for (const auto &n : notes) listener_.note(n);
+}
+
 void PortTransport::tick() noexcept {
+    if (take_raised()) flush_serving_notes();
+    if (loopback_wanted_.exchange(false)) open_loopback();
     if (loopback_failure_ != nullptr) {
         const std::string why = loopback_error_;
         loopback_failure_ = nullptr;
+        lock_queues();
         loopback_queue_->fail(IBV_WC_GENERAL_ERR);
+        unlock_queues();
         if (listener_.link_failed) listener_.link_failed(nullptr, "cannot set up on-node XRC QPs: " + why);
     }
     cm_->tick();
@@ -374,25 +454,42 @@ void PortTransport::link_failed(const NodeLink &link, const std::string &why) no
 }
 
 void PortTransport::note(const std::string &what) noexcept {
+    if (serving) {
+        try {
+            std::lock_guard<std::mutex> g(notes_mutex_);
+            notes_.push_back(what);
+        } catch (...) {  // a verbose line lost to a full memory
+        }
+        raise();
+        return;
+    }
     if (listener_.note) listener_.note(what);
 }
 
 // -------------------------------------------------------------------------------------------------- loopback
 
-void PortTransport::loopback_blocked(void *self) noexcept { static_cast<PortTransport *>(self)->open_loopback(); }
+// Inside a send (maybe under the queues' lock): the QPs are made by the next tick(), outside it.
+void PortTransport::loopback_blocked(void *self) noexcept {
+    auto *t = static_cast<PortTransport *>(self);
+    t->loopback_wanted_.store(true);
+    t->raise();
+}
 
 // The first on-node send through the HCA: the sender makes both ends, its INI QP and a TGT QP in the node's shared
 // XRC domain, through which it reaches every local rank's SRQ. The TGT QP lives as long as the sender, which
 // leaves only when every local rank has stopped receiving (leave_node).
 void PortTransport::open_loopback() noexcept {
-    if (loopback_ini_ || loopback_failure_ != nullptr || loopback_queue_->broken()) return;
+    lock_queues();
+    const bool wanted = !loopback_ini_ && loopback_failure_ == nullptr && !loopback_queue_->broken();
+    unlock_queues();
+    if (!wanted) return;
     std::string error;
     QpPtr ini(create_ini(error));
     QpPtr tgt;
     if (ini) tgt.reset(create_tgt(address_, ini->qp_num, error));
     if (ini && tgt && !(error = connect_ini(ini.get(), address_, tgt->qp_num)).empty()) tgt.reset();
     if (!ini || !tgt || !reserve_completions(cm_->live_ini_qps())) {
-        // Failing here would complete the send that is being queued inside its own post: report it from tick().
+        // Reported by tick(), with the queue's other failures.
         loopback_error_ = error.empty() ? "the completion queue cannot grow" : error;
         loopback_failure_ = "loopback";
         return;
@@ -401,7 +498,9 @@ void PortTransport::open_loopback() noexcept {
     loopback_tgt_ = std::move(tgt);
     count_connection_opened(*counters_);
     changed();
+    lock_queues();
     loopback_queue_->open(loopback_ini_.get());
+    unlock_queues();
 }
 
 PathSettings PortTransport::path_toward(const PortAddress &remote) const noexcept {

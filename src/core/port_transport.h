@@ -6,6 +6,11 @@
 // Peers (xrc::Peer, embedded in the BTL endpoints) attach to it: a remote peer sends through the link to its
 // node, an on-node peer through the loopback queue. Its address (address.h) is what the process publishes.
 //
+// Served by a thread (TransportConfig::served): the connection manager's UD QP then has its own CQ with a
+// completion channel, whose fd the thread sleeps on (cm_event_fd, serve_cm, serve_timers); otherwise progress polls
+// the UD QP's completions from the port's one CQ. Either way what the serving side records reaches the owner only
+// from tick(), in progress: the listener is never called from the serving thread.
+//
 // Per process and port: O(receive classes) SRQs, one UD QP, O(nodes contacted) links, O(initiators that chose
 // this process) TGT QPs, O(TGT QPs received through) handles. Nothing is O(N) in the job's node count.
 #pragma once
@@ -25,8 +30,10 @@
 #include "verbs_owners.h"
 #include "xrc_domain.h"
 
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -47,6 +54,8 @@ struct TransportConfig {
     std::uint32_t expected_links = 4;  // completion queue room made at start (eager mode: every remote node)
     std::uint32_t cm_receives = 512;
     CmConfig cm;  // my_rank, jobid, port_index, my_node, cap, timers (token and depths are filled in here)
+    // A service thread serves the connection manager (cm_event_fd, serve_cm, serve_timers).
+    bool served = false;
 };
 
 struct TransportCounts {
@@ -64,6 +73,9 @@ public:
         // A QP was made, readied, opened or destroyed, or a connection failed: what describe() says has changed.
         // Called from inside the connection manager, before its own lists are updated: note it, read it later.
         std::function<void()> changed;
+        // The lock the send queues' users hold (MPI_THREAD_MULTIPLE), taken by tick() around what it does to the
+        // queues; null: none. Recursive: tick() may run inside a callback that holds it.
+        std::function<void()> lock_queues, unlock_queues;
     };
 
     PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port, const TransportConfig &config,
@@ -99,10 +111,28 @@ public:
 
     // A completion of the CQ whose kind is cm_receive or cm_send.
     void on_cm_completion(const ibv_wc &wc) noexcept;
+
+    // Served transports only. The fd that becomes readable when a datagram arrived or was sent (non-blocking).
+    int cm_event_fd() const noexcept { return cm_channel_ ? cm_channel_->fd : -1; }
+    // The serving thread: handles every datagram that arrived (CONNECT and CLOSE are answered here), re-arms.
+    void serve_cm() noexcept;
+    // The serving thread: due retransmissions. Returns when next due (CLOCK_MONOTONIC us), UINT64_MAX if never.
+    std::uint64_t serve_timers() noexcept;
+    // Called (from any thread) when a timer was set, so that the serving thread looks again.
+    void on_timers_changed(std::function<void()> wake) { wake_ = std::move(wake); }
+    // Work for progress was recorded by another thread (the owner's own, like an async event): busy() says so.
+    void raise() noexcept { service_due_.store(true, std::memory_order_release); }
+    // Clears what raise() set; true if it was set.
+    bool take_raised() noexcept {
+        return service_due_.load(std::memory_order_relaxed) && service_due_.exchange(false, std::memory_order_acquire);
+    }
     // A message flagged kImmFirst arrived through the TGT QP `tgt_qpn` (wc.qp_num) from `ini_qpn` (wc.src_qp).
     void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept { cm_->hold_tgt(tgt_qpn, ini_qpn); }
-    // Connection timers are running: tick() wants calling from progress.
-    bool busy() const noexcept { return cm_->busy() || loopback_failure_ != nullptr; }
+    // Connection timers are running, or work was recorded for progress: tick() wants calling from progress.
+    bool busy() const noexcept {
+        return cm_->busy() || service_due_.load(std::memory_order_relaxed);
+    }
+    // Progress: the connection manager's tick, and what the serving thread recorded for the listener.
     void tick() noexcept;
 
     // True when no operation that reports its completion is outstanding or queued on any send queue.
@@ -131,15 +161,24 @@ private:
     std::uint64_t now_us() noexcept override;
     void link_failed(const NodeLink &link, const std::string &why) noexcept override;
     void note(const std::string &what) noexcept override;
+    void timers_changed() noexcept override {
+        if (wake_) wake_();
+    }
+    void lock_queues() noexcept override {
+        if (listener_.lock_queues) listener_.lock_queues();
+    }
+    void unlock_queues() noexcept override {
+        if (listener_.unlock_queues) listener_.unlock_queues();
+    }
 
     // Our path settings toward a remote port: the common MTU, and a GRH when it is in another subnet.
     PathSettings path_toward(const PortAddress &remote) const noexcept;
     bool remote_subnet(const PortAddress &remote) const noexcept;
     static void loopback_blocked(void *self) noexcept;
     void open_loopback() noexcept;
-    void changed() const noexcept {
-        if (listener_.changed) listener_.changed();
-    }
+    // From the serving thread, the listener hears of it in the next tick().
+    void changed() noexcept;
+    void flush_serving_notes() noexcept;
 
     std::shared_ptr<OpenedDevice> device_;
     UsablePort port_;
@@ -159,6 +198,13 @@ private:
     // the UD channel, SRQs, the XRCD, CQ and PD.
     PdPtr pd_;
     CqPtr cq_;
+    CompChannelPtr cm_channel_;  // served only: the UD QP's own CQ and its channel
+    CqPtr cm_cq_;
+    std::function<void()> wake_;
+    std::atomic<bool> service_due_{false};
+    std::atomic<bool> changed_due_{false};
+    std::mutex notes_mutex_;
+    std::vector<std::string> notes_;  // from the serving thread, said by tick()
     std::unique_ptr<XrcDomain> domain_;
     std::vector<std::unique_ptr<RecvPool>> pools_;
     std::unique_ptr<UdChannel> ud_;
@@ -168,6 +214,7 @@ private:
     QpPtr loopback_tgt_;
     SendOp loopback_fence_;
     const char *loopback_failure_ = nullptr;
+    std::atomic<bool> loopback_wanted_{false};  // a send queued: tick() makes the pair
     std::string loopback_error_;
     Counters uncounted_;  // until count_into() names the real ones
     Counters *counters_ = &uncounted_;

@@ -104,6 +104,7 @@ ibv_ah *UdChannel::address_handle(const PortAddress &to, bool use_grh) noexcept 
 }
 
 bool UdChannel::send(const PortAddress &to, std::span<const std::uint8_t> bytes, bool use_grh) noexcept {
+    std::lock_guard<std::mutex> g(send_mutex_);
     if (!qp_ || free_slots_.empty() || bytes.size() > kBufferSize) return false;
     ibv_ah *ah = address_handle(to, use_grh);
     if (ah == nullptr) return false;
@@ -129,6 +130,7 @@ bool UdChannel::send(const PortAddress &to, std::span<const std::uint8_t> bytes,
 void UdChannel::complete(const ibv_wc &wc, const DatagramFn &on_datagram) noexcept {
     const std::uint32_t index = cm_wr_index(wc.wr_id);
     if (completion_kind(wc.wr_id) == CompletionKind::cm_send) {
+        std::lock_guard<std::mutex> g(send_mutex_);
         if (index < kSendSlots) free_slots_.push_back(index);
         return;
     }

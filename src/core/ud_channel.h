@@ -3,6 +3,8 @@
 // slots (one registered block), and an address handle per remote port it has sent to. Work request ids carry
 // kind tags (completion_kind.h) so that the port's one completion loop can hand these completions here.
 // Memory: receives * 128 + 64 * 64 bytes, registered once; address handles O(remote ports contacted).
+// Threads: send() and complete() may be called from different threads (the connection manager's service thread
+// and progress); the send slots and address handles have their own mutex, taken by nothing else.
 #pragma once
 
 #include "address.h"
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +60,7 @@ private:
     std::size_t bytes_ = 0;
     MrPtr mr_;
     QpPtr qp_;
+    std::mutex send_mutex_;  // free_slots_, by_lid_, by_gid_
     std::vector<std::uint32_t> free_slots_;
     std::map<std::uint16_t, AhPtr> by_lid_;
     std::map<std::array<std::uint8_t, 16>, AhPtr> by_gid_;

@@ -325,6 +325,10 @@ TEST(ConnectionManager, FirstSendConnectsAndQueuedSendsGoOutInOrder) {
     send(net[0], 2, a);
     send(net[0], 3, b);  // another rank of the same node: same link, no second handshake
     NodeLink &link = *net[0].peer(2).link;
+    // The send only records the link (it may hold the send queues' lock); the next tick makes the INI QP.
+    EXPECT_EQ(link.state(), NodeLink::State::idle);
+    EXPECT_TRUE(net[0].cm().busy());
+    net[0].cm().tick();
     EXPECT_EQ(link.state(), NodeLink::State::connecting);
     EXPECT_EQ(&link, net[0].peer(3).link);
     net.run();

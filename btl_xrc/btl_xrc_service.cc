@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The module's service thread (btl_xrc_async_progress, on by default): it sleeps in poll() on the connection
+// manager's completion channel and the device's async fd, so that a process answers other processes' connection
+// requests and closes, retransmits its own, and hears of device events even while every application thread
+// computes; idle, it costs one blocked poll(). It never calls up into Open MPI: the connection manager records
+// what must reach ob1 or a send queue (src/core/connection_manager.h), async events are read, acknowledged and
+// recorded here, and progress acts on both (PortTransport::tick, mca_btl_xrc_service_progress).
+#include "btl_xrc.h"
+
+#include "src/core/port_transport.h"
+#include "src/core/service_thread.h"
+
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+struct mca_btl_xrc_service_t {
+    std::mutex events_mutex;
+    std::vector<ibv_async_event> events;  // read and acknowledged, waiting for progress
+    std::unique_ptr<xrc::ServiceThread> thread;
+};
+
+namespace {
+
+// Service thread: every async event that can be read now is recorded, acknowledged at once (a QP or SRQ being
+// destroyed waits for its events' acknowledgements), and progress is told.
+void read_async_events(mca_btl_xrc_module_t *m) noexcept {
+    mca_btl_xrc_service_t &s = *m->service;
+    ibv_async_event event{};
+    while (ibv_get_async_event(m->transport->context(), &event) == 0) {
+        try {
+            std::lock_guard<std::mutex> guard(s.events_mutex);
+            s.events.push_back(event);
+        } catch (...) {  // out of memory: the event is lost, as the device may lose them
+        }
+        ibv_ack_async_event(&event);
+        m->transport->raise();
+    }
+}
+
+}  // namespace
+
+int mca_btl_xrc_service_start(mca_btl_xrc_module_t *m) noexcept {
+    auto *s = new (std::nothrow) mca_btl_xrc_service_t;
+    if (s == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    m->service = s;
+    xrc::PortTransport *t = m->transport;
+    std::string error;
+    try {
+        std::vector<xrc::ServiceThread::Source> sources;
+        sources.push_back({t->cm_event_fd(), [t] { t->serve_cm(); }});
+        sources.push_back({t->context()->async_fd, [m] { read_async_events(m); }});
+        s->thread = std::make_unique<xrc::ServiceThread>(std::move(sources), [t] { return t->serve_timers(); });
+        xrc::ServiceThread *thread = s->thread.get();
+        t->on_timers_changed([thread] { thread->wake(); });
+        if (s->thread->start("btl-xrc-svc", error)) return OPAL_SUCCESS;
+    } catch (...) {
+        error = "out of memory";
+    }
+    opal_output(0, "btl:xrc: %s: %s:%u: no service thread (%s): set btl_xrc_async_progress 0",
+                opal_process_info.nodename, t->device_name().c_str(), t->port_num(), error.c_str());
+    mca_btl_xrc_service_stop(m);
+    return OPAL_ERROR;
+}
+
+void mca_btl_xrc_service_stop(mca_btl_xrc_module_t *m) noexcept {
+    mca_btl_xrc_service_t *s = m->service;
+    if (s == nullptr) return;
+    if (m->transport != nullptr) m->transport->on_timers_changed({});
+    s->thread.reset();  // joined: nothing serves the transport from now on
+    delete s;
+    m->service = nullptr;
+}
+
+void mca_btl_xrc_service_progress(mca_btl_xrc_module_t *m) noexcept {
+    mca_btl_xrc_service_t *s = m->service;
+    if (s == nullptr) return;
+    std::vector<ibv_async_event> events;
+    {
+        std::lock_guard<std::mutex> guard(s->events_mutex);
+        if (s->events.empty()) return;
+        events.swap(s->events);
+    }
+    for (const ibv_async_event &event : events) mca_btl_xrc_async_event(m, event);
+}
