@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Regenerate the build system (configure, Makefile.in). Run once after a fresh clone.
 set -e
 cd "$(dirname "$0")"

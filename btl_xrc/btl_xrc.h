@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Types of the xrc BTL component: the component (with its MCA parameters) and the module (one per usable
 // device port). The transport itself lives in src/core; this layer maps BTL calls onto it.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The xrc BTL component: MCA registration, open/close, and btl_init, which finds the usable device ports
 // (ACTIVE ports of XRC-capable devices, after the include/exclude filters) and builds one module per port.
 // When there is none, the component disqualifies itself: quietly (a verbose line) when other BTLs can carry the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Eager RDMA: the module's block of rings and credit words, the set-up handshake (Request -> Grant or Refuse,
 // over the SRQ path with the BTL's control immediate value), polling the rings and reporting credits.
 #include "btl_xrc_eager.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Eager RDMA in the BTL (the rings themselves are src/core/eager_rdma.h): one registered block per module holds
 // the receive rings this process grants (btl_xrc_max_eager_rdma of them), the credit words its peers report
 // into, and the words its own reports are sent from. The send paths in btl_xrc_module.cc write into a peer's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The BTL endpoint: one peer process as this module sees it (created by add_procs). Everything about sending to
 // the peer is its xrc::Peer (src/core/peer.h): route, send queue, eager ring channel and handshake, connection
 // flags.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The module's free lists: send fragments with registered payloads (registered through the module's rcache,
 // so the registration handle is found from the item), and payload-less RDMA/atomic descriptors.
 #include "btl_xrc_frag.h"

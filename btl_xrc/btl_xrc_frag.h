@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Descriptors the BTL hands to Open MPI: send fragments (with a registered payload buffer from a free list)
 // and RDMA/atomic descriptors. Each embeds the SendOp the transport core posts, so nothing is allocated per
 // message.

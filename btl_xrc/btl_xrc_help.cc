@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Lets opal_show_help find our help file wherever the plugin is loaded from: installed next to Open MPI's own
 // help files (found by default), or next to the plugin (the build tree's components/ directory).
 #include "btl_xrc.h"

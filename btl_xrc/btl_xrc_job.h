@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the component knows about the job: its size, this process's node, the connection mode, the peers'
 // decoded modex addresses (fetched from PMIx when first needed, kept by rank: O(peers contacted)), and in eager
 // mode who runs where (to start every node's connection during MPI_Init).

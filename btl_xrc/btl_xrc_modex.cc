@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The PMIx modex: what the job looks like from btl_init (size, this node's id, the connection mode; in eager mode
 // the rank -> node map from the node list and every rank's hostname, all known before the fence), publishing this
 // process's fixed-size address blob inside btl_init, and reading peers' blobs after the fence, one peer at a time

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The module function table: peers (add_procs/del_procs), send/receive descriptors (alloc, free,
 // prepare_src, send, sendi) and finalize. RDMA and atomics are in btl_xrc_rdma.cc, progress in
 // btl_xrc_progress.cc.

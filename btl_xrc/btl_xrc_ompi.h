@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every Open MPI header the component uses, included in one place. 16 installed OPAL headers lack
 // BEGIN_C_DECLS, so C++ would mangle their declarations into references that only fail at dlopen: the whole
 // set is wrapped in extern "C". opal_config.h must come first. Which headers exist depends on the Open MPI

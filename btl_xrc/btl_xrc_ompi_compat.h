@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Everything that differs between the Open MPI BTL interfaces we build against lives here (the headers
 // themselves are chosen in btl_xrc_ompi.h); no other file of the component tests the Open MPI version.
 //   310 = Open MPI 4.1.x (BTL 3.1.0)    330 = Open MPI 5.0.x (BTL 3.3.0)

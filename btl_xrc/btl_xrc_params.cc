@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The component's MCA parameters: registration (what `ompi_info --param btl xrc --level 9` lists) and
 // validation (a bad value names the parameter, the value and what is allowed, then disqualifies the BTL).
 #include "btl_xrc.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Progress: drain each module's completion queue (receive dispatch to the tag callbacks, send/RDMA completions
 // to their owners), and the device's asynchronous events, read off the async fd by Open MPI's event loop so an
 // idle process makes no system call for them.

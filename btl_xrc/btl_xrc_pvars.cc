@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The module counters (src/core/counters.h) as MPI_T performance variables btl_xrc_<name>, and their summary at
 // finalize. Registered with the component's parameters, so `ompi_info --param btl xrc --level 9` lists them too.
 // Each is bound to no object and is continuous (readable without MPI_T_pvar_start): COUNTER for what only

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One-sided operations for ob1 (RGET/RPUT) and osc/rdma: RDMA write/read and the two IB atomics (fetch-and-add,
 // compare-and-swap), each a descriptor from the module's rdma free list posted on the INI QP toward the peer's
 // node (the work request still names one of the peer's SRQs: XRC routes by it). Memory registration goes through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // RDMA (put/get), atomics, flush, memory registration through Open MPI's rcache, and async device events.
 #pragma once
 

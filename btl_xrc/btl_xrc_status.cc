@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // This process's status record for xrc-status: one file per process next to the job's XRC domain file
 // (btl_xrc_xrcd_dir, by default the job session directory), holding what every module (port) holds and counts
 // (src/core/status_record.h). Nothing of it is on the data path: the transports' listener says when a connection

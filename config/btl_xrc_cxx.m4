@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: BSD-3-Clause
 dnl Compiler settings shared by every part: C++20, warnings, optional -Werror.
 AC_DEFUN([BTL_XRC_CXX_FLAGS], [
   AC_ARG_ENABLE([werror],

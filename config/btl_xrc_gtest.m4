@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: BSD-3-Clause
 dnl GoogleTest for the C++ unit tests (Debian: googletest / libgtest-dev ship libgtest.a, libgtest_main.a).
 AC_DEFUN([BTL_XRC_FIND_GTEST], [
   _bx_save_LIBS=$LIBS

@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: BSD-3-Clause
 dnl hwloc: device locality (which HCA is nearest to the process).
 AC_DEFUN([BTL_XRC_FIND_HWLOC], [
   AC_CHECK_HEADER([hwloc.h], [],

@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: BSD-3-Clause
 dnl Locate Open MPI's internal (devel) headers, libopen-pal, the component and help-file directories, and the
 dnl BTL interface version. Three ways, in order of precedence:
 dnl   --with-ompi-src=DIR  a configured and built Open MPI source tree

@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: BSD-3-Clause
 dnl Open MPI headers that an installation's opal_config.h names but does not ship. Debian 13's libopenmpi-dev
 dnl (Open MPI 5.0.x) lacks opal/mca/threads/pthreads/*.h: upstream installs them nowhere (noinst SOURCES), yet
 dnl opal_config.h makes opal/mca/threads/mutex.h include them, so even opal/mca/btl/btl.h does not compile.

@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: BSD-3-Clause
 dnl PMIx headers: Open MPI 5.0's OPAL headers include pmix.h, and the benchmarks' modex probe uses them (4.1's
 dnl plugin reaches PMIx only through OPAL). Debian's libpmix-dev keeps them outside the default include path; pkg-config knows where.
 dnl --with-pmix=DIR names a prefix whose include/ holds pmix.h.

@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: BSD-3-Clause
 dnl --enable-asan: build everything (core, plugin, software HCA, tests) with AddressSanitizer + UBSan.
 dnl Programs started by mpirun then need libasan preloaded; tests/smoke does that when ASAN_FLAGS is set.
 AC_DEFUN([BTL_XRC_SANITIZERS], [

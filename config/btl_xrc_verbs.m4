@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: BSD-3-Clause
 dnl libibverbs with the upstream XRC API (rdma-core). The BTL needs IBV_SRQT_XRC, ibv_open_xrcd and
 dnl IBV_QPT_XRC_SEND; the legacy OFED XRC API is not supported.
 AC_DEFUN([BTL_XRC_FIND_VERBS], [

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What one process publishes through the PMIx modex, in one versioned binary blob, and the only code that
 // reads and writes it. Per port (module): LID, GID, MTU, the node the process runs on, its connection manager's
 // UD QP number and random token, and its XRC SRQ number and buffer size per receive class. Its size depends on

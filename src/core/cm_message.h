@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The connection manager's datagram (layout in wire_format.h): the only code that writes and reads it.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What a completion of the port's CQ belongs to, from the low two bits of its work request id: a send queue (the
 // id is the SendQueue's address, with the request's ring slot in its top bits: send_queue.h), an SRQ receive
 // buffer (RecvBuffer address | 1), or the connection manager's UD QP (index << 2 | 2 for a receive, | 3 for a

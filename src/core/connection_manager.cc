@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "connection_manager.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Connections on demand: one XRC INI QP per (process, remote node), connected to one TGT QP on that node, made
 // through a small datagram protocol (wire_format.h, CmMessage) between the processes' connection managers, one
 // per port per process on a UD QP. Nothing here trusts the launcher: a send never reaches a TGT QP before its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What one process's module (one device port) counts: traffic by path, connections, receive-side events and
 // registered memory. Plain fields bumped with plain increments where the code already is (the send paths touch
 // the module anyway): no atomics, no indirection, nothing per message beyond an add. The BTL publishes every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Finds the device ports the BTL can use: ACTIVE ports of devices that advertise XRC, after the admin's
 // include/exclude filters. Everything it passes over is recorded with the reason, so that a job that ends up
 // with no usable port can say what it found.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device locality: when several devices can be used, a process uses the ones attached to the CPUs it runs on.
 // The device's CPUs come from <ibdev_path>/device/local_cpus (the sysfs file on real hardware, the software
 // HCA's equivalent under simulation; hwloc's own verbs helper reads a fixed /sys path and would miss the

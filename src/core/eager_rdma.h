@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Eager RDMA: a ring of receive memory that one sender writes into with RDMA WRITE, and that the receiver polls
 // in memory, for the few peers a process talks to most. It skips what a send costs the receiver (an SRQ buffer, a
 // completion to poll, a repost), which is what small-message latency and message rate are made of. XRC exists to

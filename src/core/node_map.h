@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Which process runs on which node, known inside btl_init (before the modex fence) from the job's node list
 // and every peer's hostname. It decides the XRC topology: one INI QP per (process, node), and for every sending
 // process one TGT QP per node, created by one "owner" rank of that node (the others open it).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Everything one process decides about sending to one peer process, in one place: where its messages go (its
 // SRQs, the send queue toward its node), whether a message takes the peer's eager RDMA ring or the SRQ path and
 // how the work request looks, the ring set-up handshake's state, and the first-message flag that tells the peer

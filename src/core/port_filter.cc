@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "port_filter.h"
 
 #include "text_list.h"

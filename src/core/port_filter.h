@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // btl_xrc_if_include / btl_xrc_if_exclude: which device ports the BTL may use.
 // Form: "DEV[:PORT][,DEV[:PORT]]..." e.g. "mlx5_0:1,mlx5_1" (a device without a port means all its ports).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "port_transport.h"
 
 #include <sys/random.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Everything one process holds on one device port:
 //   PD, one CQ (grown as connections are made), the job's XRC domain on the port (xrc_domain.h), one XRC SRQ per
 //   receive class (RecvPool), the connection manager (connection_manager.h) with its UD channel, the INI QPs and

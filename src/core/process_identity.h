@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Telling a live process from a record of one that is gone: a pid alone is not enough (pids are reused), so a
 // process is named by its pid, its start time (field 22 of /proc/PID/stat: clock ticks after boot) and the
 // kernel's boot id. Read from /proc, which is what the node shows whatever the HCA is.

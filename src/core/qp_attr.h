@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The attributes and masks of every XRC QP state transition the BTL makes, in one place. The masks are exactly
 // the kernel's (ib_modify_qp_is_ok): required bits only, nothing the kernel rejects. In particular the XRC INI
 // INIT->RTR transition carries no MAX_DEST_RD_ATOMIC and no MIN_RNR_TIMER (Open MPI's old xoob bug, #1839).

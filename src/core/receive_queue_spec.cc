@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "receive_queue_spec.h"
 
 #include "text_list.h"

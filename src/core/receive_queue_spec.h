@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The receive-queue specification of btl_xrc_receive_queues: which receive size classes a process posts.
 //
 // Grammar (what an admin types):   CLASS[:CLASS]...      CLASS = [X,]SIZE,COUNT[,LOW]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "recv_pool.h"
 
 #include <sys/mman.h>

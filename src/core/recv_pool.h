@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The receive side of one size class: one XRC SRQ owned by this process, and its buffers, carved from one
 // registered slab. Buffers are posted at start-up and reposted one by one right after their message was
 // handed up, so the SRQ stays full; the SRQ limit (low watermark) event tells when the process falls behind.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The send side of one XRC INI QP (one per remote node, and one for on-node peers through the HCA's loopback):
 // credits, selective signaling, and a queue of sends that cannot go out yet. No allocation, lock or syscall on
 // this path: operations are caller-owned SendOp records (embedded in BTL fragments), the ring is sized at

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Where a process's status record (status_record.h) lives, and how it is replaced and read. The record sits next
 // to the job's XRC domain file: <dir>/btl_xrc_status.<job>.<rank>, with <job> = "<jobid>.<uid>" as in that file's
 // name. It is replaced atomically (written to a hidden temporary file in the same directory, then renamed over

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A process's status record: what one btl xrc process holds on its node, per port: the job's XRC domain, the
 // process's SRQs, its connection manager's UD QP, its INI QPs (one per remote node it talks to), the TGT QPs it made
 // for remote senders, the handles it opened on TGT QPs other local ranks made, and its counters. The BTL writes it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // When a process rewrites its status record (status_record.h). After a connection event the record is rewritten
 // at the end of that progress call, so that it is current as soon as the event is; when nothing changes it is
 // refreshed every `interval` (counters, and a sign of life), 0: never. Writing is paid for from a budget of CPU

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The comma- and colon-separated lists MCA parameters are written in: one splitter for all of them.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The connection manager's datagram endpoint on one port: a UD QP on the port's CQ, its receive buffers and send
 // slots (one registered block), and an address handle per remote port it has sent to. Work request ids carry
 // kind tags (completion_kind.h) so that the port's one completion loop can hand these completions here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // RAII owners for verbs objects: one owner per resource, released exactly once, in reverse order of creation
 // when they are members of one class. Works with the real libibverbs and the software HCA alike.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every format btl-xrc puts on the wire or into another process's memory, in one place, each with its own
 // magic and version so that mixed builds in one job are detected, never misread:
 //   the immediate data of every SRQ send (tag and flags),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "xrc_domain.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The job's XRC domain on one device port: every rank of the job on the node opens the same job-private file, so
 // they share one XRCD (the kernel keys XRCDs by inode), and no other job or user can join it (mode 0600 in the
 // job's own directory).

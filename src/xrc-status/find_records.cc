@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "find_records.h"
 
 #include "src/core/status_file.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Where xrc-status looks for status records (src/core/status_file.h) on a node. Each btl xrc process keeps its
 // record next to its job's XRC domain file: in the job session directory, unless btl_xrc_xrcd_dir names another
 // directory. The launchers put session directories under the temporary directory ($TMPDIR, else /tmp):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // xrc-status: what the btl xrc processes of a node hold, per job and XRC domain, from the status records they
 // keep next to their XRC domain file (src/core/status_record.h). Run it on a node while a job runs, and after it
 // to see that nothing is left.

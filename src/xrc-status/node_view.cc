@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "node_view.h"
 
 #include "src/core/process_identity.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One node's view, merged from the status records of its btl xrc processes: per job (a directory of records), its
 // processes and, per XRC domain (device, port, and the domain file's inode: the kernel's identity of the domain),
 // the TGT QPs with their owner and every local rank holding a handle, the INI QPs, the SRQs and the connection

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // xrc-status's two outputs of a node view (node_view.h): a table for people, and JSON with the same content for
 // tools (every QPN, rank and pid as a number, every counter by name).
 #pragma once

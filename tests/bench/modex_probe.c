@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* modex-probe.so: measures what each BTL (or pml ucx) publishes in the PMIx modex, the same way for every
  * transport. Preloaded into the MPI processes (mpirun -x LD_PRELOAD=.../modex-probe.so), it wraps PMIx_Put, the
  * call behind Open MPI's OPAL_MODEX_SEND, and prints one line per BTL or PML key to stderr:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Smoke test of the benchmark suite (part of `make check`, < 30 s, no root, no cluster): the harness's
 # parsers and model (run-bench --self-test), then every xbench benchmark on this machine over self,vader with
 # few iterations and the data check on, and the hold handshake used by resource accounting.

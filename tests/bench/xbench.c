@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * xbench: MPI point-to-point and collective micro-benchmarks for comparing BTLs (xrc, openib, tcp).
  * Our own code, following the OSU micro-benchmark conventions so that the numbers are comparable:

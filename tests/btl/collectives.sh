@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Collectives over btl xrc: alltoall, allreduce, bcast, every element verified; with and without vader.
 . "$(dirname "$0")/common.sh"
 start_daemon

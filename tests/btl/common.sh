@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared set-up of the BTL tests on the software HCA (one node: on-node peers reach each other through the
 # HCA's loopback, like on a real adapter). Each test starts its own simhcad under a unique SIMHCA_INSTANCE,
 # stops it by pid on exit, and checks that the daemon holds no object after every job.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Failures are reported, never a hang or a silent drop: the port goes down under a live job, and the job ends
 # with a non-zero exit and a message naming the device and port.
 . "$(dirname "$0")/common.sh"

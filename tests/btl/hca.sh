@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # One software HCA daemon for a test, and the checks made against it (sourced): by tests/btl/common.sh, and by
 # tests/package/root-inside.sh with the installed programs. Expects SIMHCAD, SIMHCA_CTL (the daemon and its
 # control tool) and work (a scratch directory); the daemon runs under the caller's SIMHCA_INSTANCE and is

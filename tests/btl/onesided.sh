@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # MPI one-sided through osc/rdma over btl xrc (RDMA write/read, fetch-and-add, compare-and-swap, flush):
 # put, get, accumulate, fetch_and_op, compare_and_swap with fence and lock/unlock, all values checked.
 # vader keeps on-node sends (HIGH exclusivity), xrc is the RDMA BTL for every peer.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Point-to-point over btl xrc (software HCA, one node, loopback): every pair, 0 B .. 16 MiB across the eager,
 # send (prepare_src) pipeline, RDMA-get (RGET) and RDMA-put (RPUT + pipeline) paths, data verified, plus the
 # nonblocking storm with ANY_SOURCE.

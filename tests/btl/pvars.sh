@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # btl xrc's MPI_T performance variables on the software HCA (one node, xrc carries on-node traffic through the
 # HCA's loopback): tests/mpi/pvars finds every btl_xrc_ variable with its class and description, sees none move
 # while no message goes to or from a rank, sees them move with 64 eager messages and one 1 MiB message (RDMA)

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # What the job holds in the HCA while it runs, counted by simhca-ctl, on one node with P ranks:
 #  - self,xrc (xrc carries on-node traffic, through the HCA's loopback): per rank one loopback INI QP and the
 #    TGT QP it reaches every local SRQ through (its own handle only), one SRQ per receive class, one shared

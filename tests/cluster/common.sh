@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared helpers for the simulated-cluster tests (sourced). These tests need root (namespaces, mounts,
 # veth): every test returns 77 (SKIP) when not root.
 #

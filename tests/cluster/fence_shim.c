@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* fence-shim.so: a launcher whose fences release early, for testing that nothing relies on them. Preloaded into
  * the MPI processes (mpirun -x LD_PRELOAD=.../fence-shim.so), it wraps PMIx_Fence and PMIx_Fence_nb, the calls
  * behind Open MPI's barriers in MPI_Init and MPI_Finalize:

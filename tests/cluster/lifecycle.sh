@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise). Life cycle: up is idempotent, status/ps/exec work, down stops every
 # process inside the nodes (also strays started there) and removes every namespace, clean recovers from a
 # crashed run whose state directory was lost.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise). Baseline competitor on the same fabric: Open MPI's own openib BTL on the
 # software HCA (default SRQ receive queues), allpairs on 2 nodes x 2 ranks and 4 nodes x 2 ranks.
 # Returns 77 (SKIP) with the reason while the software HCA (simhcad + its libibverbs) is absent or not working.

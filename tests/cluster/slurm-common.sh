@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Helpers of the Slurm tests on the simulated cluster (sourced after common.sh and xrc-common.sh): jobs started
 # with `srun --mpi=pmix` inside the head node, MCA parameters given as OMPI_MCA_* (as Slurm users do), and the
 # check that no munge or Slurm daemon outlives the cluster.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # No job launched by Slurm (slurm-xrc.sh's jobs, Slurm's default settings) spends an ACK timeout: the HCAs'
 # port counters (hw_counters/local_ack_timeout_err) did not move during any of them. Reads the record
 # slurm-xrc.sh wrote (Makefile.am runs that test first); 99 (hard error) when the record is missing or cut short.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise), the software HCA, Slurm and munge. Jobs launched by Slurm
 # (`srun --mpi=pmix`, Slurm's default settings, MCA parameters through OMPI_MCA_*) over btl xrc, on 2x2 and on
 # three nodes with 1, 2 and 3 ranks: allpairs (every pair, 0 B .. 4 MiB, verified, per-node layout), collectives

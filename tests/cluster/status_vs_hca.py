@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Compares what xrc-status lists for a node (its --json output: the btl xrc processes' own records) with what the
 node's software HCA holds (simhca-ctl list --json). Every QP of the HCA must be in the listing and the other way
 round, with the same type, state, process and remote QP; every TGT QP with the same processes holding it (its

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise). 2 simulated nodes x 2 ranks: layout per node, then allpairs over
 # ob1 + self,vader,tcp (every pair, 0 B .. 4 MiB, verified, nonblocking storm); down leaves nothing behind.
 . "$(dirname "$0")/common.sh"

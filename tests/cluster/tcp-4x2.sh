@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise). 4 simulated nodes x 2 ranks (8 ranks oversubscribing the real cores):
 # layout per node, then allpairs over ob1 + self,vader,tcp; down leaves nothing behind.
 . "$(dirname "$0")/common.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise). Proof that the nodes are separate machines for Open MPI: with only
 # self,vader (shared memory) a job spanning two nodes must FAIL (unreachable peers), while the same job on
 # one node works.

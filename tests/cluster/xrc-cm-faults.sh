@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. The connection manager under stress and faults, on
 # demand (every connection made by its first message):
 #   a connection storm from cold: alltoall and friends among 8 nodes x 4 ranks, every process connecting to

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. Collectives (alltoall, allreduce, bcast, verified) and
 # MPI one-sided through osc/rdma with xrc as the RDMA BTL for every peer (put, get, accumulate, fetch_and_op,
 # compare_and_swap, fence, lock/unlock, flush) across simulated nodes, at 2x2, 4x2 and three unequal nodes.

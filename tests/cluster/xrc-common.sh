@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Helpers of the btl xrc tests on the simulated cluster (sourced after common.sh). They need root and the
 # software HCA; the plugin is loaded from the build tree (components/) next to Open MPI's own components.
 MPI_DIR=$TOP_BUILDDIR/tests/mpi

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. A cap on XRC send QPs per process far below what the
 # pattern wants (btl_xrc_max_ini_qps 2, allpairs among 6 nodes, so every process talks to 5 nodes): connections
 # are drained (nothing in flight is lost), closed on both sides and made again, round after round. Every payload

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. A peer node that vanishes (all its traffic dropped) is
 # reported through the error path with the device and port, and the job ends with a non-zero status: no hang,
 # no silent drop. Nothing stays in any node's HCA afterwards.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. A launcher whose fences are no barriers (the PMIx fence
 # shim: every data-less fence returns at once, as under Slurm 22.05's defaults, and nodeB's ranks leave the modex
 # fence 2 s after the others): the other nodes leave MPI_Init and send to nodeB while nodeB's ranks have not even

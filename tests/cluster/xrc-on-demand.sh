@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. Connections on demand (btl_xrc_connect on-demand: a
 # node's connection is made by the first message for it, through the connection manager): allpairs (every pair,
 # 0 B .. 4 MiB, verified, storm), collectives and one-sided over osc/rdma on 2x2, 4x2 and three nodes with 1, 2

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. Faults under osc/rdma traffic over xrc (rma_stream: only
 # one-sided operations in flight, 2 nodes x 2): a peer node that vanishes (all its traffic dropped) and a port that
 # goes down each end the job within the test's time bound with a non-zero status and a message naming the node,

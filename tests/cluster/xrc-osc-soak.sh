@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. Not part of `make check` (make stress runs it): a long
 # osc/rdma run over xrc at 3 nodes x 2. rma_stream for $OSC_SOAK_SECONDS (default 60) seconds (put, get,
 # fetch-and-add, compare-and-swap from every rank to every other, values checked), then rma_datatypes and, where

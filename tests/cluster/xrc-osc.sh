@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. MPI one-sided through osc/rdma with xrc as the RDMA BTL
 # (--mca osc rdma --mca osc_rdma_btls xrc), at 3 nodes x 1 and 2 nodes x 2, every value checked:
 #   rma_datatypes  get/put of struct datatypes with gaps, accumulate and get_accumulate on derived types

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. btl xrc across simulated nodes: allpairs (every pair,
 # 0 B .. 4 MiB over the eager, send and RDMA-get paths, verified, nonblocking storm with ANY_SOURCE) on 2x2,
 # 4x2 and three nodes with 1, 2 and 3 ranks; to 16 MiB over RGET and over RPUT + pipeline between two nodes;

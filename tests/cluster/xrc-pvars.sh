@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. btl xrc's MPI_T counters across simulated nodes
 # (tests/mpi/pvars): every variable present, still while no message goes to or from a rank, moving with the
 # traffic, adding up across the job, and connections_open = one INI QP per other node + one TGT QP per remote

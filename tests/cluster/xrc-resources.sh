@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. What an xrc job (self,vader,xrc: vader carries on-node
 # traffic) holds in each node's HCA while every pair is connected (simhca-ctl, per node), against the design:
 #   XRC INI QPs on a node = P_node * (N-1)     (one per process and remote node)

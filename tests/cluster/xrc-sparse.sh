@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. The pattern connections on demand are for: 16 nodes x 2
 # ranks on a periodic ring whose neighbours are two ranks away (each rank talks to the ranks of the two
 # neighbouring nodes only; verified payloads, eager and rendezvous sizes). While the job holds its connections,

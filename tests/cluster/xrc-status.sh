@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise), the software HCA, Slurm and munge. xrc-status, run on each node of a running
 # job, lists what the job's processes hold there according to their own status records, and that is exactly what
 # the node's HCA holds (simhca-ctl list --json: the same INI, TGT and UD QPs in the same states, the same processes

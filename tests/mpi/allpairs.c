@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * allpairs: every ordered pair of ranks exchanges messages of every size class (0 B .. 4 MiB), then a
  * nonblocking storm (many Isend/Irecv in flight to all peers with distinct tags, plus ANY_SOURCE receives).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* Collectives over the BTL under test: alltoall, allreduce and bcast at several sizes, every element checked.
  * Prints "collectives: OK ..." and exits 0 only when every check passed. */
 #include <mpi.h>

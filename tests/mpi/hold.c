@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* Connects every pair of ranks (one verified message each way), then holds all connections open until the file
  * named by $HOLD_FILE exists, so a test can count the transport's resources while the job is live. Rank 0 prints
  * "hold: connected" when every pair has exchanged data. */

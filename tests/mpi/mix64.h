@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* The test programs' data pattern: a 64-bit finaliser (MurmurHash3's fmix64) turns a message's coordinates (source,
  * destination, size, iteration, offset) into bytes that differ at every position, so a byte landing in the wrong
  * message, at the wrong offset or from an old iteration does not match. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* MPI one-sided test for osc/rdma over a BTL: put, get, accumulate, fetch_and_op, compare_and_swap, with fence,
  * lock/unlock and flush synchronisation; every value is checked. Prints "onesided: OK ..." and exits 0 only when
  * every check passed. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* The frame of the one-sided test programs: a program is a list of named phases, run in order (or those named on
  * the command line). Each prints "<program>: <phase> OK|FAILED ranks=N errors=E" once every rank has run it; at the
  * end "<program>: OK|FAILED ranks=N errors=E", and the exit status is 0 only when every check of every rank passed.

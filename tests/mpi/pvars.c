@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* btl xrc's MPI_T performance variables: every expected variable is there (class, type, description), the
  * counters do not move without traffic and move as traffic moves, and what every rank counts adds up across the
  * job (each message sent through a ring or an SRQ was received through one, byte for byte; every eager ring

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * ring: a sparse pattern, the one connections on demand are for. Every rank exchanges messages with its two
  * neighbours on a periodic ring (rank - stride and rank + stride, `--stride` ranks away: with block mapping and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* MPI one-sided with derived datatypes, on windows made by MPI_Win_create and MPI_Win_allocate, every value checked.
  *
  *   get     MPI_Get of records described by a struct datatype (int, double, char, double[3], short: gaps between

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* MPI one-sided on dynamic windows (MPI_Win_create_dynamic + MPI_Win_attach), every value checked.
  *
  *   ops     every rank attaches one cell and publishes its address (MPI_Get_address + MPI_Allgather); under

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* One-sided traffic that keeps going, for the fault tests: every rank puts, gets, fetch-and-adds and
  * compare-and-swaps into every other rank's MPI_Win_allocate window, round after round, under MPI_Win_lock_all with
  * MPI_Win_flush after each operation (values checked). Nothing but one-sided traffic runs meanwhile: each rank

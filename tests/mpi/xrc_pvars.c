@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* btl xrc's MPI_T performance variables by name (see xrc_pvars.h). */
 #include "xrc_pvars.h"
 

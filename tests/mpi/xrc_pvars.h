@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* btl xrc's MPI_T performance variables (btl_xrc_*), read by name through MPI_T_pvar_*: one session, one
  * handle per variable. The variables are continuous: a counter reads what happened since its handle was
  * allocated, a level or high watermark reads the current value. MPI_T_init_thread registers every component's

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The Debian packages as an administrator gets them: built from this checkout with dpkg-buildpackage in a clean
 # Debian 12 root holding only the Build-Depends (debian/control), checked by lintian, then installed with apt into
 # a fresh Debian 12 root (apt resolves their dependencies), where a plain mpirun finds the component and runs jobs

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Run by debian-package.sh inside a fresh Debian root (scripts/debroot run --ephemeral), with a clean environment:
 # root-inside.sh TMP ARCHIVES. TMP/debs holds the packages and the test program; ARCHIVES keeps apt's downloads
 # from run to run. Installs the packages with apt, checks where everything went, runs MPI jobs on the software HCA

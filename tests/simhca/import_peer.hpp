@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Messages between test_import.cpp and simhca-import-peer (import_peer_main.cpp) on their socketpair.
 #pragma once
 #include <cstdint>

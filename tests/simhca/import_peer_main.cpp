@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The second process of test_import.cpp's cross-process case: receives a context's cmd_fd over a unix
 // socket (SCM_RIGHTS), imports the device, the PD and the MR, and moves data with them; then, after the
 // first process closed its own context, checks that the shared objects are still usable.

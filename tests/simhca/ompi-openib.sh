@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Open MPI's own verbs transport (btl openib, which uses UD for its connection manager and RC/SRQ for data)
 # between two ranks on one node, through the software HCA; the ping-pong checks every message's data.
 # Without simhca-run and without SYSFS_PATH: openib finds the device through ibv_get_sysfs_path(), which

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* MPI ping-pong with data checking, used by ompi-openib.sh to drive Open MPI's openib BTL (UD connection
  * manager, RC QPs, SRQs, RDMA pipelines) through the software HCA. */
 #include <mpi.h>

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs rdma-core's unmodified ibv_rc_pingpong, ibv_srq_pingpong and ibv_xsrq_pingpong (with and without -e,
 # two sizes; -c where the tool checks data) between two processes on one node, through the software HCA.
 # Starts a private simhcad (unique SIMHCA_INSTANCE) and stops it by pid; leaves no process behind.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Speed of the software HCA against its raw substrate, all measured in ONE run (issue 3, "Speed"):
 #   two nodes  = two private simhcad instances on this host joined by a fabric file on 127.0.0.1
 #                (their traffic is TCP over loopback), compared with our own raw TCP ping-pong and stream
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
     --no-ompi) ompi=0 ;;
     --keep) keep=1 ;;
     --only) only=",$2,"; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,22p' "$0"; exit 0 ;;
     *) echo "simhca-bench: unknown option $1" >&2; exit 2 ;;
     esac
     shift

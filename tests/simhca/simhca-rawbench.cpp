@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The raw baselines the software HCA is measured against (issue 3, "Speed"), run by simhca-bench.sh in the
 // same run as perftest on simhca:
 //   simhca-rawbench tcp [--iters N] [--size BYTES] [--stream-bytes BYTES]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Test support for the software HCA: every test gets its own private
 // simhcad (unique SIMHCA_INSTANCE), stopped by pid in TearDown, plus small
 // helpers to build connected QPs and wait for completions.

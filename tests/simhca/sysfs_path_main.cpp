@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Prints what ibv_get_sysfs_path() returns in a fresh process (the library
 // computes it once per process, so tests need a new one per case).
 #include <cstdio>

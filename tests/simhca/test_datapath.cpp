@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Data path on one node: SEND/RECV, RDMA write/read, atomics, RNR NAK retry
 // and exhaustion, remote access errors, flush on error, SRQ limit events.
 #include <cstring>

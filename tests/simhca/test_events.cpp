@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Async events and less common data-path features: port down/up (PORT_ERR /
 // PORT_ACTIVE to every context, sends fail meanwhile), QP_LAST_WQE_REACHED on
 // an SRQ-attached QP, CQ overrun (CQ_ERR), UD with and without GRH, RDMA

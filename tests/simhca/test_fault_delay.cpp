@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `simhca-ctl fault delay NODE MS`: traffic to and from a node arrives late
 // but in order; a delay beyond the ACK timeout makes the transport resend
 // (a late ACK of the first transmission still completes the WQE, as the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Hostile clients: random control requests, forged handles, garbage in the
 // shared rings. The daemon must answer with errors, never crash, and keep
 // serving well-behaved clients.

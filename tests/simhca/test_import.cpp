@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Object import: ibv_import_device on a copy of a context's cmd_fd (dup in this process, or SCM_RIGHTS to
 // another process), ibv_import_pd / ibv_import_mr / ibv_import_dm by handle, the unimports, lifetime (the
 // objects live while any copy of the cmd_fd is open) and isolation (only the owning context's objects).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device limits are enforced with the errno a real device gives: EINVAL for
 // capabilities beyond the device attributes, ENOMEM for a full work queue,
 // EINVAL for a work request with more SGEs than the QP was created with.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // UD multicast: ibv_attach_mcast / ibv_detach_mcast follow the kernel's
 // rules, and a datagram sent to (MLID, MGID) with QPN 0xFFFFFF reaches every
 // attached QP (with its GRH) on every node, subject to each one's Q_Key.

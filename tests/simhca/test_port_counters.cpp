@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The port counter local_ack_timeout_err (sysfs ports/1/hw_counters, as mlx5 names it, and simhca-ctl
 // counters): one count per retransmission after the requester's ACK timer ran out, nothing for traffic that
 // was answered (RNR NAKs included), nothing at the responder.

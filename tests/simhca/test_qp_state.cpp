@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // QP state machine: the kernel's transition mask table, legal and illegal.
 #include <fcntl.h>
 #include <unistd.h>

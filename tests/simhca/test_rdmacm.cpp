@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The software HCA's librdmacm (src/simhca/rdmacm): connection establishment with private data, reject,
 // unreachable ports, UD service lookup (SIDR), multicast over the CM's group mapping, the sync endpoint
 // API, ids destroyed with events pending, and bad input. Each case runs in a forked child: the CM keeps

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ibv_modify_srq with IBV_SRQ_MAX_WR: the ring grows or shrinks (the device
 // advertises IBV_DEVICE_SRQ_RESIZE), the WQEs already posted survive in order,
 // fewer entries than are posted (or than an armed limit) is EINVAL, and

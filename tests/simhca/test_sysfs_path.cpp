@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ibv_get_sysfs_path(): $SYSFS_PATH when set; else the software HCA's sysfs
 // root (the daemon's view, laid out as ROOT/class/infiniband/simhca0), so
 // Open MPI's openib finds the device without simhca-run; else /sys.

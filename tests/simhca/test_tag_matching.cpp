@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Hardware tag matching (TM SRQs, rdma-core's tag_matching.md): tag list
 // operations and their completions, eager and rendezvous matches, unexpected
 // and no-tag messages, the unexpected-count synchronisation, the errnos of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Two simulated nodes on the host: two daemons (private instances) joined
 // by a fabric file on 127.0.0.1. Checks data crossing daemons, XRC across
 // nodes, and the transport retry rules when a node's traffic is lost.

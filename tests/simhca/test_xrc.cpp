@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // XRC: domains shared by inode between processes (EAGAIN / EINVAL rules),
 // TGT QP lifetime across processes (last handle destroys), routing by
 // remote_srqn with the XRCD check, completion fields.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "two_node_fixture.hpp"
 
 #include <arpa/inet.h>

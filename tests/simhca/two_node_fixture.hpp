@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Two simulated nodes on the host: two daemons (private instances, nodes
 // "na" LID 1 and "nb" LID 2) joined by a fabric file on 127.0.0.1, each with
 // a context, PD, CQ and a 1 MiB registered buffer; stopped by pid.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every invalid MCA value is refused with our help message naming the parameter and the value: the job still
 # runs over the other BTLs when xrc was optional, and stops with a non-zero exit when xrc was required.
 . "$(dirname "$0")/common.sh"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared set-up of the MPI smoke tests: load the plugin from the build tree (no install needed) next to
 # Open MPI's own components, allow root (CI runs as root), and keep runs bounded.
 # Expects BTL_XRC_BUILDDIR, OMPI_PKGLIBDIR and MPIRUN from the test harness (tests/smoke/Makefile.am).

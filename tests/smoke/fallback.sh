@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # With no usable XRC device, "--mca btl self,vader,xrc" must still run (Open MPI falls back to vader) and the
 # verbose output must say why xrc stood aside; the data must arrive intact.
 . "$(dirname "$0")/common.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The built plugin: loadable from the build tree, ompi_info lists every parameter and performance variable with a
 # description, and the shared object exports exactly one symbol, the component.
 . "$(dirname "$0")/common.sh"

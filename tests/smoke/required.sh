@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # With no usable XRC device, "--mca btl self,xrc" must stop the job cleanly: our help text, a non-zero exit,
 # no crash, no core, no hang.
 . "$(dirname "$0")/common.sh"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* Smoke test program: every rank exchanges messages of several sizes with every other rank and verifies a
  * checksum of the payload. Prints "ring: OK ..." and exits 0 only if every byte arrived intact. */
 #include <mpi.h>

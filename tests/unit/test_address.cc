@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The modex blob: round trip, a size that depends on nothing but ports and classes, and malformed input
 // (truncated, hostile counts, wrong version, trailing bytes, impossible fields) rejected with a reason and without
 // a crash.

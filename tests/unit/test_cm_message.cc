@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The connection manager's datagram: round trip of every type, a fixed size, and malformed input (truncated,
 // padded, wrong magic or version, unknown type, reserved bits, impossible QP numbers) rejected with a reason.
 #include "src/core/cm_message.h"

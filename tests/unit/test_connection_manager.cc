@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The connection manager at message level, without MPI or a device: processes on simulated nodes exchange its
 // datagrams through a fake network that can lose, duplicate, delay and reorder them, over fake QPs that record
 // what would reach the device. Connect on first send, loss and retransmission, duplicates, both sides connecting

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device locality: a bound process keeps the devices attached to its CPUs; no information or an unbound process
 // keeps everything.
 #include "src/core/device_locality.h"

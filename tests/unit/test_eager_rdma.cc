@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Eager RDMA rings: a sender (EagerChannel) and a receiver (EagerRing) connected by a simulated RDMA WRITE
 // (a memcpy to where claim() says), checking data, span reuse and skips, flow control, stale payload that looks
 // like a footer, malformed footers and the validation of control messages.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Rank -> node map and TGT QP ownership: deterministic, complete, balanced; unequal ranks per node.
 #include "src/core/node_map.h"
 

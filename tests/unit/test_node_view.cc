@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // xrc-status's merge of a node's records: a TGT QP's holders are its owner and every local rank with a handle;
 // processes group by job and XRC domain; a stale process is listed but its objects are not; a handle whose owner
 // has no record still shows; a bad record is a problem, not a crash.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // btl_xrc_if_include / if_exclude parsing and matching.
 #include "src/core/port_filter.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The transition masks must be exactly the kernel's (xrc-semantics.md): nothing missing, nothing extra.
 #include "src/core/qp_attr.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The receive-queue specification parser: valid, boundary and malformed inputs.
 #include "src/core/receive_queue_spec.h"
 

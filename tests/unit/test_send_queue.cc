@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // SendQueue: credits, selective signaling, queued sends, in-order retirement and error flush, closed/stopped
 // queues (the connection's life), against a fake QP whose post_send records what would reach the device.
 #include "src/core/send_queue.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The status record's file: replaced atomically (no temporary file left), never through a symbolic link, read
 // only from a regular file of bounded size; the process identity that tells a live record from a stale one; and
 // when records are rewritten (StatusSchedule).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The status record: round trip, values that need escaping, and malformed input (every truncation, another
 // magic or version, broken lines, numbers out of range, missing keys) refused with a reason and without a crash.
 // Later additions of the same version (unknown kinds and keys) are skipped.

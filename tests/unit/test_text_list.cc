@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The list splitter every MCA list parameter goes through.
 #include "src/core/text_list.h"
 

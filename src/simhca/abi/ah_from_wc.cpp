@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Address handles from a received completion (UD replies), and the Ethernet L2 resolver providers call.
 // Built only on public verbs (ibv_query_port, ibv_query_gid, ibv_create_ah), so it works with whatever
 // device the library serves.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The non-default (compat) symbol versions: the 33 entry points of the IBVERBS_1.0 ABI, and
 // ibv_register_driver@IBVERBS_1.1.
 //

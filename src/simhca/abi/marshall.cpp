@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Kernel-ABI to verbs-struct copies (rdma-core's marshall.h, used by librdmacm and old providers).
 // Plain field copies between the uverbs wire structs (<rdma/ib_user_verbs.h>, <rdma/ib_user_sa.h>) and the
 // verbs structs; no device state. Debian does not ship marshall.h, so the prototypes are declared here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The driver-facing ABI, IBVERBS_PRIVATE_34: what rdma-core's providers (libmlx5, librxe, ... from
 // Debian's ibverbs-providers) import from libibverbs.
 //

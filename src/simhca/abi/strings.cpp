@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Enum-to-text and rate conversions of libibverbs (no device state).
 //
 // The texts and tables are behaviour that programs show to people and act on (ibv_rc_pingpong prints

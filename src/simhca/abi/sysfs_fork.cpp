@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // sysfs helpers and fork support of libibverbs (no device state).
 // Exported whatever -fvisibility the library is built with: the version script alone decides what is
 // local (abi/libibverbs.map).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Exported verbs whose real behaviour belongs to the device side (core's src/simhca/lib), defined here WEAK
 // so that the library always exports them (BIND_NOW binaries need the symbol) while a strong definition in
 // core's code, when it exists, silently replaces these at link time (same shared object: the linker picks the

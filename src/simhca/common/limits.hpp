@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device identity and limits, shared by the daemon (enforcement) and the
 // library (ibv_query_device). Values are modelled on a ConnectX-4 class HCA
 // so that tools and Open MPI's device table treat it as ordinary hardware.

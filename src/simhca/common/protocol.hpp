@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Control protocol between libibverbs (and simhca-ctl) and simhcad.
 // Transport: SOCK_SEQPACKET on the abstract UNIX socket "@simhca[.<instance>]".
 // One request datagram -> one reply datagram (plus fds via SCM_RIGHTS).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Layout of the shared-memory queues (memfd, mapped by daemon and library).
 // This is the "hardware" interface: the library writes WQEs and rings the
 // doorbell, the daemon consumes them and writes CQEs. Everything here is

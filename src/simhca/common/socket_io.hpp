@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Helpers shared by daemon, library and ctl: the socket name and sending
 // datagrams with file descriptors attached.
 #pragma once

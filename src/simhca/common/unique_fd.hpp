@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // RAII owner of a file descriptor: every fd the daemon and library create is
 // held by one of these so that error paths can never leak descriptors.
 #pragma once

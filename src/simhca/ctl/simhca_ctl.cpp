@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // simhca-ctl: inspect and poke the local simhcad.
 //   simhca-ctl wait-ready [--timeout S] | status | counters | list [--json] | fault WHAT
 #include <cerrno>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The daemon's one clock: CLOCK_MONOTONIC in nanoseconds (retry and ACK timers, the delay line).
 #pragma once
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The completer (completer.hpp): answers -> completions, retries, errors.
 #include "completer.hpp"
 

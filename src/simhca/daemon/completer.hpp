@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The completer (rxe_comp.c, with rxe_cq.c's CQE writer): applies the responder's answer to the head WQE of
 // a send queue, in order. ACK: scatter READ / atomic results, complete the WQE. RNR NAK: back off the
 // responder's min_rnr_timer, rnr_retry times (7 = forever). No answer (a dropped request, a lost node):

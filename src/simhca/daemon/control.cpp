@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Control verbs for PDs, MRs, completion channels, CQs, XRCDs and SRQs,
 // plus client bookkeeping and uverbs-close style cleanup.
 #include <algorithm>

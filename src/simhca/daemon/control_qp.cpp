@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Control verbs for QPs: create / open (XRC TGT handles) / modify / query /
 // destroy. A TGT QP belongs to its XRCD, not to a process: every process
 // reaches it through a QpHandle and the last handle destroys it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fault injection "delay" (simhca-ctl fault delay NODE MS): frames to and
 // from a node wait here for a fixed time before they are sent / handled.
 // One FIFO per node keeps them in order (a frame is never due before the one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The simulated adapter's control side (what uverbs and the kernel driver do for verbs calls): the
 // control verbs that create, modify and destroy the objects of the shared table, client bookkeeping and
 // uverbs-close style cleanup, inspection and fault injection. It owns the table and the data path's roles

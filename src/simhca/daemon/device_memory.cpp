@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device memory (ibv_alloc_dm): a memfd the daemon and the owning library
 // both map. The library copies in and out (memcpy_to/from_dm); MRs over it
 // are zero-based and the daemon reads and writes them in its own mapping.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The "DMA engine" of the software HCA: copies between the daemon and the clients' address spaces
 // (process_vm_readv/writev, no client help), checked against the MRs of the object table. The requester
 // gathers through it, the responder and the completer scatter through it (rxe's copy_data in rxe_mr.c).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Doorbells and the awake word (doorbell.hpp).
 #include "doorbell.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Doorbells: what wakes the requester. A client's doorbell eventfd (edge-triggered, never read back) makes
 // the requester pull every send queue of that client. The "daemon awake" word clients read before ringing
 // (lib ring_doorbell_sq): while it is 1, a post only writes the ring and the daemon finds it in

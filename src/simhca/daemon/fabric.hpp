@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The fabric file written by `simcluster up` (it plays the subnet manager):
 //   node <name> lid <lid> addr <ipv4> port <tcp-port>
 #pragma once

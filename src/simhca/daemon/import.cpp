@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Object import (ibv_import_device / ibv_import_pd / ibv_import_mr / ibv_import_dm).
 //
 // A context's cmd_fd is its control socket. As with the uverbs file, every copy of that fd (dup, fork,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // simhcad: the per-node software HCA daemon.
 //   simhcad --node NAME [--fabric FILE] [--sysfs DIR] [--dev-dir DIR]
 #include <cerrno>

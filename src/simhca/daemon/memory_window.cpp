@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Memory windows: allocation, binding (type 1 through ibv_bind_mw, type 2
 // through IBV_WR_BIND_MW), local and remote invalidation. Binds and local
 // invalidations are work requests executed in send-queue order, without a

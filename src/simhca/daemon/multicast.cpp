@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // UD multicast: membership (ibv_attach_mcast / ibv_detach_mcast, kept per
 // (MLID, MGID) like an SM's multicast groups) and the fan-out of a datagram
 // sent to a multicast LID with QPN 0xFFFFFF to every member QP of this node;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "network.hpp"
 
 #include "clock.hpp"

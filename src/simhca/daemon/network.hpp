@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The network (rxe_net.c): node-to-node transport between daemons. TCP, one connection per direction
 // and peer (requests go out on our own connection, replies come back on it; the peer's requests arrive
 // on the connection it opened). Frames are length-prefixed; everything is non-blocking inside the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "object_table.hpp"
 
 #include <unistd.h>

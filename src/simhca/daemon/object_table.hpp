@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The shared object table: every object the adapter holds for its clients (what the adapter and the kernel
 // hold on real hardware, rxe's object pools), the port, and the lookups every role uses. The control verbs
 // (Device) create and destroy the entries; the data path roles (Requester, Responder, Completer, Dma) only

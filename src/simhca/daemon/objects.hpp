@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The objects the daemon owns on behalf of its clients (what the adapter
 // and the kernel own on real hardware). Ids are daemon-wide; every request
 // is checked against the owner so one process cannot touch another's.

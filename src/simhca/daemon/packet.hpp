@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the roles of the data path hand each other (rxe's packet info, without the wire bytes): the
 // requester builds a Message from a send WQE, the responder executes it and answers with a Reply, the
 // completer applies the Reply to the WQE. network.cpp carries both between daemons in its own explicit

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A second copier for large local transfers (one node: sender -> daemon bounce buffer -> receiver).
 // process_vm_readv/writev cannot copy between two other processes, so a local SEND or RDMA WRITE costs the
 // daemon two copies per byte where a plain process_vm_writev loop costs one; with the engine thread alone

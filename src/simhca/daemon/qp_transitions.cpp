@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reproduces the rules of the kernel's qp_state_table for the QP types the
 // software HCA supports (RC, UD, XRC INI = XRC_SEND, XRC TGT = XRC_RECV),
 // expressed as (required, optional) masks per transition.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The kernel's QP state transition table (ib_modify_qp_is_ok): which
 // attribute mask bits are required / allowed for each (cur, next, type).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The requester (requester.hpp): send queues -> requests.
 #include "requester.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The requester (rxe_req.c): takes send WQEs from the shared rings in order, executes local ones (BIND_MW,
 // LOCAL_INV), builds the request for the others (gathering the payload, or only the sender's address ranges
 // when the responder is on this node and streams them itself) and hands it to the responder: the local

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The responder (responder.hpp): requests -> memory, receives, answers.
 #include "responder.hpp"
 

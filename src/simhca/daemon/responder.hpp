@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The responder (rxe_resp.c): what the target HCA does with an incoming request. Routing: RC / UC by QPN
 // and the connected peer, UD by QPN and Q_Key, XRC by the TGT QPN plus remote_srqn (the SRQ must be in the
 // TGT QP's XRCD), multicast by group (multicast.cpp). Requests from other nodes are sequenced per requester

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The daemon's event loop: accepts library connections on the abstract
 // socket, dispatches control requests, wakes the data path on doorbells and
 // timers, and sleeps in epoll_wait when there is nothing to do.

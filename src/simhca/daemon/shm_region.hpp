@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A memfd-backed shared region: the daemon creates it, maps it, and hands
 // the fd to the library (SCM_RIGHTS), which maps the same pages.
 #pragma once

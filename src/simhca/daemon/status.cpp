@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Inspection (simhca-ctl status / list) and fault injection.
 #include <cerrno>
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The device as the file system shows it: a sysfs-like directory (ibdev_path points at it) with the files hwloc
 // and the rdma tools read, and, on request, its uverbs character device.
 #pragma once

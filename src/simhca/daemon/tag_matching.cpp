@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Hardware tag matching on TM SRQs (rdma-core's tag_matching.md, mlx5 as
 // the reference): the tag list operations of ibv_post_srq_ops, and what the
 // responder does with a SEND that reaches an RC QP attached to a TM SRQ.

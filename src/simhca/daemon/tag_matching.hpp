@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // State of a tag-matching SRQ (IBV_SRQT_TM): the matching list the
 // "hardware" holds and the counters that keep hardware and software matching
 // in MPI order. The behaviour lives in tag_matching.cpp.

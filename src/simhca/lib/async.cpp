@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Asynchronous events: the daemon writes fixed-size records into the
 // context's pipe (context->async_fd), so the fd is pollable and honours
 // O_NONBLOCK set by the application, like the uverbs event file.

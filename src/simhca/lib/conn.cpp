@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The control connection to simhcad and the shared-memory mapping helper.
 #include <cerrno>
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Completion channels and CQs. Polling reads CQEs straight from the shared
 // ring (no syscall); arming writes a flag the daemon checks when it adds a
 // CQE, and events arrive as records on the channel's pipe.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The ibv_cq_ex polling interface (start_poll / next_poll / end_poll and
 // the read_* accessors) over the same shared CQ ring.
 #include <cerrno>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device discovery, context open/close and the device/port queries.
 #include <atomic>
 #include <cerrno>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device memory (verbs_context alloc_dm / free_dm / reg_dm_mr): the daemon's
 // memfd mapped here too; copies in and out are plain memcpy, with mlx5's
 // rule that offsets and lengths are multiples of 4.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Sharing a context and its objects: ibv_import_device, ibv_import_pd / ibv_import_mr and their
 // unimports (device memory: dm.cpp). Design in daemon/import.cpp: the cmd_fd is the owner's control
 // socket; an imported context keeps the passed copy open and talks over its own connection, which the

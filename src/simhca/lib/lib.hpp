@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Internal types of the software HCA's libibverbs.so.1. Every verbs object
 // handed to the application is the public rdma-core struct embedded first in
 // one of ours, so a plain cast recovers our state (like providers do).

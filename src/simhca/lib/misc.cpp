@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Address handles (kept in the library: the AV travels inside each UD WQE),
 // and multicast (object import: import.cpp).
 #include <cerrno>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Memory windows (context->ops.alloc_mw / dealloc_mw / bind_mw). A type 1
 // bind is a BIND_MW work request on the given QP with the next key variant,
 // exactly what providers post for ibv_bind_mw.

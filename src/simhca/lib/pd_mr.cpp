@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Protection domains and memory regions. Registration only records the
 // range in the daemon: the daemon reads and writes it with
 // process_vm_readv/writev, so nothing is pinned.

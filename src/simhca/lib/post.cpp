@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The posting half of the data path: WQEs go straight into the shared rings
 // and one doorbell (an eventfd write, no reply) wakes the daemon. There is
 // no daemon round trip per work request.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Queue pairs: create (RC, UD, XRC_SEND, XRC_RECV), open (XRC TGT handles),
 // modify, query, destroy. The state machine itself is enforced by the daemon.
 #include <cerrno>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The ibv_qp_ex work-request builder (ibv_wr_start ... ibv_wr_complete):
 // the same WQE ring as ibv_post_send, filled one call at a time; the
 // producer index is published (and the doorbell rung) only on complete.

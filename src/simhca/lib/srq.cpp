@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // XRC domains and shared receive queues (basic and XRC).
 #include <cerrno>
 #include <cstring>

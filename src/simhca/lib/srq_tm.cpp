@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ibv_post_srq_ops: tag list operations on a TM SRQ. The daemon holds the
 // matching list (daemon/tag_matching.cpp), so each operation is one control
 // request; it is executed at once and, when signaled (or failed), completes

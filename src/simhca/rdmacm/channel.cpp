@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Event channels and events: rdma_create/destroy_event_channel, rdma_get_cm_event, rdma_ack_cm_event,
 // rdma_event_str. Every event is produced inside this process (by an API call or by the CM thread), so
 // waiting is a condition variable; the socketpair byte per event only makes channel->fd pollable.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Internal state of the software HCA's librdmacm: event channels, CM ids and the connection-manager
 // thread. One process-wide mutex guards all of it (CM operations are rare; simplicity wins), and one
 // condition variable wakes every waiter (sync operations, destroy waiting for acks).

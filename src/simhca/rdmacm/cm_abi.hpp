@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The ABI of rdma-core 44's librdmacm.so.1 (Debian 12): structures, enums and constants exactly as programs
 // compiled against <rdma/rdma_cma.h> lay them out. librdmacm-dev is not a build dependency, so this file
 // states the layout itself (member order and types are the ABI; static_asserts below pin the sizes that

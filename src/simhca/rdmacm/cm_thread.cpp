@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The CM thread: what the kernel's CM does on the wire. It watches the ids' TCP sockets (listening
 // sockets, outgoing connects, established exchanges) and turns the peer's frames into events: REQ ->
 // CONNECT_REQUEST on a new child id, REP -> ESTABLISHED (QP moved to RTR/RTS, RTU sent) or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Connection management calls: rdma_listen, rdma_connect, rdma_accept, rdma_reject(_ece), rdma_establish,
 // rdma_disconnect, rdma_notify, and rdma_destroy_id. They send the exchange's frames (wire.hpp) themselves;
 // the answers arrive through the CM thread (cm_thread.cpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CM ids and addresses: rdma_create_id, rdma_destroy_id, rdma_bind_addr, rdma_resolve_addr,
 // rdma_resolve_route, rdma_set_option, rdma_migrate_id, rdma_get_src/dst_port, rdma_get/free_devices.
 // An id's RDMA port is the TCP port of its socket on the same IP: binding reserves it (EADDRINUSE as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Multicast: rdma_join_multicast(_ex), rdma_leave_multicast. The IP group address maps to an MGID the
 // way the kernel's CM maps it for IB (IPoIB's mapping, ff12:401b:pkey::IP, with the RDMA CM signature
 // 0x4001 in the UDP port space); the MLID, which an SA would assign, is derived from the MGID so every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // QPs and SRQs on an id: rdma_create_qp(_ex), rdma_destroy_qp, rdma_create_srq(_ex), rdma_destroy_srq,
 // rdma_init_qp_attr, and the transitions librdmacm performs: INIT at creation (UD straight to RTS with
 // the CM's Q_Key), RTR and RTS when the connection exchange has the peer's QPN/PSN/LID, ERR on disconnect.

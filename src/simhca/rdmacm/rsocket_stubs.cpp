@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rsockets (socket API over RDMA): NOT implemented by the software HCA. The entry points exist because
 // programs are linked BIND_NOW against all of librdmacm.so.1; they fail cleanly. rsocket() says ENOSYS
 // (no rsocket can be created), and every call on an rsocket descriptor then has none to act on: EBADF.

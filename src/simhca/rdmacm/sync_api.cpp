@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The synchronous "endpoint" API: rdma_getaddrinfo / rdma_freeaddrinfo, rdma_create_ep / rdma_destroy_ep,
 // rdma_get_request. An endpoint is an id without a channel (sync): every call waits for its own event.
 #include "cm.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The connection-establishment exchange between two librdmacm processes, carried over the TCP
 // connection from the active id's port to the listening id's port. It plays the IB CM's MADs: REQ, REP,
 // REJ, RTU, DREQ (SIDR REQ/REP are REQ/REP on an unconnected port space). Fixed-size frames: the CM

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Sourced by the ABI tests. Finds our library and the system one; exits 77 (SKIP) when ours is not built
 # yet, so `make check` stays meaningful while the library is being written.
 #   SIMHCA_LIBDIR  directory holding our libibverbs.so.1 (set by Makefile.am; default: the build tree)

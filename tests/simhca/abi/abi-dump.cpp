@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // abi-dump LIB: dlopen LIB (a libibverbs.so.1) and print the results of every exported function that
 // needs no device, over a range of inputs wider than the valid one (so out-of-range handling is compared
 // too). The ABI test runs it on the system library and on ours and diffs the two outputs: the strings and

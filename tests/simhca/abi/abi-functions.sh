@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The device-free functions behave like rdma-core 44's: abi-dump runs every input range through the system
 # library and ours and the outputs must be identical; then abi-dump --ours checks the clean failures and
 # no-ops that only our library promises (compat 1.0 entry points, IBVERBS_PRIVATE_34 stubs, fork support).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Debian's prebuilt users of libibverbs load with ours under BIND_NOW (every symbol@version resolved at load
 # time, as their DT_FLAGS demand): ibverbs-utils and perftest binaries, the rdma-core providers (whose
 # constructors call verbs_register_driver_34), pyverbs with its provider modules, and Open MPI's openib BTL.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Our librdmacm.so.1 (src/simhca/rdmacm) exports exactly rdma-core 44's: every name@version with the same
 # kind, the same version nodes (RDMACM_1.0 <- 1.1 <- 1.2 <- 1.3) and parents, nothing unversioned; and
 # pyverbs' cmid module (linked BIND_NOW against the system library) loads with ours and maps ours.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Our libibverbs.so.1 exports exactly the system one's dynamic symbols: every name@version (with the same
 # default "@@" / compat "@" marking and the same kind, function or object), the same version nodes with the
 # same parents, and nothing else. Debian's binaries are BIND_NOW: one missing entry stops them loading.

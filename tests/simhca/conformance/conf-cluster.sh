@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Sourced after conf-common.sh by the conformance scripts that run between simulated nodes
 # (src/simcluster: network namespaces, one simhcad per node, daemons talking TCP over the simulated
 # fabric). Needs root (namespaces, veth): SKIP otherwise. The cluster is private to the script and torn

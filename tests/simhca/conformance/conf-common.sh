@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Sourced by every conformance script: a private simhcad for this script, free TCP ports, bounded runs of
 # server/client tool pairs, feature gates, and a summary. Nothing outlives the script: every process it
 # starts is recorded and stopped by pid in the EXIT trap.

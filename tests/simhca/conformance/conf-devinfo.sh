@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Unmodified ibv_devices / ibv_devinfo -v see the software HCA as the contract describes it: device simhca0,
 # XRC in the capability flags, port ACTIVE, MTU 4096, link layer InfiniBand.
 . "$(dirname "$0")/conf-common.sh"

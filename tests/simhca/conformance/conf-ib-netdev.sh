@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # conf-ib-netdev.sh WORKDIR SYSFS_ROOT IFNAME CMD [ARGS...]
 # Runs CMD where /sys/class/infiniband/simhca0 is the daemon's device (SYSFS_ROOT, `simhca-ctl sysfs-root`)
 # with an IPoIB-like net interface, device/net/IFNAME, as the kernel shows one for an HCA port. pyverbs'

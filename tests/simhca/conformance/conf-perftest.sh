@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Debian's perftest over the software HCA: latency and bandwidth tools with -c RC, UD (the send tools, the
 # only ones perftest allows UD for) and -c XRC; one bandwidth run with -e; three with -R, where perftest
 # connects through the RDMA CM (our librdmacm.so.1, rdmacm/README.md) instead of its own TCP exchange.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // conf-probe FEATURE: does the verbs library in use (ours, via LD_LIBRARY_PATH) implement FEATURE well
 // enough to move data? One process, loopback between its own QPs on device simhca0, everything bounded.
 // Exit 0 = yes; 1 = no, with a one-line reason on stdout (the conformance scripts print it as their SKIP

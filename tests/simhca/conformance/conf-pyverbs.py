@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Run rdma-core's pyverbs test suite (as Debian ships it, gzipped, under /usr/share/doc/rdma-core/tests)
 against whatever libibverbs the environment selects, and report in a form the conformance harness can use:
 every failure and error, every skip WITH its reason (a skip caused by a feature the software HCA lacks is a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # rdma-core's pyverbs suite (Debian python3-pyverbs) against the software HCA, one process per module (a
 # crash costs one module and is reported). `make check` runs every generic module; the vendor modules
 # (test_mlx5_*, test_efa*, test_cuda*: they need that hardware and can only skip here) run too with

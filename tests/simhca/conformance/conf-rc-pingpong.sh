@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Unmodified ibv_rc_pingpong over the software HCA: several sizes, polling and -e (completion events), with
 # received data validated (-c); one run with the new post-send API (-N, ibv_qp_ex).
 . "$(dirname "$0")/conf-common.sh"

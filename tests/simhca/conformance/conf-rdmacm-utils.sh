@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # rdma-core's RDMA CM example programs (Debian rdmacm-utils), unmodified, over the software HCA's librdmacm
 # and libibverbs on one node:
 #   rping            RC: connect, SEND of the buffer's address, RDMA READ and WRITE, data validated (-V);

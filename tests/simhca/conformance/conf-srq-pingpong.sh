@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Unmodified ibv_srq_pingpong: several RC QPs sharing one SRQ per side; sizes, polling and -e, data check.
 . "$(dirname "$0")/conf-common.sh"
 start_daemon

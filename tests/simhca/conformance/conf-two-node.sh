@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The same rdma-core programs and perftest between TWO simulated nodes (conf-cluster.sh): server on nodeA,
 # client(s) on nodeB. Needs root (namespaces, veth): SKIP otherwise.
 . "$(dirname "$0")/conf-common.sh"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX, unmodified (Debian's UCX 1.13: libucx0 with libuct_ib, ucx-utils), on the software HCA between two
 # simulated nodes (conf-cluster.sh): ucx_info lists the device with rc_verbs and ud_verbs; ucx_perftest
 # (UCP tag/stream/RMA/atomics, UCT active messages, put, get, atomics) and io_demo with its data integrity

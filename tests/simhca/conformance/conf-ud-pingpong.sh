@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Unmodified ibv_ud_pingpong: UD with address handles; sizes up to the 4096-byte MTU's payload, polling and
 # -e, data check.
 . "$(dirname "$0")/conf-common.sh"

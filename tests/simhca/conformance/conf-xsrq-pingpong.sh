@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Unmodified ibv_xsrq_pingpong: one server and several client PROCESSES on this node; every process opens
 # the same XRC domain file, so they share one XRCD (keyed by inode) and the server's XRC SRQs, as
 # xrc-semantics.md requires. Sizes, polling and -e.
