@@ -6,10 +6,13 @@
 #include "btl_xrc_ompi.h"
 
 #include "src/core/counters.h"
+#include "src/core/registered_block.h"
 
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -67,15 +70,25 @@ class SendQueue;
 // Everything the component knows about the job, built in btl_init (see btl_xrc_modex.cc).
 struct mca_btl_xrc_job_t;
 
+struct mca_btl_xrc_module_t;
+using mca_btl_xrc_modules_t = std::vector<std::unique_ptr<mca_btl_xrc_module_t>>;
+
 struct mca_btl_xrc_component_t {
     mca_btl_base_component_3_0_0_t super;  // must be first: Open MPI sees only this
     mca_btl_xrc_params_t params;
     int output;  // opal_output stream, verbosity from btl_xrc_verbose
-    int num_modules;
-    struct mca_btl_xrc_module_t **modules;
-    mca_btl_xrc_job_t *job;
+    // One module per usable port, in modex order, owned from btl_init to close: Open MPI holds pointers to their
+    // `super` until it has finalized every BTL, and MPI_T may read their counters after that, so a module's memory
+    // outlives its btl_finalize (which releases everything the module holds).
+    mca_btl_xrc_modules_t modules;
+    std::unique_ptr<mca_btl_xrc_job_t> job;
     // Progress calls until the status record is looked at again (btl_xrc_status.cc): 1 after a connection event.
     uint32_t status_countdown;
+
+    // A process that exits without closing the component (MPI_Abort, exit() before MPI_Finalize) leaves its
+    // modules to the kernel, as a process's verbs objects are: destroying them from a static destructor would call
+    // into Open MPI and the verbs library while those are being torn down.
+    ~mca_btl_xrc_component_t();
 };
 
 // What a peer's RDMA needs of a registration: our half (lkey) and the remote half (rkey).
@@ -99,7 +112,7 @@ struct mca_btl_xrc_module_t {
     // it taken leaves the completion queue to the holder). Never held while a QP is made or readied: the
     // connection manager makes them outside it (its own mutex comes after this one).
     opal_recursive_mutex_t lock;
-    xrc::PortTransport *transport;
+    std::unique_ptr<xrc::PortTransport> transport;  // released at btl_finalize, after everything registered on it
     int index;  // this port's position in every process's modex address
     mca_rcache_base_module_t *rcache;
     opal_free_list_t eager_frags;  // send fragments of btl_eager_limit bytes
@@ -120,22 +133,21 @@ struct mca_btl_xrc_module_t {
     // The service thread and what it recorded for progress (btl_xrc_service.cc); null with btl_xrc_async_progress 0.
     struct mca_btl_xrc_service_t *service;
     // 8 registered bytes that non-fetching atomics write their (unused) result to.
-    uint64_t *atomic_scratch;
-    struct ibv_mr *atomic_scratch_mr;
+    xrc::RegisteredBlock atomic_scratch;
     mca_btl_base_registration_handle_t atomic_scratch_handle;
-    // The endpoints this module created, by rank (O(peers added): Open MPI adds remote peers on first use). The
-    // BML may hand the same endpoint to del_procs more than once (it sits in several of its BTL arrays), so only
-    // endpoints still listed here are released.
-    std::unordered_map<uint32_t, struct mca_btl_base_endpoint_t *> *endpoints;
-    // Endpoints del_procs removed: freed at finalize, not before, because fragments still queued or in flight
-    // toward their node point to them until the queue drains (a failed completion names its endpoint's peer).
-    // Their proc pointer is cleared: Open MPI may release the proc after del_procs.
-    std::vector<struct mca_btl_base_endpoint_t *> *retired_endpoints;
+    // Every endpoint this module created (O(peers added): Open MPI adds remote peers on first use), freed at
+    // finalize and not before: after del_procs, fragments still queued or in flight toward their node point to
+    // them until the queue drains (a failed completion names its endpoint's peer).
+    std::vector<std::unique_ptr<struct mca_btl_base_endpoint_t>> endpoints_made;
+    // The live ones by rank (del_procs removes them, and clears their proc pointer: Open MPI may release the proc
+    // after del_procs). The BML may hand the same endpoint to del_procs more than once (it sits in several of its
+    // BTL arrays), so only endpoints still listed here are released.
+    std::unique_ptr<std::unordered_map<uint32_t, struct mca_btl_base_endpoint_t *>> endpoints;
     // Eager RDMA rings (btl_xrc_eager.cc); null when btl_xrc_use_eager_rdma is off.
-    struct mca_btl_xrc_eager_t *eager;
+    std::unique_ptr<struct mca_btl_xrc_eager_t> eager;
     // Ring requests from peers this module has no endpoint for yet (Open MPI adds a peer when this process first
     // sends to it): answered when add_procs creates the endpoint. At most one per requesting peer.
-    std::vector<xrc::EagerControl> *early_requests;
+    std::vector<xrc::EagerControl> early_requests;
     // Progress calls in a row that found eager RDMA messages and skipped the completion queue.
     uint32_t cq_skips;
     // Traffic, connections, receive-side events, registered memory: MPI_T pvars (btl_xrc_pvars.cc), and the
@@ -193,7 +205,7 @@ void mca_btl_xrc_service_progress(mca_btl_xrc_module_t *module) noexcept;
 // btl_xrc_status.cc: this process's status record (src/core/status_record.h), read by xrc-status. Written when
 // the first modules exist, at the end of the progress call after a connection event, every btl_xrc_status_interval
 // seconds, and removed when the last module finalizes.
-void mca_btl_xrc_status_init(mca_btl_xrc_module_t **modules, int count, const std::string &dir,
+void mca_btl_xrc_status_init(const mca_btl_xrc_modules_t &modules, const std::string &dir,
                              const std::string &job_name) noexcept;
 void mca_btl_xrc_status_changed() noexcept;  // the transports' listener hook: a connection event
 void mca_btl_xrc_status_poll() noexcept;
@@ -220,7 +232,15 @@ inline constexpr const char *kBtlXrcHelpFile = "help-mpi-btl-xrc.txt";
 // by local rank 0 only (every rank of a node sees the same configuration). Not opal_show_help, because in Open MPI
 // 4.1.4 with PMIx 4.2 a help message an MPI process sends during MPI_Init (before the modex fence) travels through
 // PMIx_Log and is often lost: mpirun prints "ORTE_ERROR_LOG: Data unpack would read past end of buffer in file
-// orte/util/show_help.c" instead (seen in 1 of 5 two-rank runs, up to 3 in 4 under load).
+// orte/util/show_help.c" instead, in a fair share of two-rank runs (docs/benchmarks.md, "Figures behind constants in
+// the code").
 void mca_btl_xrc_show_help(const char *topic, ...) noexcept;
+
+// What an Open MPI or PMIx call allocated with malloc and handed over (strings, modex blobs): freed once, here.
+struct mca_btl_xrc_free_t {
+    void operator()(void *p) const noexcept { std::free(p); }
+};
+template <class T>
+using mca_btl_xrc_malloced_t = std::unique_ptr<T, mca_btl_xrc_free_t>;
 
 #define BTL_XRC_VERBOSE(level, ...) opal_output_verbose((level), mca_btl_xrc_component.output, __VA_ARGS__)

@@ -10,6 +10,8 @@
 #include "src/core/port_transport.h"
 #include "src/core/receive_queue_spec.h"
 
+#include "btl_xrc_eager.h"
+#include "btl_xrc_endpoint.h"
 #include "btl_xrc_job.h"
 
 #include <arpa/inet.h>
@@ -30,17 +32,14 @@ int xrc_open() noexcept {
     mca_btl_xrc_add_help_dir();
     mca_btl_xrc_component.output = opal_output_open(nullptr);
     opal_output_set_verbosity(mca_btl_xrc_component.output, mca_btl_xrc_component.params.verbose);
-    mca_btl_xrc_component.num_modules = 0;
-    mca_btl_xrc_component.modules = nullptr;
+    mca_btl_xrc_component.modules.clear();
     return OPAL_SUCCESS;
 }
 
 int xrc_close() noexcept {
-    delete mca_btl_xrc_component.job;
-    mca_btl_xrc_component.job = nullptr;
-    free(mca_btl_xrc_component.modules);
-    mca_btl_xrc_component.modules = nullptr;
-    mca_btl_xrc_component.num_modules = 0;
+    // Open MPI has finalized every module by now: what is left of them is memory.
+    mca_btl_xrc_component.modules.clear();
+    mca_btl_xrc_component.job.reset();
     mca_btl_xrc_status_fini();
     if (mca_btl_xrc_component.output >= 0) opal_output_close(mca_btl_xrc_component.output);
     mca_btl_xrc_component.output = -1;
@@ -94,7 +93,7 @@ xrc::TransportConfig transport_config(const xrc::ReceiveQueueSpec &spec, const m
     c.cm_receives = static_cast<uint32_t>(P.cm_receives);
     c.cm.my_rank = job.my_rank;
     c.cm.jobid = static_cast<uint32_t>(job.jobid);
-    c.cm.my_node = job.my_node_id;
+    c.cm.my_node = xrc::value_of(job.my_node_id);
     c.cm.max_ini_qps = static_cast<uint32_t>(P.max_ini_qps);
     c.cm.connect_timeout_us = static_cast<uint64_t>(P.connect_timeout) * 1000000u;
     c.served = P.async_progress;
@@ -120,15 +119,8 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
         return nullptr;
     }
     const auto &job = *mca_btl_xrc_component.job;
-    const std::size_t count = report.usable_port_count();
-    // The BTL base frees this array with free(), so it must come from malloc.
-    auto **array = static_cast<mca_btl_base_module_t **>(calloc(count, sizeof(mca_btl_base_module_t *)));
-    auto **modules = static_cast<mca_btl_xrc_module_t **>(calloc(count, sizeof(mca_btl_xrc_module_t *)));
-    if (array == nullptr || modules == nullptr) {
-        free(array);
-        free(modules);
-        return nullptr;
-    }
+    auto &modules = mca_btl_xrc_component.modules;
+    modules.reserve(report.usable_port_count());
     int n = 0;
     auto config = transport_config(spec, job);
     for (auto &opened : report.devices) {
@@ -145,7 +137,8 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
             }
             config.path.pkey_index = static_cast<uint16_t>(pkey);
             config.cm.port_index = static_cast<uint32_t>(n);
-            auto *module = new mca_btl_xrc_module_t{};
+            auto owned = std::make_unique<mca_btl_xrc_module_t>();
+            mca_btl_xrc_module_t *module = owned.get();
             OBJ_CONSTRUCT(&module->lock, opal_recursive_mutex_t);
             xrc::PortTransport::Listener listener;
             listener.lock_queues = [module] { OPAL_THREAD_LOCK(&module->lock); };
@@ -163,12 +156,11 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
                             port.device.c_str(), port.port, error.c_str());
                 error.clear();
                 OBJ_DESTRUCT(&module->lock);
-                delete module;
                 continue;
             }
             module->super = mca_btl_xrc_module_template;
             module->super.btl_flags |= kBtlXrcModuleFlags;
-            module->transport = transport.release();
+            module->transport = std::move(transport);
             module->index = n;
             if (mca_btl_xrc_module_init(module) != OPAL_SUCCESS) {
                 opal_output(0, "btl:xrc: %s: %s:%u: cannot set up the registration cache or fragment lists",
@@ -176,25 +168,25 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
                 module->super.btl_finalize(&module->super);
                 continue;
             }
-            array[n] = &module->super;
-            modules[n] = module;
+            modules.push_back(std::move(owned));
             ++n;
             BTL_XRC_VERBOSE(1, "btl:xrc: %s: using %s:%u (LID %u), connections %s (%zu nodes)",
                             opal_process_info.nodename, port.device.c_str(), port.port, port.port_attr.lid,
                             job.eager ? "eager" : "on demand", job.node_count);
         }
     }
-    if (n == 0 || mca_btl_xrc_modex_publish(modules, n) != OPAL_SUCCESS) {
-        for (int i = 0; i < n; ++i) array[i]->btl_finalize(array[i]);
-        free(array);
-        free(modules);
+    // The BTL base takes this array and frees it with free(), so it must come from malloc.
+    mca_btl_xrc_malloced_t<mca_btl_base_module_t *> array(
+        n == 0 ? nullptr : static_cast<mca_btl_base_module_t **>(malloc(n * sizeof(mca_btl_base_module_t *))));
+    if (array == nullptr || mca_btl_xrc_modex_publish(modules) != OPAL_SUCCESS) {
+        for (auto &module : modules) module->super.btl_finalize(&module->super);
+        modules.clear();
         return nullptr;
     }
+    for (int i = 0; i < n; ++i) array.get()[i] = &modules[i]->super;
     *num_btls = n;
-    mca_btl_xrc_component.modules = modules;
-    mca_btl_xrc_component.num_modules = n;
-    mca_btl_xrc_status_init(modules, n, config.xrcd_dir, config.job_name);
-    return array;
+    mca_btl_xrc_status_init(modules, config.xrcd_dir, config.job_name);
+    return array.release();
 }
 
 mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool /*mpi_threads*/) noexcept {
@@ -242,13 +234,16 @@ mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool 
 
 int xrc_progress() noexcept {
     int count = 0;
-    for (int i = 0; i < mca_btl_xrc_component.num_modules; ++i)
-        count += mca_btl_xrc_progress_module(mca_btl_xrc_component.modules[i]);
+    for (const auto &module : mca_btl_xrc_component.modules) count += mca_btl_xrc_progress_module(module.get());
     mca_btl_xrc_status_tick();
     return count;
 }
 
 }  // namespace
+
+mca_btl_xrc_component_t::~mca_btl_xrc_component_t() {
+    for (auto &module : modules) (void)module.release();
+}
 
 extern "C" {
 // The one symbol the plugin exports (see btl_xrc.map). Designated initialisers: members in declaration order.
@@ -271,8 +266,7 @@ __attribute__((visibility("default"))) mca_btl_xrc_component_t mca_btl_xrc_compo
         },
     .params = {},
     .output = -1,
-    .num_modules = 0,
-    .modules = nullptr,
+    .modules = {},
     .job = nullptr,
     .status_countdown = UINT32_MAX,
 };

@@ -9,9 +9,8 @@
 #include "src/core/port_transport.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <new>
+#include <memory>
 
 namespace {
 
@@ -65,7 +64,7 @@ void answer_request(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, 
     mca_btl_xrc_eager_t &e = *m->eager;
     const uint32_t index = e.rings_used;
     mca_btl_xrc_eager_ring_t &r = e.rings[index];
-    unsigned char *base = e.memory + size_t(index) * e.slots * e.slot_size;
+    unsigned char *base = e.block.data() + size_t(index) * e.slots * e.slot_size;
     r.ring.init(base, e.slots, e.slot_size);
     r.queue = queue;
     r.remote_srqn = endpoint->peer.srqs.front().srq_num;
@@ -75,7 +74,7 @@ void answer_request(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, 
     r.busy = false;
     xrc::EagerControl grant = control_of(xrc::EagerControlType::Grant);
     grant.addr = reinterpret_cast<uintptr_t>(base);
-    grant.rkey = e.mr->rkey;
+    grant.rkey = e.block.rkey();
     grant.slots = e.slots;
     grant.slot_size = e.slot_size;
     if (!send_control(m, endpoint, grant)) return;
@@ -94,12 +93,12 @@ void on_request(mca_btl_xrc_module_t *m, const xrc::EagerControl &request) {
         answer_request(m, endpoint, request);
         return;
     }
-    for (const auto &early : *m->early_requests)
+    for (const auto &early : m->early_requests)
         if (early.rank == request.rank) return;  // a peer asks once per endpoint: a duplicate is malformed
     BTL_XRC_VERBOSE(10, "btl:xrc: rank %u asked for an eager RDMA ring before it was added here; answering then",
                     request.rank);
     try {
-        m->early_requests->push_back(request);
+        m->early_requests.push_back(request);
     } catch (...) {  // out of memory: the asker keeps using the SRQs toward us
     }
 }
@@ -130,7 +129,7 @@ void report(mca_btl_xrc_module_t *m, mca_btl_xrc_eager_ring_t &r) {
     const uint64_t consumed = r.ring.consumed();
     *r.report_word = consumed;
     xrc::SendOp op;
-    op.sge = ibv_sge{reinterpret_cast<uintptr_t>(r.report_word), sizeof(uint64_t), m->eager->mr->lkey};
+    op.sge = ibv_sge{reinterpret_cast<uintptr_t>(r.report_word), sizeof(uint64_t), m->eager->block.lkey()};
     op.wr.sg_list = &op.sge;
     op.wr.num_sge = 1;
     op.wr.opcode = IBV_WR_RDMA_WRITE;
@@ -148,13 +147,17 @@ void report(mca_btl_xrc_module_t *m, mca_btl_xrc_eager_ring_t &r) {
 
 int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *m) noexcept {
     const auto &P = mca_btl_xrc_component.params;
-    m->eager = nullptr;
-    m->early_requests = new (std::nothrow) std::vector<xrc::EagerControl>();  // refusals need it too
-    if (m->early_requests == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    m->eager.reset();
     if (!P.use_eager_rdma || P.max_eager_rdma == 0) return OPAL_SUCCESS;
-    auto *e = new (std::nothrow) mca_btl_xrc_eager_t{};
-    if (e == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    e->max_peers = static_cast<uint32_t>(P.max_eager_rdma);
+    std::unique_ptr<mca_btl_xrc_eager_t> e;
+    try {
+        e = std::make_unique<mca_btl_xrc_eager_t>();
+        e->max_peers = static_cast<uint32_t>(P.max_eager_rdma);
+        e->rings = std::make_unique<mca_btl_xrc_eager_ring_t[]>(e->max_peers);
+        e->free_words = std::make_unique<uint32_t[]>(e->max_peers);
+    } catch (...) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
     e->slots = static_cast<uint32_t>(P.eager_rdma_num);
     // Automatic: the largest eager message fits (openib sizes its slots so too), so everything ob1 sends eagerly
     // can take the ring; small messages take only the 64-byte granules they need.
@@ -165,47 +168,28 @@ int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *m) noexcept {
     e->threshold = static_cast<uint32_t>(P.eager_rdma_threshold);
     const size_t ring_bytes = size_t(e->max_peers) * e->slots * e->slot_size;
     const size_t words_bytes = size_t(e->max_peers) * kWordStride * sizeof(uint64_t);
-    e->bytes = ring_bytes + 2 * words_bytes;
-    void *memory = nullptr;
-    e->rings = new (std::nothrow) mca_btl_xrc_eager_ring_t[e->max_peers]{};
-    e->free_words = new (std::nothrow) uint32_t[e->max_peers];
-    if (e->rings == nullptr || e->free_words == nullptr || posix_memalign(&memory, 4096, e->bytes) != 0) {
-        m->eager = e;
-        mca_btl_xrc_eager_fini(m);
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    e->memory = static_cast<unsigned char *>(memory);
-    std::memset(e->memory, 0, e->bytes);  // a zero sequence number never matches: every ring starts empty
-    e->credit_words = reinterpret_cast<uint64_t *>(e->memory + ring_bytes);
-    auto *report_words = reinterpret_cast<uint64_t *>(e->memory + ring_bytes + words_bytes);
+    // Zeroed: a zero sequence number never matches, so every ring starts empty.
+    if (!e->block.allocate(ring_bytes + 2 * words_bytes)) return OPAL_ERR_OUT_OF_RESOURCE;
+    e->credit_words = reinterpret_cast<uint64_t *>(e->block.data() + ring_bytes);
+    auto *report_words = reinterpret_cast<uint64_t *>(e->block.data() + ring_bytes + words_bytes);
     for (uint32_t i = 0; i < e->max_peers; ++i) {
         e->rings[i].report_word = report_words + size_t(i) * kWordStride;
         e->free_words[i] = e->max_peers - 1 - i;
     }
     e->free_count = e->max_peers;
-    m->eager = e;
-    e->mr = ibv_reg_mr(m->transport->pd(), e->memory, e->bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    if (e->mr != nullptr) xrc::count_registration(m->counters, e->bytes);
-    if (e->mr == nullptr) {
+    if (!e->block.register_on(m->transport->pd(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, m->counters)) {
         // Not fatal: every message takes the SRQ path.
-        BTL_XRC_VERBOSE(1, "btl:xrc: cannot register %zu bytes for eager RDMA (%s); not using it", e->bytes,
+        BTL_XRC_VERBOSE(1, "btl:xrc: cannot register %zu bytes for eager RDMA (%s); not using it", e->block.size(),
                         strerror(errno));
-        mca_btl_xrc_eager_fini(m);
+        return OPAL_SUCCESS;
     }
+    m->eager = std::move(e);
     return OPAL_SUCCESS;
 }
 
 void mca_btl_xrc_eager_fini(mca_btl_xrc_module_t *m) noexcept {
-    delete m->early_requests;
-    m->early_requests = nullptr;
-    mca_btl_xrc_eager_t *e = m->eager;
-    if (e == nullptr) return;
-    if (e->mr != nullptr && ibv_dereg_mr(e->mr) == 0) xrc::count_deregistration(m->counters, e->bytes);
-    free(e->memory);
-    delete[] e->rings;
-    delete[] e->free_words;
-    delete e;
-    m->eager = nullptr;
+    m->early_requests.clear();
+    m->eager.reset();  // deregisters the block before the transport (its PD) goes
 }
 
 void mca_btl_xrc_eager_endpoint_init(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexcept {
@@ -214,7 +198,7 @@ void mca_btl_xrc_eager_endpoint_init(mca_btl_xrc_module_t *m, mca_btl_base_endpo
 }
 
 void mca_btl_xrc_eager_endpoint_added(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexcept {
-    auto &early = *m->early_requests;
+    auto &early = m->early_requests;
     for (auto it = early.begin(); it != early.end(); ++it) {
         if (it->rank != endpoint->peer.rank) continue;
         const xrc::EagerControl request = *it;
@@ -239,7 +223,7 @@ void mca_btl_xrc_eager_request(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t 
     const uint32_t word = e.free_words[--e.free_count];
     xrc::EagerControl request = control_of(xrc::EagerControlType::Request);
     request.addr = reinterpret_cast<uintptr_t>(e.credit_words + size_t(word) * kWordStride);
-    request.rkey = e.mr->rkey;
+    request.rkey = e.block.rkey();
     endpoint->peer.eager_word = word;
     endpoint->peer.eager_state = xrc::EagerState::requested;
     if (!send_control(m, endpoint, request)) {
@@ -271,7 +255,7 @@ void mca_btl_xrc_eager_control(mca_btl_xrc_module_t *m, const void *data, size_t
 }
 
 int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *m) noexcept {
-    mca_btl_xrc_eager_t *e = m->eager;
+    mca_btl_xrc_eager_t *e = m->eager.get();
     if (e == nullptr) return 0;
     int handled = 0;
     for (uint32_t i = 0; i < e->rings_used; ++i) {

@@ -9,7 +9,10 @@
 #include "btl_xrc_endpoint.h"
 
 #include "src/core/eager_rdma.h"
+#include "src/core/registered_block.h"
 #include "src/core/send_queue.h"
+
+#include <memory>
 
 // The receive side of one granted ring, and where its credit reports go.
 struct mca_btl_xrc_eager_ring_t {
@@ -24,14 +27,12 @@ struct mca_btl_xrc_eager_ring_t {
 };
 
 struct mca_btl_xrc_eager_t {
-    unsigned char *memory;  // rings, then credit words, then report words; registered as `mr`
-    size_t bytes;
-    struct ibv_mr *mr;
+    xrc::RegisteredBlock block;  // rings, then credit words, then report words
     uint32_t max_peers, slots, slot_size, threshold;
-    mca_btl_xrc_eager_ring_t *rings;  // max_peers; the first rings_used are granted
+    std::unique_ptr<mca_btl_xrc_eager_ring_t[]> rings;  // max_peers; the first rings_used are granted
     uint32_t rings_used;
-    uint64_t *credit_words;  // one per cache line, max_peers of them
-    uint32_t *free_words;    // stack of unused credit-word indexes
+    uint64_t *credit_words;                  // in `block`: one per cache line, max_peers of them
+    std::unique_ptr<uint32_t[]> free_words;  // stack of unused credit-word indexes
     uint32_t free_count;
 };
 

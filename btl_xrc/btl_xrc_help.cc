@@ -29,10 +29,9 @@ void mca_btl_xrc_show_help(const char *topic, ...) noexcept {
     if (opal_process_info.my_local_rank != 0) return;
     va_list args;
     va_start(args, topic);
-    char *text = opal_show_help_vstring(kBtlXrcHelpFile, topic, true, args);
+    const mca_btl_xrc_malloced_t<char> text(opal_show_help_vstring(kBtlXrcHelpFile, topic, true, args));
     va_end(args);
     if (text == nullptr) return;
-    fputs(text, stderr);
+    fputs(text.get(), stderr);
     fflush(stderr);
-    free(text);
 }

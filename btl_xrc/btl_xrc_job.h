@@ -7,6 +7,7 @@
 #include "btl_xrc.h"
 
 #include "src/core/address.h"
+#include "src/core/node_id.h"
 #include "src/core/node_map.h"
 
 #include <memory>
@@ -19,11 +20,11 @@ struct mca_btl_xrc_job_t {
     uint32_t my_rank = 0;
     uint32_t size = 0;
     opal_jobid_t jobid = 0;
-    uint32_t my_node_id = 0;  // the launcher's id of this node (PMIx), in every address this process publishes
+    xrc::NodeId my_node_id{};  // this node, in every address this process publishes (not a NodeMap index)
     unsigned local_ranks = 1;
     std::size_t node_count = 1;  // entries of the launcher's node list
     bool eager = false;          // connect to every node during MPI_Init (else on first use)
-    std::unique_ptr<xrc::NodeMap> map;  // eager mode only
+    std::unique_ptr<xrc::NodeMap> map;                                           // eager mode only (null on demand)
     std::unordered_map<uint32_t, std::optional<xrc::ProcessAddress>> addresses;  // nullopt: none, or malformed
     // Guards `addresses`: the service thread looks up the senders of connection requests.
     std::mutex addresses_mutex;
@@ -36,5 +37,7 @@ struct mca_btl_xrc_job_t {
 };
 
 // btl_xrc_modex.cc
-mca_btl_xrc_job_t *mca_btl_xrc_job_create(std::string &error) noexcept;
-int mca_btl_xrc_modex_publish(mca_btl_xrc_module_t **modules, int count) noexcept;
+// Number of processes in the job, from PMIx (0 when unknown).
+uint32_t mca_btl_xrc_job_size() noexcept;
+std::unique_ptr<mca_btl_xrc_job_t> mca_btl_xrc_job_create(std::string &error) noexcept;
+int mca_btl_xrc_modex_publish(const mca_btl_xrc_modules_t &modules) noexcept;

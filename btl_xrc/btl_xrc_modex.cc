@@ -23,16 +23,16 @@ opal_process_name_t name_of(const mca_btl_xrc_job_t &job, uint32_t rank) {
 
 // The launcher's id of this node; without one (a launcher that does not say), a hash of the host name, which is
 // just as good for telling nodes apart.
-uint32_t my_node_id() {
+xrc::NodeId my_node_id() {
     uint32_t id = 0, *id_ptr = &id;
     int rc = OPAL_SUCCESS;
     opal_process_name_t me = OPAL_PROC_MY_NAME;
     OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_NODEID, &me, &id_ptr, BTL_XRC_PMIX_UINT32);
-    if (rc == OPAL_SUCCESS) return id;
+    if (rc == OPAL_SUCCESS) return xrc::NodeId{id};
     uint32_t hash = 2166136261u;  // FNV-1a
     for (const char *c = opal_process_info.nodename; c != nullptr && *c != '\0'; ++c)
         hash = (hash ^ static_cast<unsigned char>(*c)) * 16777619u;
-    return hash | 0x80000000u;
+    return xrc::NodeId{hash | 0x80000000u};
 }
 
 bool eager_mode(std::size_t nodes) {
@@ -45,27 +45,35 @@ bool eager_mode(std::size_t nodes) {
 
 }  // namespace
 
-mca_btl_xrc_job_t *mca_btl_xrc_job_create(std::string &error) noexcept {
+uint32_t mca_btl_xrc_job_size() noexcept {
+    opal_process_name_t wildcard = OPAL_PROC_MY_NAME;
+    wildcard.vpid = OPAL_VPID_WILDCARD;
+    uint32_t size = 0, *size_ptr = &size;
+    int rc = OPAL_SUCCESS;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_JOB_SIZE, &wildcard, &size_ptr, BTL_XRC_PMIX_UINT32);
+    return rc == OPAL_SUCCESS ? size : 0;
+}
+
+std::unique_ptr<mca_btl_xrc_job_t> mca_btl_xrc_job_create(std::string &error) noexcept {
     try {
         auto job = std::make_unique<mca_btl_xrc_job_t>();
         job->my_rank = OPAL_PROC_MY_NAME.vpid;
         job->jobid = OPAL_PROC_MY_NAME.jobid;
         job->local_ranks = static_cast<unsigned>(opal_process_info.num_local_peers) + 1;
         job->my_node_id = my_node_id();
-        opal_process_name_t wildcard = OPAL_PROC_MY_NAME;
-        wildcard.vpid = OPAL_VPID_WILDCARD;
-        uint32_t size = 0, *size_ptr = &size;
-        int rc = OPAL_SUCCESS;
-        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_JOB_SIZE, &wildcard, &size_ptr, BTL_XRC_PMIX_UINT32);
-        if (rc != OPAL_SUCCESS || size == 0) {
+        const uint32_t size = mca_btl_xrc_job_size();
+        if (size == 0) {
             error = "the job size is not available from PMIx";
             return nullptr;
         }
         job->size = size;
+        opal_process_name_t wildcard = OPAL_PROC_MY_NAME;
+        wildcard.vpid = OPAL_VPID_WILDCARD;
+        int rc = OPAL_SUCCESS;
         char *node_list = nullptr;
         OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_NODE_LIST, &wildcard, &node_list, BTL_XRC_PMIX_STRING);
+        const mca_btl_xrc_malloced_t<char> node_list_owned(node_list);
         const std::string nodes = (rc == OPAL_SUCCESS && node_list != nullptr) ? node_list : "";
-        free(node_list);
         job->node_count = std::max<std::size_t>(1, xrc::split_list(nodes, ',').size());
         job->eager = eager_mode(job->node_count);
         if (job->eager) {
@@ -76,30 +84,30 @@ mca_btl_xrc_job_t *mca_btl_xrc_job_create(std::string &error) noexcept {
                 opal_process_name_t name = name_of(*job, r);
                 char *host = nullptr;
                 OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_HOSTNAME, &name, &host, BTL_XRC_PMIX_STRING);
+                const mca_btl_xrc_malloced_t<char> host_owned(host);
                 if (rc != OPAL_SUCCESS || host == nullptr) {
                     error = "the host name of rank " + std::to_string(r) + " is not available from PMIx";
                     return nullptr;
                 }
                 hosts[r] = host;
-                free(host);
             }
             job->map = std::make_unique<xrc::NodeMap>(nodes, hosts);
         }
-        return job.release();
+        return job;
     } catch (...) {
         error = "out of memory describing the job";
         return nullptr;
     }
 }
 
-int mca_btl_xrc_modex_publish(mca_btl_xrc_module_t **modules, int count) noexcept {
+int mca_btl_xrc_modex_publish(const mca_btl_xrc_modules_t &modules) noexcept {
     try {
         xrc::ProcessAddress address;
-        for (int i = 0; i < count; ++i) address.ports.push_back(modules[i]->transport->address());
+        for (const auto &module : modules) address.ports.push_back(module->transport->address());
         auto blob = xrc::encode_address(address);
         int rc = OPAL_SUCCESS;
         OPAL_MODEX_SEND(rc, BTL_XRC_PMIX_GLOBAL, &mca_btl_xrc_component.super.btl_version, blob.data(), blob.size());
-        BTL_XRC_VERBOSE(10, "btl:xrc: published a %zu-byte address (%d port(s))", blob.size(), count);
+        BTL_XRC_VERBOSE(10, "btl:xrc: published a %zu-byte address (%zu port(s))", blob.size(), modules.size());
         return rc;
     } catch (...) {
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -118,6 +126,7 @@ const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int port_
             int rc = OPAL_SUCCESS;
             OPAL_MODEX_RECV(rc, &mca_btl_xrc_component.super.btl_version, &name, reinterpret_cast<void **>(&data),
                             &bytes);
+            const mca_btl_xrc_malloced_t<uint8_t> data_owned(data);
             std::optional<xrc::ProcessAddress> decoded;
             if (rc != OPAL_SUCCESS || data == nullptr) {
                 // The peer has no usable xrc port: not an error, it is just not reachable through xrc.
@@ -131,7 +140,6 @@ const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int port_
                     opal_output(0, "btl:xrc: %s: ignoring rank %u's malformed xrc address: %s",
                                 opal_process_info.nodename, rank, why.c_str());
             }
-            free(data);
             it = addresses.emplace(rank, std::move(decoded)).first;
         }
         if (!it->second) return nullptr;
@@ -148,9 +156,8 @@ std::string mca_btl_xrc_job_t::hostname_of(uint32_t rank) noexcept {
         char *host = nullptr;
         int rc = OPAL_SUCCESS;
         OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_HOSTNAME, &name, &host, BTL_XRC_PMIX_STRING);
-        std::string result = (rc == OPAL_SUCCESS && host != nullptr) ? host : "?";
-        free(host);
-        return result;
+        const mca_btl_xrc_malloced_t<char> host_owned(host);
+        return (rc == OPAL_SUCCESS && host != nullptr) ? host : "?";
     } catch (...) {
         return "?";
     }

@@ -13,7 +13,7 @@
 
 #include <cstring>
 #include <ctime>
-#include <new>
+#include <memory>
 
 namespace {
 
@@ -28,8 +28,9 @@ void wire_up(mca_btl_xrc_module_t *m) {
     mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
     if (!job.eager) return;
     const xrc::NodeMap &map = *job.map;
-    const uint32_t my_node = map.node_of(job.my_rank);
-    for (uint32_t node = 0; node < map.node_count(); ++node) {
+    const xrc::NodeIndex my_node = map.node_of(job.my_rank);
+    for (uint32_t n = 0; n < map.node_count(); ++n) {
+        const xrc::NodeIndex node{n};
         if (node == my_node) continue;
         const uint32_t owner = map.tgt_owner(job.my_rank, node);
         const xrc::PortAddress *address = job.port_address(owner, m->index);
@@ -83,6 +84,8 @@ int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
             endpoint->proc = proc;
             endpoint->module = m;
             endpoint->peer.rank = rank;
+            mca_btl_base_endpoint_t *made = endpoint.get();
+            m->endpoints_made.push_back(std::move(endpoint));  // owned from here on, whatever fails below
             // The link's owner, if this peer's node has no link yet: spread over the node's ranks (node_map.h).
             uint32_t owner = rank;
             const uint32_t guess = xrc::spread_owner_guess(rank, job.my_rank, job.local_ranks, job.size);
@@ -90,11 +93,11 @@ int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
                 const xrc::PortAddress *other = job.port_address(guess, m->index);
                 if (other != nullptr && other->node_id == address->node_id) owner = guess;
             }
-            m->transport->attach(endpoint->peer, *address, owner);
-            mca_btl_xrc_eager_endpoint_init(m, endpoint.get());
-            m->endpoints->emplace(rank, endpoint.get());
-            endpoints[i] = endpoint.release();
-            mca_btl_xrc_eager_endpoint_added(m, endpoints[i]);
+            m->transport->attach(made->peer, *address, owner);
+            mca_btl_xrc_eager_endpoint_init(m, made);
+            m->endpoints->emplace(rank, made);
+            endpoints[i] = made;
+            mca_btl_xrc_eager_endpoint_added(m, made);
             if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));
         }
         return OPAL_SUCCESS;
@@ -111,12 +114,7 @@ int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **, mca
         if (endpoint == nullptr) continue;
         auto it = m->endpoints->find(endpoint->peer.rank);
         if (it == m->endpoints->end() || it->second != endpoint) continue;
-        try {
-            m->retired_endpoints->push_back(endpoint);  // first: when it cannot be kept, nothing has changed
-        } catch (...) {
-            return OPAL_ERR_OUT_OF_RESOURCE;
-        }
-        m->endpoints->erase(it);
+        m->endpoints->erase(it);  // still in endpoints_made until finalize
         mca_btl_xrc_eager_endpoint_fini(endpoint);
         m->transport->detach(endpoint->peer);
         endpoint->proc = nullptr;
@@ -350,33 +348,25 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     mca_btl_xrc_report_counters(m);
     mca_btl_xrc_status_module_done(m);
     mca_btl_xrc_async_fini(m);
-    if (m->endpoints != nullptr) {
-        for (auto &[rank, endpoint] : *m->endpoints) delete endpoint;
-        delete m->endpoints;
-        m->endpoints = nullptr;
-    }
-    if (m->retired_endpoints != nullptr) {
-        for (auto *endpoint : *m->retired_endpoints) delete endpoint;
-        delete m->retired_endpoints;
-        m->retired_endpoints = nullptr;
-    }
+    m->endpoints.reset();
+    m->endpoints_made.clear();
     mca_btl_xrc_eager_fini(m);
     mca_btl_xrc_frag_lists_fini(m);
     mca_btl_xrc_rdma_fini(m);
-    delete m->transport;  // every QP, the UD channel, SRQs, the XRC domain, CQ and PD, in that order
-    m->transport = nullptr;
+    m->transport.reset();  // every QP, the UD channel, SRQs, the XRC domain, CQ and PD, in that order
     OBJ_DESTRUCT(&m->lock);
-    delete m;
-    return OPAL_SUCCESS;
+    return OPAL_SUCCESS;  // the module's memory stays the component's until it closes
 }
 
 }  // namespace
 
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
     m->receive_callbacks = mca_btl_base_active_message_trigger;
-    m->endpoints = new (std::nothrow) std::unordered_map<uint32_t, mca_btl_base_endpoint_t *>();
-    m->retired_endpoints = new (std::nothrow) std::vector<mca_btl_base_endpoint_t *>();
-    if (m->endpoints == nullptr || m->retired_endpoints == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    try {
+        m->endpoints = std::make_unique<std::unordered_map<uint32_t, mca_btl_base_endpoint_t *>>();
+    } catch (...) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
     m->transport->count_into(&m->counters);
     xrc::count_registration(m->counters, m->transport->counts().receive_bytes);
     int rc = mca_btl_xrc_rdma_init(m);  // the rcache first: the fragment lists register through it

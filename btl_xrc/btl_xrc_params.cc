@@ -2,9 +2,11 @@
 // The component's MCA parameters: registration (what `ompi_info --param btl xrc --level 9` lists) and
 // validation (a bad value names the parameter, the value and what is allowed, then disqualifies the BTL).
 #include "btl_xrc.h"
+#include "btl_xrc_job.h"
 
 #include "src/core/eager_rdma.h"
 #include "src/core/port_filter.h"
+#include "src/core/port_transport.h"
 #include "src/core/receive_queue_spec.h"
 #include "src/core/text_list.h"
 
@@ -17,6 +19,11 @@ namespace {
 constexpr const char *kDefaultReceiveQueues = "256,1024,256:16384,256,64:65536,64,16";
 
 mca_btl_xrc_params_t &P = mca_btl_xrc_component.params;
+
+// The transport's defaults are the core's (one place for each): the parameters below register them as theirs.
+const xrc::TransportConfig kTransport{};
+const xrc::PathSettings kPath{};
+const xrc::CmConfig kCm{};
 
 int reg_int(const char *name, const char *desc, int default_value, int *storage, mca_base_var_info_lvl_t level) {
     *storage = default_value;
@@ -56,8 +63,7 @@ void register_module_defaults() {
                   MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS;
     m.btl_atomic_flags = MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_CSWAP;
     // RDMA in pieces of at most 1 MiB: ob1 keeps several in flight per request (pml_ob1_max_rdma_per_request),
-    // which pipelines far better than one long read (measured between two simulated nodes at 4 MiB: 2.2-2.4 GB/s
-    // with 1 MiB pieces against 0.8-1.0 GB/s with one piece; openib 2.0 GB/s in the same run).
+    // which pipelines far better than one long read (docs/benchmarks.md, "Figures behind constants in the code").
     m.btl_get_limit = 1024 * 1024;
     m.btl_put_limit = 1024 * 1024;
 }
@@ -96,32 +102,32 @@ int mca_btl_xrc_register_params() noexcept {
                "buffers are reposted; sizes ascending, the largest must hold btl_xrc_max_send_size)",
                kDefaultReceiveQueues, &P.receive_queues, OPAL_INFO_LVL_4);
     reg_int("cq_size", "Completion queue entries per device (raise it when many sends are in flight)",
-            8192, &P.cq_size, OPAL_INFO_LVL_5);
+            kTransport.cq_size, &P.cq_size, OPAL_INFO_LVL_5);
     reg_int("send_queue_depth", "Send work requests per XRC send QP (one such QP per remote node); sends beyond it "
-            "are queued, never dropped", 512, &P.send_queue_depth, OPAL_INFO_LVL_5);
+            "are queued, never dropped", kTransport.send_queue_depth, &P.send_queue_depth, OPAL_INFO_LVL_5);
     reg_int("max_inline_data", "Largest send copied inline into the work request (-1: as much as the device "
-            "allows, up to 256 bytes; 0: never inline)", -1, &P.max_inline_data, OPAL_INFO_LVL_5);
+            "allows, up to 256 bytes; 0: never inline)", kTransport.max_inline, &P.max_inline_data, OPAL_INFO_LVL_5);
     reg_int("mtu", "InfiniBand path MTU in bytes: 256, 512, 1024, 2048 or 4096 (0: the port's active MTU)",
-            0, &P.mtu, OPAL_INFO_LVL_5);
+            kTransport.mtu_bytes, &P.mtu, OPAL_INFO_LVL_5);
     reg_int("timeout", "Local ACK timeout exponent: a lost packet is retransmitted after 4.096 us * 2^value "
-            "(0-31; 0 waits forever)", 20, &P.timeout, OPAL_INFO_LVL_5);
+            "(0-31; 0 waits forever)", kPath.timeout, &P.timeout, OPAL_INFO_LVL_5);
     reg_int("retry_count", "Retransmissions of a lost packet before the connection fails (0-7)",
-            7, &P.retry_count, OPAL_INFO_LVL_5);
+            kPath.retry_count, &P.retry_count, OPAL_INFO_LVL_5);
     reg_int("rnr_retry", "Retries when the receiver has no buffer posted (receiver-not-ready) before the "
-            "connection fails (0-6, 7 = retry forever)", 7, &P.rnr_retry, OPAL_INFO_LVL_5);
+            "connection fails (0-6, 7 = retry forever)", kPath.rnr_retry, &P.rnr_retry, OPAL_INFO_LVL_5);
     reg_int("min_rnr_timer", "Receiver-not-ready back-off code the receiving side asks for (0-31, IB encoding: "
-            "25 = 2.56 ms, 1 = 0.01 ms)", 25, &P.min_rnr_timer, OPAL_INFO_LVL_5);
+            "25 = 2.56 ms, 1 = 0.01 ms)", kPath.min_rnr_timer, &P.min_rnr_timer, OPAL_INFO_LVL_5);
     reg_int("max_rdma_dst_ops", "RDMA reads and atomics in flight per connection (1-255, capped by the device)",
-            4, &P.max_rdma_dst_ops, OPAL_INFO_LVL_5);
-    reg_int("service_level", "InfiniBand service level of all connections (0-15)", 0, &P.service_level,
+            kPath.max_rd_atomic, &P.max_rdma_dst_ops, OPAL_INFO_LVL_5);
+    reg_int("service_level", "InfiniBand service level of all connections (0-15)", kPath.service_level, &P.service_level,
             OPAL_INFO_LVL_5);
     reg_int("pkey", "Partition key to use (0: the port's pkey at index 0; otherwise a value 1-65535 that must be in "
             "the port's pkey table)", 0, &P.pkey, OPAL_INFO_LVL_5);
-    reg_int("gid_index", "Index into the port's GID table of the GID to use (0-255)", 0, &P.gid_index,
+    reg_int("gid_index", "Index into the port's GID table of the GID to use (0-255)", kPath.gid_index, &P.gid_index,
             OPAL_INFO_LVL_5);
     reg_int("signal_interval", "Request a send completion every N sends (selective signaling; 1 = every send; "
-            "at most btl_xrc_send_queue_depth)", 32, &P.signal_interval, OPAL_INFO_LVL_6);
-    reg_int("cq_poll_batch", "Completions taken from the completion queue per poll (1-256)", 16,
+            "at most btl_xrc_send_queue_depth)", kTransport.signal_interval, &P.signal_interval, OPAL_INFO_LVL_6);
+    reg_int("cq_poll_batch", "Completions taken from the completion queue per poll (1-256)", kTransport.poll_batch,
             &P.cq_poll_batch, OPAL_INFO_LVL_6);
     reg_int("free_list_num", "Send fragments allocated at start-up per module (1 or more)", 256,
             &P.free_list_num, OPAL_INFO_LVL_5);
@@ -156,13 +162,16 @@ int mca_btl_xrc_register_params() noexcept {
             "during MPI_Init (1 or more)", 16, &P.eager_max_nodes, OPAL_INFO_LVL_5);
     reg_int("max_ini_qps", "XRC send (INI) QPs a process keeps open at most, one per remote node it talks to (0: no "
             "cap). Beyond it the least recently used node's connection is drained, closed on both sides and made "
-            "again on its next use: it bounds QPs per node for all-to-all patterns at scale", 0, &P.max_ini_qps,
+            "again on its next use: it bounds QPs per node for all-to-all patterns at scale",
+            static_cast<int>(kCm.max_ini_qps), &P.max_ini_qps,
             OPAL_INFO_LVL_4);
     reg_int("connect_timeout", "Seconds a connection request may go unanswered before the connection fails: the "
             "peer is gone (with btl_xrc_async_progress 0 the peer's process must call MPI to answer: then raise it "
-            "above the longest compute phase; 1-86400)", 60, &P.connect_timeout, OPAL_INFO_LVL_5);
+            "above the longest compute phase; 1-86400)", static_cast<int>(kCm.connect_timeout_us / 1000000u),
+            &P.connect_timeout, OPAL_INFO_LVL_5);
     reg_int("cm_receives", "Connection manager datagrams a process can hold before it drops new ones (they are "
-            "retransmitted): raise it for all-to-all starts of very large jobs (16-65536)", 512, &P.cm_receives,
+            "retransmitted): raise it for all-to-all starts of very large jobs (16-65536)",
+            static_cast<int>(kTransport.cm_receives), &P.cm_receives,
             OPAL_INFO_LVL_6);
     reg_int("finalize_wait", "Seconds MPI_Finalize waits at most for the process's sends to drain and for the other "
             "ranks of its node to stop receiving before it destroys its QPs (1-86400)", 300, &P.finalize_wait,
@@ -258,20 +267,6 @@ int mca_btl_xrc_validate_params() noexcept {
     }
 }
 
-namespace {
-
-// Number of processes in the job, from PMIx (0 when unknown).
-uint32_t job_size() {
-    opal_process_name_t wildcard = OPAL_PROC_MY_NAME;
-    wildcard.vpid = OPAL_VPID_WILDCARD;
-    uint32_t size = 0, *size_ptr = &size;
-    int rc = OPAL_SUCCESS;
-    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_JOB_SIZE, &wildcard, &size_ptr, BTL_XRC_PMIX_UINT32);
-    return rc == OPAL_SUCCESS ? size : 0;
-}
-
-}  // namespace
-
 // True when the job cannot do without xrc, so a missing device is an error worth stopping for rather than a
 // quiet fallback: the btl include list names xrc, every other BTL listed only reaches processes on the same
 // node (self, vader, sm, smcuda), and either none of those carries on-node traffic or the job spans nodes.
@@ -298,7 +293,7 @@ bool mca_btl_xrc_explicitly_requested() noexcept {
         }
         if (!names_xrc) return false;
         if (!on_node_transport) return true;
-        const uint32_t procs = job_size();
+        const uint32_t procs = mca_btl_xrc_job_size();
         return procs > static_cast<uint32_t>(opal_process_info.num_local_peers) + 1;
     } catch (...) {
         return false;

@@ -30,9 +30,7 @@ int pvar_class(xrc::CounterKind kind) {
 int read_counter(const mca_base_pvar_t *pvar, void *value, void *) {
     const auto *info = static_cast<const xrc::CounterInfo *>(pvar->ctx);
     unsigned long long sum = 0;
-    for (int i = 0; i < mca_btl_xrc_component.num_modules; ++i)
-        if (const mca_btl_xrc_module_t *m = mca_btl_xrc_component.modules[i]; m != nullptr)
-            sum += m->counters.*(info->field);
+    for (const auto &m : mca_btl_xrc_component.modules) sum += m->counters.*(info->field);
     *static_cast<unsigned long long *>(value) = sum;
     return OPAL_SUCCESS;
 }

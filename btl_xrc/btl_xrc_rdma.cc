@@ -193,9 +193,8 @@ int mca_btl_xrc_atomic_op(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *e
                           void *cbcontext, void *cbdata) noexcept {
     // Non-fetching: the old value lands in the module's registered scratch word, which nobody reads.
     auto *m = as_xrc(btl);
-    return mca_btl_xrc_atomic_fop(btl, endpoint, m->atomic_scratch, remote_address, &m->atomic_scratch_handle,
-                                  remote_handle, op,
-                                  operand, flags, order, cbfunc, cbcontext, cbdata);
+    return mca_btl_xrc_atomic_fop(btl, endpoint, m->atomic_scratch.data(), remote_address, &m->atomic_scratch_handle,
+                                  remote_handle, op, operand, flags, order, cbfunc, cbcontext, cbdata);
 }
 
 int mca_btl_xrc_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
@@ -216,8 +215,7 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
         describe(*failed, op, sizeof(op));
         endpoint = frag_of(const_cast<xrc::SendOp *>(failed))->endpoint;
     } else {  // a request without an owner (inline, its data in the work request): only its node is known
-        snprintf(op, sizeof(op), "an inline send or RDMA write to %s",
-                 mca_btl_xrc_component.job->map->node_name(queue.node()).c_str());
+        snprintf(op, sizeof(op), "an inline send or RDMA write to node %u", queue.node());  // a NodeId
     }
     // A port that went down makes operations fail before its event is read: say so.
     char port[64] = "";
@@ -285,21 +283,15 @@ int mca_btl_xrc_rdma_init(mca_btl_xrc_module_t *m) noexcept {
     if (m->rcache == nullptr) return OPAL_ERR_NOT_AVAILABLE;
     // osc/rdma hands small puts over without registering them (as openib's, up to the inline size)
     m->super.btl_put_local_registration_threshold = m->transport->max_inline();
-    m->atomic_scratch = static_cast<uint64_t *>(calloc(1, 64));
-    if (m->atomic_scratch == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    m->atomic_scratch_mr = ibv_reg_mr(m->transport->pd(), m->atomic_scratch, 64, IBV_ACCESS_LOCAL_WRITE);
-    if (m->atomic_scratch_mr == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    xrc::count_registration(m->counters, 64);
-    m->atomic_scratch_handle = {m->atomic_scratch_mr->lkey, m->atomic_scratch_mr->rkey};
+    if (!m->atomic_scratch.allocate(64) ||
+        !m->atomic_scratch.register_on(m->transport->pd(), IBV_ACCESS_LOCAL_WRITE, m->counters))
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    m->atomic_scratch_handle = {m->atomic_scratch.lkey(), m->atomic_scratch.rkey()};
     return OPAL_SUCCESS;
 }
 
 void mca_btl_xrc_rdma_fini(mca_btl_xrc_module_t *m) noexcept {
     if (m->rcache != nullptr) mca_rcache_base_module_destroy(m->rcache);
     m->rcache = nullptr;
-    if (m->atomic_scratch_mr != nullptr && ibv_dereg_mr(m->atomic_scratch_mr) == 0)
-        xrc::count_deregistration(m->counters, 64);
-    m->atomic_scratch_mr = nullptr;
-    free(m->atomic_scratch);
-    m->atomic_scratch = nullptr;
+    m->atomic_scratch.reset();
 }

@@ -98,17 +98,17 @@ std::unique_ptr<StatusWriter> writer;
 
 }  // namespace
 
-void mca_btl_xrc_status_init(mca_btl_xrc_module_t **modules, int count, const std::string &dir,
+void mca_btl_xrc_status_init(const mca_btl_xrc_modules_t &modules, const std::string &dir,
                              const std::string &job_name) noexcept {
     const int interval = mca_btl_xrc_component.params.status_interval;
     mca_btl_xrc_component.status_countdown = UINT32_MAX;
-    if (interval < 0 || count == 0 || writer) return;
+    if (interval < 0 || modules.empty() || writer) return;
     try {
         const mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
         auto w = std::make_unique<StatusWriter>(std::uint64_t(interval) * 1000000u,
                                                 clock_ns(CLOCK_MONOTONIC) / 1000);
         w->path = dir + "/" + xrc::status_file_name(job_name, job.my_rank);
-        w->modules.assign(modules, modules + count);
+        for (const auto &module : modules) w->modules.push_back(module.get());
         xrc::StatusProcess &p = w->process;
         p.pid = static_cast<uint32_t>(getpid());
         p.start_ticks = xrc::process_start_ticks(getpid()).value_or(0);
@@ -119,9 +119,9 @@ void mca_btl_xrc_status_init(mca_btl_xrc_module_t **modules, int count, const st
         p.rank = job.my_rank;
         p.local_rank = static_cast<uint32_t>(std::max(0, static_cast<int>(opal_process_info.my_local_rank)));
         p.local_ranks = job.local_ranks;
-        p.node = job.my_node_id;
+        p.node = xrc::value_of(job.my_node_id);
         p.interval_s = static_cast<uint32_t>(interval);
-        w->hosts.emplace(job.my_node_id, p.host);
+        w->hosts.emplace(p.node, p.host);
         writer = std::move(w);
         BTL_XRC_VERBOSE(10, "btl:xrc: status record %s", writer->path.c_str());
         writer->write(clock_ns(CLOCK_MONOTONIC) / 1000);

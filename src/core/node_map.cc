@@ -44,7 +44,7 @@ NodeMap::NodeMap(std::string_view node_list, const std::vector<std::string> &hos
 
 std::vector<std::uint32_t> NodeMap::tgt_qps_owned_by(std::uint32_t rank) const {
     std::vector<std::uint32_t> senders;
-    const std::uint32_t node = node_of_rank_[rank];
+    const NodeIndex node = node_of(rank);
     for (std::uint32_t s = 0; s < node_of_rank_.size(); ++s)
         if (tgt_owner(s, node) == rank) senders.push_back(s);
     return senders;

@@ -4,6 +4,8 @@
 // process one TGT QP per node, created by one "owner" rank of that node (the others open it).
 #pragma once
 
+#include "node_id.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -34,14 +36,14 @@ public:
 
     std::size_t node_count() const noexcept { return nodes_.size(); }
     std::size_t rank_count() const noexcept { return node_of_rank_.size(); }
-    std::uint32_t node_of(std::uint32_t rank) const noexcept { return node_of_rank_[rank]; }
-    const std::vector<std::uint32_t> &ranks_on(std::uint32_t node) const noexcept { return ranks_on_node_[node]; }
-    const std::string &node_name(std::uint32_t node) const noexcept { return nodes_[node]; }
+    NodeIndex node_of(std::uint32_t rank) const noexcept { return NodeIndex{node_of_rank_[rank]}; }
+    const std::vector<std::uint32_t> &ranks_on(NodeIndex node) const noexcept { return ranks_on_node_[value_of(node)]; }
+    const std::string &node_name(NodeIndex node) const noexcept { return nodes_[value_of(node)]; }
 
     // The rank of `node` that creates the TGT QP through which `sender` reaches that node. Spreads the TGT QPs
     // evenly over the node's ranks.
-    std::uint32_t tgt_owner(std::uint32_t sender, std::uint32_t node) const noexcept {
-        const auto &ranks = ranks_on_node_[node];
+    std::uint32_t tgt_owner(std::uint32_t sender, NodeIndex node) const noexcept {
+        const auto &ranks = ranks_on_node_[value_of(node)];
         return ranks[sender % ranks.size()];
     }
 
@@ -51,7 +53,7 @@ public:
 
 private:
     std::vector<std::string> nodes_;
-    std::vector<std::uint32_t> node_of_rank_;
+    std::vector<std::uint32_t> node_of_rank_;  // NodeIndex values
     std::vector<std::vector<std::uint32_t>> ranks_on_node_;
 };
 

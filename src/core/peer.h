@@ -49,7 +49,6 @@ public:
             if (s.buffer_size >= bytes) return s.srq_num;
         return 0;
     }
-    std::uint32_t largest_class() const noexcept { return srqs.empty() ? 0 : srqs.back().buffer_size; }
 
     // Fills `op` with the message of `len` bytes at `data` (a registered buffer of `capacity` bytes, lkey 0 for an
     // inline send from the stack): into the peer's eager ring when it granted one with room, the footer fits

@@ -93,7 +93,6 @@ public:
     std::uint32_t max_inline() const noexcept { return max_inline_; }
     std::uint32_t poll_batch() const noexcept { return poll_batch_; }
     TransportCounts counts() const noexcept;
-    const ConnectionManager &connections() const noexcept { return *cm_; }
     // What this port holds now, for the process's status record: device, XRC domain, SRQs, the connection
     // manager's QP, INI QPs per node, TGT QPs made, handles held. Host names are left empty, counters out.
     void describe(StatusPort &port) const;

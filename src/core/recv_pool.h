@@ -15,14 +15,14 @@ namespace xrc {
 
 class RecvPool;
 
-// One posted receive buffer. Its address, tagged with bit 0, is the work request id (see is_recv_wr_id).
+// One posted receive buffer. Its address, tagged with bit 0, is the work request id (CompletionKind::receive,
+// completion_kind.h).
 struct alignas(8) RecvBuffer {
     RecvPool *pool;
     std::uint8_t *data;
 };
 
 inline constexpr std::uint64_t kRecvWrIdTag = 1;
-inline bool is_recv_wr_id(std::uint64_t wr_id) noexcept { return (wr_id & kRecvWrIdTag) != 0; }
 inline RecvBuffer *recv_buffer_of(std::uint64_t wr_id) noexcept {
     return reinterpret_cast<RecvBuffer *>(wr_id & ~kRecvWrIdTag);
 }

@@ -35,8 +35,6 @@ public:
     ~UdChannel();
 
     std::uint32_t qpn() const noexcept { return qp_ ? qp_->qp_num : 0; }
-    // Completion queue entries it may need at once.
-    std::size_t completion_entries() const noexcept { return receives_ + kSendSlots; }
 
     // One datagram to the connection manager at `to` (`use_grh`: the peer is in another subnet). False when it
     // could not be posted (no free send slot, no address handle): it is lost, like a datagram on the wire.

@@ -2,7 +2,13 @@
 # One software HCA daemon for a test, and the checks made against it (sourced): by tests/btl/common.sh, and by
 # tests/package/root-inside.sh with the installed programs. Expects SIMHCAD, SIMHCA_CTL (the daemon and its
 # control tool) and work (a scratch directory); the daemon runs under the caller's SIMHCA_INSTANCE and is
-# stopped by its pid (stop_daemon; callers put it in their EXIT trap).
+# stopped by its pid (stop_daemon; callers put it in their EXIT trap). Starting, stopping and the empty-HCA
+# check are tests/lib/hca.sh's.
+#
+# Results: `fail MSG` records a failed check and goes on (the script's other checks still run); `pass MSG`
+# records a passed one; `finish` ends the script, with status 1 when any check failed. (tests/cluster's `fail`
+# instead ends its script at once: there a failed step leaves nothing meaningful to check after it.)
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/hca.sh"
 daemon_pid=""
 failures=0
 
@@ -10,32 +16,24 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
 stop_daemon() {
-    if [ -n "$daemon_pid" ]; then
-        kill -TERM "$daemon_pid" 2>/dev/null
-        for _ in $(seq 50); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$daemon_pid" 2>/dev/null
-        wait "$daemon_pid" 2>/dev/null
-        daemon_pid=""
-    fi
+    hca_daemon_stop "$daemon_pid"
+    daemon_pid=""
 }
 
 start_daemon() {
-    "$SIMHCAD" --node n0 >"$work/simhcad.log" 2>&1 &
-    daemon_pid=$!
-    if ! timeout 15 "$SIMHCA_CTL" wait-ready --timeout 10 >/dev/null 2>&1; then
-        echo "simhcad did not start:"; cat "$work/simhcad.log"
-        exit 1
-    fi
+    hca_daemon_start "$work/simhcad.log" --node n0
+    local rc=$?
+    daemon_pid=$hca_daemon_pid
+    [ $rc -eq 0 ] || exit 1
 }
 
 # The daemon must hold nothing once a job is over (the kernel's uverbs cleanup, reproduced).
 expect_no_objects() {
-    local what=$1 status
-    status=$("$SIMHCA_CTL" status 2>&1 | sed -n 2p)
-    if [ "$status" = "clients 0 pds 0 mrs 0 cqs 0 srqs 0 xrcds 0 qps 0" ]; then
+    local what=$1
+    if hca_is_empty; then
         pass "$what: no object left in the HCA"
     else
-        fail "$what: left behind: $status"
+        fail "$what: left behind: $hca_status"
         "$SIMHCA_CTL" list | head -20
     fi
 }

@@ -6,6 +6,7 @@ SIMHCA_CTL=${SIMHCA_CTL:-$TOP_BUILDDIR/src/simhca/simhca-ctl}
 [ -n "${SIMHCAD:-}" ] && [ -x "$SIMHCAD" ] || skip "the software HCA (simhcad) is not built"
 [ -e "$TOP_BUILDDIR/components/mca_btl_xrc.so" ] || fail "the plugin is not built ($TOP_BUILDDIR/components)"
 export OMPI_MCA_mca_base_component_path="$TOP_BUILDDIR/components:${OMPI_PKGLIBDIR:?}"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/hca.sh"   # hca_is_empty (simcluster starts the nodes' daemons)
 
 # xrc_run OUT HOSTS BTLS PROGRAM [ARGS...] [-- extra mpirun args are given through XRC_MPIRUN_ARGS]
 xrc_run() {
@@ -39,7 +40,7 @@ expect_no_objects() {
     local node status
     for node in $SIMCLUSTER_NODES_LIST; do
         status=$(sc exec "$node" "$SIMHCA_CTL" status 2>&1 | sed -n 2p)
-        [ "$status" = "clients 0 pds 0 mrs 0 cqs 0 srqs 0 xrcds 0 qps 0" ] ||
+        hca_is_empty "$status" ||
             fail "$node's HCA still holds objects after the jobs: $status"
     done
     info "no object left in any node's HCA ($SIMCLUSTER_NODES_LIST)"

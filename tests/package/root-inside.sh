@@ -133,7 +133,7 @@ if simcluster up --nodes 2 --slots 1 >"$tmp/simcluster.log" 2>&1; then
     fi
     for node in nodeA nodeB; do
         status=$(simcluster exec "$node" simhca-ctl status 2>&1 | sed -n 2p)
-        [ "$status" = "clients 0 pds 0 mrs 0 cqs 0 srqs 0 xrcds 0 qps 0" ] && pass "simcluster: no object left in $node's HCA" ||
+        hca_is_empty "$status" && pass "simcluster: no object left in $node's HCA" ||
             fail "simcluster: $node's HCA holds: $status"
     done
 else

@@ -19,10 +19,11 @@ ompi_info --param btl openib 2>/dev/null | grep -q 'MCA btl: openib' ||
     { echo "SKIP: this Open MPI has no btl openib ($(ompi_info --version 2>/dev/null | head -1))"; exit 77; }
 export SIMHCA_INSTANCE="ompi-$$"
 work=$(mktemp -d /tmp/simhca-ompi-XXXXXX)
-"$SIMHCAD" --node ompi --sysfs "$work/sysfs/class/infiniband/simhca0" >"$work/simhcad.log" 2>&1 &
-daemon=$!
-trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$work"' EXIT
-"$SIMHCA_CTL" wait-ready --timeout 10 || { echo "FAIL: simhcad did not start"; cat "$work/simhcad.log"; exit 1; }
+. "$(dirname "$0")/../lib/hca.sh"
+hca_daemon_pid=
+trap 'hca_daemon_stop "$hca_daemon_pid"; rm -rf "$work"' EXIT
+hca_daemon_start "$work/simhcad.log" --node ompi --sysfs "$work/sysfs/class/infiniband/simhca0" ||
+    { echo "FAIL: simhcad did not start"; exit 1; }
 "$MPICC" -O2 -o "$work/pp" "$srcdir/ompi_pingpong.c" || { echo "FAIL: cannot build the MPI test"; exit 1; }
 export LD_LIBRARY_PATH="$SIMHCA_LIBDIR"
 unset SYSFS_PATH

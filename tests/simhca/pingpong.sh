@@ -5,6 +5,7 @@
 # Starts a private simhcad (unique SIMHCA_INSTANCE) and stops it by pid; leaves no process behind.
 set -u
 : "${SIMHCAD:=../../src/simhca/simhcad}"
+: "${SIMHCA_CTL:=../../src/simhca/simhca-ctl}"
 : "${SIMHCA_LIBDIR:=../../src/simhca/lib/.libs}"
 for t in ibv_rc_pingpong ibv_srq_pingpong ibv_xsrq_pingpong; do
     command -v $t >/dev/null || { echo "SKIP: $t not installed (Debian ibverbs-utils)"; exit 77; }
@@ -12,20 +13,17 @@ done
 export SIMHCA_INSTANCE="pingpong-$$"
 export LD_LIBRARY_PATH="$SIMHCA_LIBDIR"
 work=$(mktemp -d /tmp/simhca-pingpong-XXXXXX)
-"$SIMHCAD" --node pp --sysfs "$work/sysfs" >"$work/simhcad.log" 2>&1 &
-daemon=$!
+. "$(dirname "$0")/../lib/hca.sh"
+hca_daemon_pid=
 server=
 cleanup() {
     [ -n "$server" ] && kill "$server" 2>/dev/null
-    kill "$daemon" 2>/dev/null
+    hca_daemon_stop "$hca_daemon_pid"
     wait 2>/dev/null
     rm -rf "$work"
 }
 trap cleanup EXIT
-for i in $(seq 100); do
-    ibv_devinfo -d simhca0 >/dev/null 2>&1 && break
-    sleep 0.05
-done
+hca_daemon_start "$work/simhcad.log" --node pp --sysfs "$work/sysfs" || { echo "FAIL: simhcad did not start"; exit 1; }
 # A port per run: the harness may run this next to other pingpong users. Below 32768, where the kernel's
 # ephemeral ports start (ip_local_port_range): a port some other connection holds, or left in TIME_WAIT
 # without SO_REUSEADDR, cannot be listened on.

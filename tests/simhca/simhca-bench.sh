@@ -75,14 +75,13 @@ inst_a="bench-$$-a" inst_b="bench-$$-b"
 pa=$(free_port) pb=$(free_port)
 while [ "$pb" = "$pa" ]; do pb=$(free_port); done
 printf 'node na lid 1 addr 127.0.0.1 port %s\nnode nb lid 2 addr 127.0.0.1 port %s\n' "$pa" "$pb" > "$work/fabric"
+. "$(dirname "$0")/../lib/hca.sh"
 for n in a b; do
-    SIMHCA_INSTANCE="bench-$$-$n" "$SIMHCAD" --node "n$n" --fabric "$work/fabric" \
-        --sysfs "$work/sys-$n/class/infiniband/simhca0" > "$work/simhcad-$n.log" 2>&1 &
-    daemons="$daemons $!"
-done
-for n in a b; do
-    SIMHCA_INSTANCE="bench-$$-$n" "$SIMHCA_CTL" wait-ready --timeout 10 >/dev/null 2>&1 ||
-        { echo "simhca-bench: simhcad $n did not start"; cat "$work/simhcad-$n.log"; exit 1; }
+    SIMHCA_INSTANCE="bench-$$-$n" hca_daemon_start "$work/simhcad-$n.log" --node "n$n" --fabric "$work/fabric" \
+        --sysfs "$work/sys-$n/class/infiniband/simhca0"
+    rc=$?
+    daemons="$daemons $hca_daemon_pid"
+    [ $rc -eq 0 ] || { echo "simhca-bench: simhcad $n did not start"; exit 1; }
 done
 export LD_LIBRARY_PATH="$SIMHCA_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 

@@ -6,26 +6,27 @@
 
 #include <set>
 
+using xrc::NodeIndex;
 using xrc::NodeMap;
 
 TEST(NodeMap, UnequalNodes) {
     // nodeA:2, nodeB:1, nodeC:3; the launch host "head" runs no rank.
     const NodeMap m("head,nodeA,nodeB,nodeC", {"nodeA", "nodeA", "nodeB", "nodeC", "nodeC", "nodeC"});
     ASSERT_EQ(m.node_count(), 3u);
-    EXPECT_EQ(m.node_name(0), "nodeA");
-    EXPECT_EQ(m.node_of(2), 1u);
-    EXPECT_EQ(m.ranks_on(2), (std::vector<std::uint32_t>{3, 4, 5}));
-    EXPECT_EQ(m.tgt_owner(4, 1), 2u);  // single-rank node owns every TGT QP
-    EXPECT_EQ(m.tgt_owner(4, 2), 4u);
+    EXPECT_EQ(m.node_name(NodeIndex{0}), "nodeA");
+    EXPECT_EQ(m.node_of(2), NodeIndex{1});
+    EXPECT_EQ(m.ranks_on(NodeIndex{2}), (std::vector<std::uint32_t>{3, 4, 5}));
+    EXPECT_EQ(m.tgt_owner(4, NodeIndex{1}), 2u);  // single-rank node owns every TGT QP
+    EXPECT_EQ(m.tgt_owner(4, NodeIndex{2}), 4u);
 }
 
 TEST(NodeMap, ShortNamesAndMissingHosts) {
     const NodeMap m("nodeA.cluster,nodeB", {"nodeA", "nodeB.cluster", "nodeZ"});
     ASSERT_EQ(m.node_count(), 3u);
-    EXPECT_EQ(m.node_of(0), 0u);
-    EXPECT_EQ(m.node_of(1), 1u);
-    EXPECT_EQ(m.node_of(2), 2u);
-    EXPECT_EQ(m.node_name(2), "nodeZ");
+    EXPECT_EQ(m.node_of(0), NodeIndex{0});
+    EXPECT_EQ(m.node_of(1), NodeIndex{1});
+    EXPECT_EQ(m.node_of(2), NodeIndex{2});
+    EXPECT_EQ(m.node_name(NodeIndex{2}), "nodeZ");
 }
 
 TEST(NodeMap, EveryTgtQpHasExactlyOneOwnerPerNode) {
@@ -33,7 +34,8 @@ TEST(NodeMap, EveryTgtQpHasExactlyOneOwnerPerNode) {
     for (int n = 0; n < 4; ++n)
         for (int p = 0; p < 3; ++p) hosts.push_back("n" + std::to_string(n));
     const NodeMap m("n0,n1,n2,n3", hosts);
-    for (std::uint32_t node = 0; node < m.node_count(); ++node) {
+    for (std::uint32_t n = 0; n < m.node_count(); ++n) {
+        const NodeIndex node{n};
         std::multiset<std::uint32_t> owned;
         for (auto r : m.ranks_on(node))
             for (auto s : m.tgt_qps_owned_by(r)) owned.insert(s);

@@ -122,12 +122,10 @@ ParallelCopy *Dma::copier(size_t chunk) {
 
 int Dma::copy_to(const Mr &mr, uint64_t host, const Message &m, size_t off, size_t n, bool tail_last) {
     if (m.data) return mr_write(mr, host, m.data + off, n, tail_last);
-    // Stays in cache between the two copies (L2 is 2 MiB a core here); with the copier thread 128 KiB
-    // measured best (1 MiB ib_send_bw one node, GB/s: 32 KiB 5.8-6.7, 64 KiB 7.3-8.1, 128 KiB 7.7-8.4,
-    // 256 KiB 7.0-8.7).
+    // Stays in cache between the two copies (a core's L2 holds it); with the copier thread the best of the sizes
+    // tried (docs/benchmarks.md, "Figures behind constants in the code").
     constexpr size_t kChunk = 128 * 1024;
-    // From two chunks on, the helper's wake-up (a few us) is worth it: its half of the copies runs on the
-    // other core (one node: 1 MiB SENDs / WRITEs, measured in tests/simhca/simhca-bench.sh).
+    // From two chunks on, the helper's wake-up is worth it: its half of the copies runs on the other core.
     constexpr size_t kParallelMin = 2 * kChunk;
     if (bounce_.size() < kChunk) bounce_.resize(kChunk);
     if (n >= kParallelMin) {

@@ -125,8 +125,8 @@ int main(int argc, char **argv) {
     // The daemon is the adapter: when applications busy-poll every core (MPI
     // and perftest poll memory, not only CQs), it must still run promptly
     // after a doorbell or a packet, or latencies grow tails of milliseconds.
-    // Real-time round-robin at the lowest priority does that (measured: the
-    // ib_send_lat max 3.3 ms -> 51 us between two simulated nodes); it sleeps
+    // Real-time round-robin at the lowest priority does that (docs/benchmarks.md,
+    // "Figures behind constants in the code"); it sleeps
     // in epoll when idle, so it never takes a CPU for nothing. Without the
     // privilege (or with --no-realtime / SIMHCA_REALTIME=0) a raised nice.
     const char *rt = std::getenv("SIMHCA_REALTIME");

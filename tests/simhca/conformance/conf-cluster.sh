@@ -97,7 +97,7 @@ pair() {
 expect_no_objects_in() {
     for node in "$@"; do
         on "$node" "$SIMHCA_CTL" status > "$scratch/status.$node" 2>&1
-        [ "$(sed -n 2p "$scratch/status.$node")" = "clients 0 pds 0 mrs 0 cqs 0 srqs 0 xrcds 0 qps 0" ]
+        hca_is_empty "$(sed -n 2p "$scratch/status.$node")"
         result "no object left in $node's HCA" $? "$scratch/status.$node"
     done
 }

@@ -27,6 +27,7 @@ skip_all() { echo "SKIP: $me: $*"; exit 77; }
 [ -n "${SIMHCA_CTL:-}" ] && [ -x "$SIMHCA_CTL" ] || skip_all "simhca-ctl not built"
 [ -x "$CONF_PROBE" ] || skip_all "conf-probe not built ($CONF_PROBE)"
 
+. "$top/tests/lib/hca.sh"   # hca_daemon_start/stop, hca_is_empty (POSIX sh, like this file)
 scratch=$(mktemp -d "/tmp/$me.XXXXXX") || exit 99
 pids=""            # every background process we started, stopped in cleanup
 daemon_pid=""
@@ -37,16 +38,8 @@ cleanup() {
     command -v extra_cleanup > /dev/null 2>&1 && extra_cleanup
     for p in $pids; do kill -TERM "$p" 2>/dev/null; done
     for p in $pids; do wait "$p" 2>/dev/null; done
-    if [ -n "$daemon_pid" ]; then
-        kill -TERM "$daemon_pid" 2>/dev/null
-        # The contract says simhcad exits within 2 s of SIGTERM; give it 5, then make sure.
-        for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.5; done
-        if kill -0 "$daemon_pid" 2>/dev/null; then
-            echo "FAIL: $me: simhcad (pid $daemon_pid) ignored SIGTERM for 5 s; killing it"
-            kill -KILL "$daemon_pid" 2>/dev/null
-        fi
-        wait "$daemon_pid" 2>/dev/null
-    fi
+    # The contract says simhcad exits within 2 s of SIGTERM; hca_daemon_stop gives it 5, then makes sure.
+    hca_daemon_stop "$daemon_pid" || echo "FAIL: $me: simhcad (pid $daemon_pid) ignored SIGTERM for 5 s; killed it"
     [ "${SIMHCA_CONF_KEEP:-0}" = 1 ] && echo "outputs kept in $scratch" || rm -rf "$scratch"
 }
 trap cleanup EXIT
@@ -58,13 +51,10 @@ start_daemon() {
     SIMHCA_INSTANCE="conf.$me.$$"
     export SIMHCA_INSTANCE
     export LD_LIBRARY_PATH="$SIMHCA_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    "$SIMHCAD" --node n1 > "$scratch/simhcad.log" 2>&1 &
-    daemon_pid=$!
-    if ! timeout 15 "$SIMHCA_CTL" wait-ready --timeout 10 > /dev/null 2>&1; then
-        echo "FAIL: $me: simhcad did not become ready within 10 s; its log:"
-        sed 's/^/  | /' "$scratch/simhcad.log" | tail -20
-        exit 1
-    fi
+    hca_daemon_start "$scratch/simhcad.log" --node n1
+    local rc=$?
+    daemon_pid=$hca_daemon_pid
+    [ $rc -eq 0 ] || { echo "FAIL: $me: simhcad did not start"; exit 1; }
 }
 
 # A TCP port nobody listens on now (the kernel picks it; the tools bind it a moment later).
