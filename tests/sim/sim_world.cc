@@ -344,6 +344,8 @@ void World::on_start(SimProcess &p, std::uint64_t t) {
             (void)link.queue().post_or_queue(a.op);
         }
     });
+    // The first send to a node only records the link: the next progress call's tick makes its INI QP.
+    if (p.cm->busy()) want_tick(p, p.busy_until);
 }
 
 void World::on_arrive(SimProcess &p, std::uint32_t slot, std::uint64_t t) {
@@ -399,6 +401,8 @@ void World::on_serve(SimProcess &p, std::uint64_t t) {
         p.cost += p_.cm_cost_ns;
         p.cm->on_datagram(bytes, from.lid, from.cm_qpn);
     });
+    // What the datagram asked of progress (opening an accepted link's queue, connecting back) waits for a tick.
+    if (p.cm->busy()) want_tick(p, p.busy_until);
     xrc::CmMessage m;
     if (xrc::decode_cm(bytes, m).empty() && (m.type == xrc::CmType::Accept || m.type == xrc::CmType::Reject))
         if (connect_attempts_.erase((std::uint64_t{p.rank} << 32) | m.generation) != 0) --p.connecting;
