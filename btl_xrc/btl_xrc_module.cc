@@ -89,7 +89,7 @@ int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
             // The link's owner, if this peer's node has no link yet: spread over the node's ranks (node_map.h).
             uint32_t owner = rank;
             const uint32_t guess = xrc::spread_owner_guess(rank, job.my_rank, job.local_ranks, job.size);
-            if (guess != rank && address->node_id != job.my_node_id) {
+            if (guess != rank && address->node_id != xrc::value_of(job.my_node_id)) {
                 const xrc::PortAddress *other = job.port_address(guess, m->index);
                 if (other != nullptr && other->node_id == address->node_id) owner = guess;
             }

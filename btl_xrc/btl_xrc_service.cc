@@ -46,7 +46,7 @@ int mca_btl_xrc_service_start(mca_btl_xrc_module_t *m) noexcept {
     auto *s = new (std::nothrow) mca_btl_xrc_service_t;
     if (s == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     m->service = s;
-    xrc::PortTransport *t = m->transport;
+    xrc::PortTransport *t = m->transport.get();
     std::string error;
     try {
         std::vector<xrc::ServiceThread::Source> sources;

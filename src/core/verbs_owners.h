@@ -31,6 +31,7 @@ struct XrcdRelease {
     }
 };
 using XrcdPtr = std::unique_ptr<ibv_xrcd, XrcdRelease>;
+using CompChannelPtr = std::unique_ptr<ibv_comp_channel, VerbsRelease<ibv_destroy_comp_channel>>;
 
 // The device list returned by ibv_get_device_list, with its length.
 class DeviceList {
