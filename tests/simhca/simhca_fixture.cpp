@@ -2,6 +2,7 @@
 #include "simhca_fixture.hpp"
 
 #include <atomic>
+#include <poll.h>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -207,6 +208,12 @@ int post_srq_recv_simple(ibv_srq *srq, ibv_mr *mr, void *buf, uint32_t len, uint
     wr.sg_list = &sge;
     wr.num_sge = 1;
     return ibv_post_srq_recv(srq, &wr, &bad);
+}
+
+bool next_async_event(ibv_context *ctx, ibv_async_event &ev, int timeout_ms) {
+    pollfd pf{ctx->async_fd, POLLIN, 0};
+    if (poll(&pf, 1, timeout_ms) != 1) return false;
+    return ibv_get_async_event(ctx, &ev) == 0;
 }
 
 }  // namespace simhca::test

@@ -49,5 +49,7 @@ int post_send_simple(ibv_qp *qp, ibv_mr *mr, void *buf, uint32_t len, uint64_t w
                      uint64_t raddr = 0, uint32_t rkey = 0, uint32_t remote_srqn = 0);
 int post_recv_simple(ibv_qp *qp, ibv_mr *mr, void *buf, uint32_t len, uint64_t wr_id);
 int post_srq_recv_simple(ibv_srq *srq, ibv_mr *mr, void *buf, uint32_t len, uint64_t wr_id);
+// The next asynchronous event of `ctx`, waiting up to `timeout_ms`; false when none came (the caller acks it).
+bool next_async_event(ibv_context *ctx, ibv_async_event &ev, int timeout_ms = 3000);
 
 }  // namespace simhca::test

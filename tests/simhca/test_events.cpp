@@ -25,11 +25,7 @@ protected:
         mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
         ASSERT_NE(mr, nullptr);
     }
-    bool next_event(ibv_async_event &ev, int timeout_ms = 3000) {
-        pollfd pf{ctx->async_fd, POLLIN, 0};
-        if (poll(&pf, 1, timeout_ms) != 1) return false;
-        return ibv_get_async_event(ctx, &ev) == 0;
-    }
+    bool next_event(ibv_async_event &ev, int timeout_ms = 3000) { return next_async_event(ctx, ev, timeout_ms); }
     std::vector<uint8_t> buf;
     ibv_mr *mr = nullptr;
 };

@@ -30,15 +30,10 @@ protected:
         if (other) ibv_close_device(other);
         DaemonTest::TearDown();
     }
-    static bool next_event(ibv_context *c, ibv_async_event &ev, int timeout_ms = 3000) {
-        pollfd pf{c->async_fd, POLLIN, 0};
-        if (poll(&pf, 1, timeout_ms) != 1) return false;
-        return ibv_get_async_event(c, &ev) == 0;
-    }
     // The next event of context `c` is `type` on QP `qp`.
     static void expect_qp_event(ibv_context *c, ibv_event_type type, ibv_qp *qp) {
         ibv_async_event ev;
-        ASSERT_TRUE(next_event(c, ev)) << "no event " << ibv_event_type_str(type);
+        ASSERT_TRUE(next_async_event(c, ev)) << "no event " << ibv_event_type_str(type);
         EXPECT_EQ(ev.event_type, type) << ibv_event_type_str(ev.event_type);
         EXPECT_EQ(ev.element.qp, qp);
         ibv_ack_async_event(&ev);
@@ -251,7 +246,7 @@ TEST_F(Faults, InjectedQpEventsReachEveryHandleAndErrorsMoveTheQp) {
     ASSERT_EQ(post_recv_simple(a, mr, buf.data() + 512, 64, 21), 0);
     ASSERT_EQ(ctl("fault event IBV_EVENT_QP_REQ_ERR --qp " + std::to_string(a->qp_num)), 0);
     ibv_async_event ev;
-    ASSERT_TRUE(next_event(ctx, ev));
+    ASSERT_TRUE(next_async_event(ctx, ev));
     EXPECT_EQ(ev.event_type, IBV_EVENT_QP_REQ_ERR);
     EXPECT_EQ(ev.element.qp, a);
     ibv_ack_async_event(&ev);
@@ -270,7 +265,7 @@ TEST_F(Faults, InjectedCqAndSrqEvents) {
     ASSERT_GT(cqn, 0);
     ASSERT_EQ(ctl("fault event CQ_ERR --cq " + std::to_string(cqn)), 0);
     ibv_async_event ev;
-    ASSERT_TRUE(next_event(ctx, ev));
+    ASSERT_TRUE(next_async_event(ctx, ev));
     EXPECT_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
     EXPECT_EQ(ev.element.cq, cq);
     ibv_ack_async_event(&ev);
@@ -278,7 +273,7 @@ TEST_F(Faults, InjectedCqAndSrqEvents) {
     ASSERT_NO_FATAL_FAILURE(make_xrc(x));
     for (const char *name : {"SRQ_ERR", "SRQ_LIMIT_REACHED"}) {
         ASSERT_EQ(ctl(std::string("fault event ") + name + " --srq " + std::to_string(x.srqn)), 0);
-        ASSERT_TRUE(next_event(ctx, ev));
+        ASSERT_TRUE(next_async_event(ctx, ev));
         EXPECT_STREQ(ibv_event_type_str(ev.event_type),
                      ibv_event_type_str(name[4] == 'E' ? IBV_EVENT_SRQ_ERR : IBV_EVENT_SRQ_LIMIT_REACHED));
         EXPECT_EQ(ev.element.srq, x.srq);
@@ -289,7 +284,7 @@ TEST_F(Faults, InjectedCqAndSrqEvents) {
 TEST_F(Faults, LidChangeAndClientReregister) {
     ASSERT_EQ(ctl("fault lid --port 1 --lid 0x27"), 0);
     ibv_async_event ev;
-    ASSERT_TRUE(next_event(ctx, ev));
+    ASSERT_TRUE(next_async_event(ctx, ev));
     EXPECT_EQ(ev.event_type, IBV_EVENT_LID_CHANGE);
     EXPECT_EQ(ev.element.port_num, 1);
     ibv_ack_async_event(&ev);
@@ -308,12 +303,12 @@ TEST_F(Faults, LidChangeAndClientReregister) {
     for (auto &w : wc) EXPECT_EQ(w.status, IBV_WC_SUCCESS);
 
     ASSERT_EQ(ctl("fault client-reregister --port 1"), 0);
-    ASSERT_TRUE(next_event(ctx, ev));
+    ASSERT_TRUE(next_async_event(ctx, ev));
     EXPECT_EQ(ev.event_type, IBV_EVENT_CLIENT_REREGISTER);
     EXPECT_EQ(ev.element.port_num, 1);
     ibv_ack_async_event(&ev);
     ASSERT_EQ(ctl("fault event SM_CHANGE"), 0);
-    ASSERT_TRUE(next_event(ctx, ev));
+    ASSERT_TRUE(next_async_event(ctx, ev));
     EXPECT_EQ(ev.event_type, IBV_EVENT_SM_CHANGE);
     ibv_ack_async_event(&ev);
     EXPECT_NE(ctl("fault lid --port 1 2>/dev/null"), 0);  // needs --lid
