@@ -7,6 +7,7 @@
 
 #include "src/core/device_discovery.h"
 #include "src/core/device_locality.h"
+#include "src/core/port_speed.h"
 #include "src/core/port_transport.h"
 #include "src/core/receive_queue_spec.h"
 
@@ -22,6 +23,9 @@
 #include <string>
 
 namespace {
+
+// What a port advertises when its speed or width code is one this build does not know (Mb/s).
+constexpr uint32_t kBtlXrcFallbackBandwidthMbps = 10000;
 
 int xrc_register() noexcept {
     const int rc = mca_btl_xrc_register_params();
@@ -161,6 +165,11 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
             }
             module->super = mca_btl_xrc_module_template;
             module->super.btl_flags |= kBtlXrcModuleFlags;
+            if (module->super.btl_bandwidth == 0) {
+                // btl_xrc_bandwidth 0 (the default): the port's own data rate, so that ob1 weighs rails by it.
+                const uint32_t mbps = xrc::port_bandwidth_mbps(port.port_attr.active_speed, port.port_attr.active_width);
+                module->super.btl_bandwidth = mbps != 0 ? mbps : kBtlXrcFallbackBandwidthMbps;
+            }
             module->transport = std::move(transport);
             module->index = n;
             if (mca_btl_xrc_module_init(module) != OPAL_SUCCESS) {
@@ -171,9 +180,9 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
             }
             modules.push_back(std::move(owned));
             ++n;
-            BTL_XRC_VERBOSE(1, "btl:xrc: %s: using %s:%u (LID %u), connections %s (%zu nodes)",
+            BTL_XRC_VERBOSE(1, "btl:xrc: %s: using %s:%u (LID %u, %u Mb/s), connections %s (%zu nodes)",
                             opal_process_info.nodename, port.device.c_str(), port.port, port.port_attr.lid,
-                            job.eager ? "eager" : "on demand", job.node_count);
+                            module->super.btl_bandwidth, job.eager ? "eager" : "on demand", job.node_count);
         }
     }
     // The BTL base takes this array and frees it with free(), so it must come from malloc.

@@ -25,13 +25,15 @@ struct mca_btl_xrc_job_t {
     std::size_t node_count = 1;  // entries of the launcher's node list
     bool eager = false;          // connect to every node during MPI_Init (else on first use)
     std::unique_ptr<xrc::NodeMap> map;                                           // eager mode only (null on demand)
+    xrc::ProcessAddress mine;  // what this process published: one entry per module, in module order
     std::unordered_map<uint32_t, std::optional<xrc::ProcessAddress>> addresses;  // nullopt: none, or malformed
     // Guards `addresses`: the service thread looks up the senders of connection requests.
     std::mutex addresses_mutex;
 
-    // The address of `rank`'s port `port_index`, fetching it from the modex on first use; nullptr if the peer
-    // published none (or a malformed one: reported once).
-    const xrc::PortAddress *port_address(uint32_t rank, int port_index) noexcept;
+    // The address of the port of `rank` that my module `module_index` talks to (the one on the same fabric:
+    // xrc::paired_port), fetching the peer's blob from the modex on first use; nullptr if the peer published none
+    // (or a malformed one: reported once) or has no port on that module's fabric.
+    const xrc::PortAddress *port_address(uint32_t rank, int module_index) noexcept;
     // The host `rank` runs on, for messages ("?" when PMIx does not say).
     std::string hostname_of(uint32_t rank) noexcept;
 };

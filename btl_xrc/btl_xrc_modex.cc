@@ -105,6 +105,16 @@ int mca_btl_xrc_modex_publish(const mca_btl_xrc_modules_t &modules) noexcept {
         xrc::ProcessAddress address;
         for (const auto &module : modules) address.ports.push_back(module->transport->address());
         auto blob = xrc::encode_address(address);
+        if (xrc::ports_share_default_prefix(address))
+            opal_output(0, "btl:xrc: %s: WARNING: %zu ports share the default subnet prefix fe80::, so ports cannot be "
+                        "told apart by fabric; if they are separate rails, give each subnet its own prefix (the subnet "
+                        "manager's subnet_prefix), or a node with a rail down will pair its peers across fabrics",
+                        opal_process_info.nodename, address.ports.size());
+        {
+            mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
+            std::lock_guard<std::mutex> guard(job.addresses_mutex);  // port_address reads it on the service thread
+            job.mine = address;
+        }
         int rc = OPAL_SUCCESS;
         OPAL_MODEX_SEND(rc, BTL_XRC_PMIX_GLOBAL, &mca_btl_xrc_component.super.btl_version, blob.data(), blob.size());
         BTL_XRC_VERBOSE(10, "btl:xrc: published a %zu-byte address (%zu port(s))", blob.size(), modules.size());
@@ -114,7 +124,7 @@ int mca_btl_xrc_modex_publish(const mca_btl_xrc_modules_t &modules) noexcept {
     }
 }
 
-const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int port_index) noexcept {
+const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int module_index) noexcept {
     if (rank >= size) return nullptr;
     try {
         std::lock_guard<std::mutex> guard(addresses_mutex);
@@ -142,9 +152,8 @@ const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int port_
             }
             it = addresses.emplace(rank, std::move(decoded)).first;
         }
-        if (!it->second) return nullptr;
-        const auto &ports = it->second->ports;
-        return port_index < static_cast<int>(ports.size()) ? &ports[port_index] : nullptr;
+        if (!it->second || module_index < 0) return nullptr;
+        return xrc::paired_port(mine, static_cast<std::size_t>(module_index), *it->second);
     } catch (...) {
         return nullptr;
     }

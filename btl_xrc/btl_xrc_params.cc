@@ -58,8 +58,10 @@ void register_module_defaults() {
     m.btl_rdma_pipeline_send_length = 1024 * 1024;
     m.btl_rdma_pipeline_frag_size = 1024 * 1024;
     m.btl_min_rdma_pipeline_size = 256 * 1024;
+    // Latency is not something a port reports: one figure for every rail keeps them all in ob1's eager list.
     m.btl_latency = 4;
-    m.btl_bandwidth = 10000;
+    // 0: each module takes its port's data rate (active speed x width) at btl_init; a value set here wins.
+    m.btl_bandwidth = 0;
     m.btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_PUT | MCA_BTL_FLAGS_GET | MCA_BTL_FLAGS_SEND_INPLACE |
                   MCA_BTL_FLAGS_ATOMIC_OPS | MCA_BTL_FLAGS_ATOMIC_FOPS;
     m.btl_atomic_flags = MCA_BTL_ATOMIC_SUPPORTS_ADD | MCA_BTL_ATOMIC_SUPPORTS_CSWAP;

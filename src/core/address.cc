@@ -55,6 +55,29 @@ std::uint64_t port_identity(const PortAddress &address) noexcept {
     return (std::uint64_t{1} << 63) | (std::uint64_t{address.lid} << 32) | address.node_id;
 }
 
+std::uint64_t fabric_of(const PortAddress &address) noexcept {
+    std::uint64_t prefix = 0;
+    for (int i = 0; i < 8; ++i) prefix = (prefix << 8) | address.gid[i];
+    return prefix;
+}
+
+const PortAddress *paired_port(const ProcessAddress &mine, std::size_t index, const ProcessAddress &peer) noexcept {
+    if (index >= mine.ports.size()) return nullptr;
+    const std::uint64_t fabric = fabric_of(mine.ports[index]);
+    std::size_t k = 0;  // how many of my ports before this one are on the same fabric
+    for (std::size_t i = 0; i < index; ++i) k += fabric_of(mine.ports[i]) == fabric;
+    for (const auto &port : peer.ports)
+        if (fabric_of(port) == fabric && k-- == 0) return &port;
+    return nullptr;
+}
+
+bool ports_share_default_prefix(const ProcessAddress &mine) noexcept {
+    constexpr std::uint64_t kDefaultPrefix = 0xfe80000000000000ull;
+    std::size_t on_default = 0;
+    for (const auto &port : mine.ports) on_default += fabric_of(port) == kDefaultPrefix;
+    return on_default > 1;
+}
+
 std::vector<std::uint8_t> encode_address(const ProcessAddress &address) {
     std::vector<std::uint8_t> out;
     Writer w(out);

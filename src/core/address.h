@@ -55,6 +55,21 @@ struct ProcessAddress {
     bool operator==(const ProcessAddress &) const = default;
 };
 
+// Which fabric a port is on: its GID's subnet prefix (the first 8 bytes). A port reaches another only within one
+// fabric; rails are separate fabrics and the subnet manager of each should give it its own prefix.
+std::uint64_t fabric_of(const PortAddress &address) noexcept;
+
+// The peer's port that my port mine.ports[index] talks to: one on the same fabric, never one by position in the
+// list (a port down at start-up on either side shifts positions). When several ports of a side share the fabric
+// (a dual-port HCA on one fabric, or rails left on the default prefix fe80::), the k-th of mine on it pairs with
+// the k-th of the peer's: a peer with fewer ports there is reached over fewer of mine, never over a port that may
+// sit on another fabric with the same prefix. nullptr: the peer has no port I can pair with this one.
+const PortAddress *paired_port(const ProcessAddress &mine, std::size_t index, const ProcessAddress &peer) noexcept;
+
+// Whether two or more of these ports share the default subnet prefix fe80:: (then pairing cannot tell rails apart,
+// and a rail down at start-up on one node makes its peers pair across fabrics: worth a warning).
+bool ports_share_default_prefix(const ProcessAddress &mine) noexcept;
+
 // Bytes encode_address writes for `ports` ports of `classes` receive classes each.
 constexpr std::size_t encoded_address_size(std::size_t ports, std::size_t classes) noexcept {
     return 8 + ports * (38 + 8 * classes);

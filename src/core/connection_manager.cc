@@ -479,9 +479,10 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
         host_.note("dropped a connection manager datagram: " + why);
         return;
     }
-    // For this process, from this job, by someone who read our token from the modex.
-    if (m.jobid != config_.jobid || m.dst_rank != config_.my_rank || m.port_index != config_.port_index ||
-        m.token != config_.my_token) {
+    // For this process, from this job, by someone who read our token from the modex. The token is this port's
+    // own, so it also says which of our ports the sender paired with (by fabric: port_index is the sender's
+    // position and need not equal ours).
+    if (m.jobid != config_.jobid || m.dst_rank != config_.my_rank || m.token != config_.my_token) {
         ++counters_->cm_rejected;
         host_.note(std::string("dropped a ") + cm_type_name(m.type) + " that is not for this process (job, rank, " +
                    "port or token differ)");

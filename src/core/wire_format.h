@@ -101,7 +101,7 @@ struct CmMessage {
     std::uint32_t generation = 0;
     std::uint32_t ini_qpn = 0;
     std::uint32_t tgt_qpn = 0;
-    std::uint32_t port_index = 0;  // which of the processes' ports (modules) this connection is for
+    std::uint32_t port_index = 0;  // the sender's port (module) position, for messages: pairing is by fabric
 
     bool operator==(const CmMessage &) const = default;
 };

@@ -122,3 +122,53 @@ TEST(Address, PortIdentityIsTheGuidAndNeverTheLauncherNodeIdAlone) {
     d.lid = 5;
     EXPECT_EQ(port_identity(c), port_identity(d));
 }
+
+namespace {
+// A port on fabric `prefix` (the GID's first 8 bytes) with interface id `guid`.
+PortAddress port_on(std::uint64_t prefix, std::uint8_t port_num, std::uint8_t guid) {
+    PortAddress p;
+    p.port_num = port_num;
+    for (int i = 0; i < 8; ++i) p.gid[i] = static_cast<std::uint8_t>(prefix >> (56 - 8 * i));
+    p.gid[15] = guid;
+    return p;
+}
+constexpr std::uint64_t kRail1 = 0xfe80000000000000ull, kRail2 = 0xfe80000000000001ull;
+}  // namespace
+
+TEST(Address, FabricIsTheSubnetPrefix) {
+    EXPECT_EQ(fabric_of(port_on(kRail2, 1, 7)), kRail2);
+    EXPECT_NE(fabric_of(port_on(kRail1, 1, 7)), fabric_of(port_on(kRail2, 1, 7)));
+}
+
+TEST(Address, RailsPairByFabricNotByPosition) {
+    ProcessAddress mine, peer;
+    mine.ports = {port_on(kRail1, 1, 1), port_on(kRail2, 2, 1)};
+    peer.ports = {port_on(kRail2, 2, 2), port_on(kRail1, 1, 2)};  // listed the other way round
+    EXPECT_EQ(paired_port(mine, 0, peer), &peer.ports[1]);
+    EXPECT_EQ(paired_port(mine, 1, peer), &peer.ports[0]);
+}
+
+TEST(Address, APeerWithARailDownIsReachedOverTheRailsItHas) {
+    ProcessAddress mine, peer;
+    mine.ports = {port_on(kRail1, 1, 1), port_on(kRail2, 2, 1)};
+    peer.ports = {port_on(kRail2, 2, 2)};  // its rail 1 was down at start-up: rail 2 is now its first port
+    EXPECT_EQ(paired_port(mine, 0, peer), nullptr);
+    EXPECT_EQ(paired_port(mine, 1, peer), &peer.ports[0]);
+    ProcessAddress only_rail1;
+    only_rail1.ports = {port_on(kRail1, 1, 1)};
+    EXPECT_EQ(paired_port(only_rail1, 0, peer), nullptr);
+    EXPECT_EQ(paired_port(mine, 2, peer), nullptr);  // no such port of mine
+}
+
+TEST(Address, PortsSharingAFabricPairInOrder) {
+    ProcessAddress mine, peer;
+    mine.ports = {port_on(kRail1, 1, 1), port_on(kRail1, 2, 1)};
+    peer.ports = {port_on(kRail1, 1, 2), port_on(kRail1, 2, 2)};
+    EXPECT_EQ(paired_port(mine, 0, peer), &peer.ports[0]);
+    EXPECT_EQ(paired_port(mine, 1, peer), &peer.ports[1]);
+    peer.ports.pop_back();  // fewer ports there: the second of mine reaches nobody rather than guessing
+    EXPECT_EQ(paired_port(mine, 1, peer), nullptr);
+    EXPECT_TRUE(ports_share_default_prefix(mine));
+    mine.ports[1] = port_on(kRail2, 2, 1);
+    EXPECT_FALSE(ports_share_default_prefix(mine));
+}

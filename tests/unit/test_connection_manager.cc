@@ -478,9 +478,12 @@ TEST(ConnectionManager, ForgedGarbageAndForeignDatagramsCreateNothing) {
         for (auto &byte : junk) byte = static_cast<std::uint8_t>(rng());
         cm.on_datagram(junk, from.lid, from.cm_qpn);
         // A bit flipped anywhere in who it is from, for, or the token (a flip in the generation or QP number
-        // would be a different, genuine-looking request).
+        // would be a different, genuine-looking request, and so would one in the sender's port position at
+        // bytes 20-23, which only messages use).
         CmBytes flipped = good;
-        flipped[rng() % 32] ^= static_cast<std::uint8_t>(1u << (rng() % 8));
+        std::size_t at = rng() % 28;
+        if (at >= 20) at += 4;
+        flipped[at] ^= static_cast<std::uint8_t>(1u << (rng() % 8));
         cm.on_datagram(flipped, from.lid, from.cm_qpn);
     }
     EXPECT_EQ(cm.owned_tgts() > 0, false) << "a forged request made a TGT QP";
