@@ -2,31 +2,31 @@
 #include "port_speed.h"
 
 namespace xrc {
+namespace {
+
+struct Code {
+    std::uint8_t code;
+    std::uint32_t value;
+};
+
+// Payload Mb/s per lane for each active_speed code of <infiniband/verbs.h>: 8b/10b up to QDR, 64b/66b from
+// FDR10 on (HDR and NDR signal with PAM4 at 53.125 / 106.25 Gb/s for 50 / 100 of payload).
+constexpr Code kLaneRates[] = {{1, 2000},   {2, 4000},   {4, 8000},   {8, 10000},
+                               {16, 13636}, {32, 25000}, {64, 50000}, {128, 100000}};
+// Lanes for each active_width code (1X, 4X, 8X, 12X, 2X).
+constexpr Code kLanes[] = {{1, 1}, {2, 4}, {4, 8}, {8, 12}, {16, 2}};
+
+template <std::size_t N>
+std::uint32_t lookup(const Code (&table)[N], std::uint8_t code) noexcept {
+    for (const Code &entry : table)
+        if (entry.code == code) return entry.value;
+    return 0;
+}
+
+}  // namespace
 
 std::uint32_t port_bandwidth_mbps(std::uint8_t active_speed, std::uint8_t active_width) noexcept {
-    // Payload Mb/s per lane (the ibv_port_attr speed codes of <infiniband/verbs.h>).
-    std::uint32_t per_lane = 0;
-    switch (active_speed) {
-        case 1: per_lane = 2000; break;     // SDR 2.5 Gb/s, 8b/10b
-        case 2: per_lane = 4000; break;     // DDR 5 Gb/s
-        case 4: per_lane = 8000; break;     // QDR 10 Gb/s
-        case 8: per_lane = 10000; break;    // FDR10 10.3125 Gb/s, 64b/66b
-        case 16: per_lane = 13636; break;   // FDR 14.0625 Gb/s
-        case 32: per_lane = 25000; break;   // EDR 25.78125 Gb/s
-        case 64: per_lane = 50000; break;   // HDR 53.125 Gb/s PAM4
-        case 128: per_lane = 100000; break; // NDR
-        default: return 0;
-    }
-    std::uint32_t lanes = 0;
-    switch (active_width) {
-        case 1: lanes = 1; break;
-        case 16: lanes = 2; break;
-        case 2: lanes = 4; break;
-        case 4: lanes = 8; break;
-        case 8: lanes = 12; break;
-        default: return 0;
-    }
-    return per_lane * lanes;
+    return lookup(kLaneRates, active_speed) * lookup(kLanes, active_width);
 }
 
 }  // namespace xrc

@@ -8,13 +8,13 @@
 using namespace xrc;
 
 TEST(PortSpeed, CommonLinks) {
-    EXPECT_EQ(port_bandwidth_mbps(32, 2), 100000u);  // EDR 4X
-    EXPECT_EQ(port_bandwidth_mbps(4, 2), 32000u);    // QDR 4X: 40 Gb/s signalling, 8b/10b
-    EXPECT_EQ(port_bandwidth_mbps(64, 2), 200000u);  // HDR 4X
-    EXPECT_EQ(port_bandwidth_mbps(64, 16), 100000u); // HDR100 (2X)
-    EXPECT_EQ(port_bandwidth_mbps(16, 2), 54544u);   // FDR 4X
-    EXPECT_EQ(port_bandwidth_mbps(1, 1), 2000u);     // SDR 1X
-    EXPECT_EQ(port_bandwidth_mbps(128, 8), 1200000u);// NDR 12X
+    EXPECT_EQ(port_bandwidth_mbps(32, 2), 100000u);    // EDR 4X
+    EXPECT_EQ(port_bandwidth_mbps(4, 2), 32000u);      // QDR 4X: 40 Gb/s signalling, 8b/10b
+    EXPECT_EQ(port_bandwidth_mbps(64, 2), 200000u);    // HDR 4X
+    EXPECT_EQ(port_bandwidth_mbps(64, 16), 100000u);   // HDR100 (2X)
+    EXPECT_EQ(port_bandwidth_mbps(16, 2), 54544u);     // FDR 4X
+    EXPECT_EQ(port_bandwidth_mbps(1, 1), 2000u);       // SDR 1X
+    EXPECT_EQ(port_bandwidth_mbps(128, 8), 1200000u);  // NDR 12X
 }
 
 TEST(PortSpeed, UnknownCodesGiveZero) {
