@@ -172,6 +172,12 @@ int mca_btl_xrc_register_params() noexcept {
             "peer is gone (with btl_xrc_async_progress 0 the peer's process must call MPI to answer: then raise it "
             "above the longest compute phase; 1-86400)", static_cast<int>(kCm.connect_timeout_us / 1000000u),
             &P.connect_timeout, OPAL_INFO_LVL_5);
+    reg_bool("async_progress",
+             "Answer other processes' connection requests and read the device's asynchronous "
+             "events on a service thread per port, which sleeps until something arrives (no CPU while idle), so a "
+             "process that computes without calling MPI never delays a peer's first message; off: only when the "
+             "process calls MPI (then btl_xrc_connect_timeout must exceed the longest compute phase)",
+             true, &P.async_progress, OPAL_INFO_LVL_5);
     reg_int("port_down_grace", "Seconds a port may stay down (link flap, cable reseated, subnet manager re-sweep) "
             "before the job is ended: meanwhile new sends are held and what is in flight is retransmitted by the HCA "
             "(-1: the HCA's own retry budget, 4.096 us * 2^btl_xrc_timeout * (btl_xrc_retry_count + 1), 34 s with "
@@ -232,12 +238,6 @@ int mca_btl_xrc_validate_params() noexcept {
         fail(check_range("btl_xrc_retry_count", P.retry_count, 0, 7, ""));
         fail(check_range("btl_xrc_rnr_retry", P.rnr_retry, 0, 7, "7 = infinite"));
         fail(check_range("btl_xrc_min_rnr_timer", P.min_rnr_timer, 0, 31, "IB RNR timer code"));
-    reg_bool("async_progress",
-             "Answer other processes' connection requests and read the device's asynchronous "
-             "events on a service thread per port, which sleeps until something arrives (no CPU while idle), so a "
-             "process that computes without calling MPI never delays a peer's first message; off: only when the "
-             "process calls MPI (then btl_xrc_connect_timeout must exceed the longest compute phase)",
-             true, &P.async_progress, OPAL_INFO_LVL_5);
         fail(check_range("btl_xrc_max_rdma_dst_ops", P.max_rdma_dst_ops, 1, 255, ""));
         fail(check_range("btl_xrc_service_level", P.service_level, 0, 15, ""));
         fail(check_range("btl_xrc_pkey", P.pkey, 0, 65535, "0 = the pkey at index 0"));

@@ -19,7 +19,8 @@ for p in verbose if_include if_exclude xrcd_dir receive_queues cq_size send_queu
          signal_interval cq_poll_batch free_list_num free_list_max free_list_inc ignore_locality \
          exclusivity eager_limit rndv_eager_limit max_send_size flags atomic_flags \
          rdma_pipeline_send_length rdma_pipeline_frag_size min_rdma_pipeline_size put_limit get_limit \
-         use_eager_rdma eager_rdma_threshold max_eager_rdma eager_rdma_num eager_rdma_slot_size; do
+         use_eager_rdma eager_rdma_threshold max_eager_rdma eager_rdma_num eager_rdma_slot_size port_down_grace \
+         async_progress connect_timeout bandwidth; do
     if grep -q "^mca:btl:xrc:param:btl_xrc_${p}:help:." "$out"; then
         pass "ompi_info lists btl_xrc_$p with a description"
     else
@@ -36,7 +37,8 @@ for p in ring_sends:counter srq_sends:counter srq_sends_ring_active:counter ring
          connection_failures:counter evictions:counter ini_qps:level ini_qps_peak:high_watermark tgt_qps:level \
          tgt_handles:level cm_datagrams_sent:counter cm_datagrams_received:counter cm_retransmissions:counter \
          cm_rejected:counter cm_duplicates:counter cm_stale:counter srq_reposts:counter srq_limit_events:counter \
-         async_events:counter rnr_retry_exceeded:counter send_errors:counter registered_bytes:level \
+         async_events:counter rnr_retry_exceeded:counter send_errors:counter port_downs:counter port_ups:counter \
+         port_down_ms:counter registered_bytes:level \
          registered_bytes_peak:high_watermark; do
     name=${p%%:*} class=${p#*:}
     class=${class//_/ }
@@ -47,6 +49,6 @@ for p in ring_sends:counter srq_sends:counter srq_sends_ring_active:counter ring
         fail "ompi_info does not describe the $class btl_xrc_$name"
     fi
 done
-[ "$(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out")" = 41 ] ||
-    fail "ompi_info lists $(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out") btl_xrc_ pvars, the test knows 41"
+[ "$(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out")" = 44 ] ||
+    fail "ompi_info lists $(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out") btl_xrc_ pvars, the test knows 44"
 finish
