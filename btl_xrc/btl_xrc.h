@@ -189,7 +189,8 @@ extern mca_btl_xrc_component_t mca_btl_xrc_component;
 extern mca_btl_base_module_t mca_btl_xrc_module_template;
 
 // btl_xrc_module.cc
-int mca_btl_xrc_module_init(mca_btl_xrc_module_t *module) noexcept;
+// threads: more than one thread may call the module's entry points (MPI_THREAD_MULTIPLE, progress threads).
+int mca_btl_xrc_module_init(mca_btl_xrc_module_t *module, bool threads) noexcept;
 // btl_xrc_progress.cc
 int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *module) noexcept;
 void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,

@@ -116,7 +116,7 @@ int pkey_index(ibv_context *context, uint8_t port, int pkey, int table_len) {
 }
 
 mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::ReceiveQueueSpec &spec,
-                                      int *num_btls) {
+                                      bool threads, int *num_btls) {
     std::string error;
     mca_btl_xrc_component.job = mca_btl_xrc_job_create(error);
     if (mca_btl_xrc_component.job == nullptr) {
@@ -172,7 +172,7 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
             }
             module->transport = std::move(transport);
             module->index = n;
-            if (mca_btl_xrc_module_init(module) != OPAL_SUCCESS) {
+            if (mca_btl_xrc_module_init(module, threads) != OPAL_SUCCESS) {
                 opal_output(0, "btl:xrc: %s: %s:%u: cannot set up the registration cache or fragment lists",
                             opal_process_info.nodename, port.device.c_str(), port.port);
                 module->super.btl_finalize(&module->super);
@@ -199,7 +199,10 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     return array.release();
 }
 
-mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool /*mpi_threads*/) noexcept {
+// The sends need the module's lock when the application's threads may call MPI at once (mpi_threads);
+// progress_threads is about Open MPI's own progress thread, which never calls a BTL's sends (4.1 passes its
+// build-time OPAL_ENABLE_PROGRESS_THREADS there).
+mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool mpi_threads) noexcept {
     *num_btls = 0;
     try {
         if (mca_btl_xrc_validate_params() != OPAL_SUCCESS) {
@@ -234,7 +237,7 @@ mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool 
                 return nullptr;
             }
         }
-        return build_modules(report, spec, num_btls);
+        return build_modules(report, spec, mpi_threads || opal_using_threads(), num_btls);
     } catch (...) {
         BTL_XRC_VERBOSE(1, "btl:xrc: disqualified: out of memory during initialisation");
         *num_btls = 0;

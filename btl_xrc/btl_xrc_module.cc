@@ -194,8 +194,9 @@ void send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
 }
 
-[[gnu::always_inline]] inline int send_unlocked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
-                                                mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) noexcept {
+// btl_send of a process without threads (mca_btl_xrc_module_init); xrc_send calls it under the module's lock.
+int send_unlocked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
+                  mca_btl_base_tag_t tag) noexcept {
     auto *m = as_xrc(btl);
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
     frag->endpoint = endpoint;
@@ -224,19 +225,17 @@ void send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     return OPAL_SUCCESS;
 }
 
-// Without threads, one test of opal_using_threads() and the plain path; with them, the same under the lock.
+// btl_send of a process with threads: the same under the module's lock.
 int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
              mca_btl_base_tag_t tag) noexcept {
-    if (OPAL_LIKELY(!opal_using_threads())) return send_unlocked(btl, endpoint, des, tag);
     const BtlXrcLock guard(&as_xrc(btl)->lock);
     return send_unlocked(btl, endpoint, des, tag);
 }
 
-[[gnu::always_inline]] inline int sendi_unlocked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
-                                                 opal_convertor_t *convertor, void *header, size_t header_size,
-                                                 size_t payload_size, uint8_t order, uint32_t flags,
-                                                 mca_btl_base_tag_t tag,
-                                                 mca_btl_base_descriptor_t **descriptor) noexcept {
+// btl_sendi of a process without threads; xrc_sendi calls it under the module's lock.
+int sendi_unlocked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor,
+                   void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
+                   mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
     auto *m = as_xrc(btl);
     const size_t total = header_size + payload_size;
     if (descriptor != nullptr) *descriptor = nullptr;
@@ -298,9 +297,6 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
 int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor,
               void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
               mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
-    if (OPAL_LIKELY(!opal_using_threads()))
-        return sendi_unlocked(btl, endpoint, convertor, header, header_size, payload_size, order, flags, tag,
-                              descriptor);
     const BtlXrcLock guard(&as_xrc(btl)->lock);
     return sendi_unlocked(btl, endpoint, convertor, header, header_size, payload_size, order, flags, tag, descriptor);
 }
@@ -377,7 +373,13 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
 
 }  // namespace
 
-int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m) noexcept {
+int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m, bool threads) noexcept {
+    if (!threads) {
+        // Decided once: no thread but the application's one calls in, so the sends need no lock and no test of
+        // opal_using_threads() per message.
+        m->super.btl_send = send_unlocked;
+        m->super.btl_sendi = sendi_unlocked;
+    }
     m->receive_callbacks = mca_btl_base_active_message_trigger;
     try {
         m->endpoints = std::make_unique<std::unordered_map<uint32_t, mca_btl_base_endpoint_t *>>();
