@@ -3,7 +3,11 @@
  * all at once: MPI_Sendrecv with every other rank at every size class (8 B inline, 1 KiB eager, 8 KiB SRQ,
  * 64 KiB and 1 MiB rendezvous), wildcard receives (MPI_ANY_SOURCE, MPI_ANY_TAG) of a message from every other
  * rank, and an MPI_Allreduce of what each thread received, for ITERS rounds (argument 2, default 3). Every byte is
- * verified against its coordinates (mix64.h). Rank 0 prints "threads: OK ranks=N threads=T errors=0". */
+ * verified against its coordinates (mix64.h). With a third argument "rma", each thread also has its own window
+ * (MPI_Win_allocate on its communicator) and, every round, puts a block into its slot at every other rank under a
+ * shared lock, reads every other rank's block back with MPI_Get, and adds to a counter at rank 0 with
+ * MPI_Fetch_and_op; the blocks and the counter are verified. Rank 0 prints "threads: OK ranks=N threads=T
+ * errors=0". */
 #include "mix64.h"
 
 #include <mpi.h>
@@ -15,11 +19,14 @@
 static const int kSizes[] = {8, 1000, 8000, 65536, 1 << 20};
 #define NSIZES ((int)(sizeof(kSizes) / sizeof(kSizes[0])))
 
-static int rank_, size_, iters_;
+static int rank_, size_, iters_, rma_;
+#define RMA_BLOCK 4096 /* bytes each rank puts into its slot of every other rank's window */
 
 struct worker {
     int index;
     MPI_Comm comm;
+    MPI_Win win;         /* rma_ only: size_ slots of RMA_BLOCK bytes, then one long counter */
+    unsigned char *base; /* the window's memory */
     long errors;
     pthread_t thread;
 };
@@ -106,6 +113,57 @@ static void *work(void *arg) {
     return NULL;
 }
 
+/* One round of one-sided traffic on the thread's own window: puts into every peer's slot for this rank, a
+ * barrier, then the blocks other ranks put here are checked locally, every peer's block for this rank is read
+ * back with MPI_Get, and rank 0's counter gets one MPI_Fetch_and_op per rank. */
+static void rma_round(struct worker *w, int iter) {
+    const int block_tag = 2000 + iter;
+    unsigned char out[RMA_BLOCK], back[RMA_BLOCK];
+    for (int k = 1; k < size_; ++k) {
+        const int to = (rank_ + k) % size_;
+        fill(out, rank_, to, w->index, RMA_BLOCK, block_tag);
+        MPI_Win_lock(MPI_LOCK_SHARED, to, 0, w->win);
+        MPI_Put(out, RMA_BLOCK, MPI_BYTE, to, (MPI_Aint)rank_ * RMA_BLOCK, RMA_BLOCK, MPI_BYTE, w->win);
+        MPI_Win_unlock(to, w->win);
+    }
+    long one = 1, before = -1;
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w->win);
+    MPI_Fetch_and_op(&one, &before, MPI_LONG, 0, (MPI_Aint)size_ * RMA_BLOCK, MPI_SUM, w->win);
+    MPI_Win_unlock(0, w->win);
+    if (before < 0 || before >= (long)(iter + 1) * size_) {
+        fprintf(stderr, "threads: rank %d thread %d: counter read %ld in round %d\n", rank_, w->index, before, iter);
+        ++w->errors;
+    }
+    MPI_Barrier(w->comm);
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank_, 0, w->win);
+    for (int from = 0; from < size_; ++from) {
+        if (from != rank_ && check(w->base + (size_t)from * RMA_BLOCK, from, rank_, w->index, RMA_BLOCK, block_tag)) {
+            fprintf(stderr, "threads: rank %d thread %d: block put by %d wrong\n", rank_, w->index, from);
+            ++w->errors;
+        }
+    }
+    MPI_Win_unlock(rank_, w->win);
+    for (int k = 1; k < size_; ++k) {
+        const int peer = (rank_ + k) % size_;
+        memset(back, 0, sizeof(back));
+        MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, w->win);
+        MPI_Get(back, RMA_BLOCK, MPI_BYTE, peer, (MPI_Aint)rank_ * RMA_BLOCK, RMA_BLOCK, MPI_BYTE, w->win);
+        MPI_Win_unlock(peer, w->win);
+        if (check(back, rank_, peer, w->index, RMA_BLOCK, block_tag)) {
+            fprintf(stderr, "threads: rank %d thread %d: block read back from %d wrong\n", rank_, w->index, peer);
+            ++w->errors;
+        }
+    }
+    MPI_Barrier(w->comm); /* nobody puts the next round's blocks before everyone has read this round's */
+}
+
+static void *work_with_rma(void *arg) {
+    struct worker *w = arg;
+    work(arg);
+    for (int iter = 0; iter < iters_; ++iter) rma_round(w, iter);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -113,6 +171,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     const int nthreads = argc > 1 ? atoi(argv[1]) : 4;
     iters_ = argc > 2 ? atoi(argv[2]) : 3;
+    rma_ = argc > 3 && strcmp(argv[3], "rma") == 0;
     if (provided != MPI_THREAD_MULTIPLE) {
         if (rank_ == 0) printf("threads: FAILED MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
         MPI_Finalize();
@@ -122,19 +181,40 @@ int main(int argc, char **argv) {
     for (int t = 0; t < nthreads; ++t) { /* collective: in the same order on every rank, before the threads */
         w[t].index = t;
         MPI_Comm_dup(MPI_COMM_WORLD, &w[t].comm);
+        if (rma_) {
+            MPI_Win_allocate((MPI_Aint)size_ * RMA_BLOCK + (MPI_Aint)sizeof(long), 1, MPI_INFO_NULL, w[t].comm,
+                             &w[t].base, &w[t].win);
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank_, 0, w[t].win);
+            memset(w[t].base, 0, (size_t)size_ * RMA_BLOCK + sizeof(long));
+            MPI_Win_unlock(rank_, w[t].win);
+        }
     }
-    for (int t = 0; t < nthreads; ++t) pthread_create(&w[t].thread, NULL, work, &w[t]);
+    if (rma_) MPI_Barrier(MPI_COMM_WORLD); /* every counter is zero before anyone adds to it */
+    for (int t = 0; t < nthreads; ++t) pthread_create(&w[t].thread, NULL, rma_ ? work_with_rma : work, &w[t]);
     long errors = 0;
     for (int t = 0; t < nthreads; ++t) {
         pthread_join(w[t].thread, NULL);
         errors += w[t].errors;
+    }
+    for (int t = 0; t < nthreads; ++t) { /* collective, in the same order everywhere */
+        if (rma_) {
+            long counter = 0;
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank_, 0, w[t].win);
+            memcpy(&counter, w[t].base + (size_t)size_ * RMA_BLOCK, sizeof(counter));
+            MPI_Win_unlock(rank_, w[t].win);
+            if (rank_ == 0 && counter != (long)iters_ * size_) {
+                fprintf(stderr, "threads: thread %d: counter %ld, expected %ld\n", t, counter, (long)iters_ * size_);
+                ++errors;
+            }
+            MPI_Win_free(&w[t].win);
+        }
         MPI_Comm_free(&w[t].comm);
     }
     long total = 0;
     MPI_Allreduce(&errors, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank_ == 0)
-        printf("threads: %s ranks=%d threads=%d iters=%d errors=%ld\n", total ? "FAILED" : "OK", size_, nthreads,
-               iters_, total);
+        printf("threads: %s ranks=%d threads=%d iters=%d rma=%d errors=%ld\n", total ? "FAILED" : "OK", size_,
+               nthreads, iters_, rma_, total);
     free(w);
     MPI_Finalize();
     return total ? 1 : 0;
