@@ -8,10 +8,6 @@ namespace xrc {
 NodeLink::NodeLink(ConnectionManager &cm, std::uint32_t node, std::uint32_t owner, std::uint32_t depth,
                    std::uint32_t signal_interval)
     : cm_(cm), node_(node), owner_(owner), queue_(depth, signal_interval, node, &NodeLink::blocked, this) {
-    fence_.on_complete = &NodeLink::fence_done;
-    fence_.wr.opcode = IBV_WR_SEND_WITH_IMM;
-    fence_.wr.num_sge = 0;
-    fence_.wr.sg_list = nullptr;
 }
 
 void NodeLink::blocked(void *self) noexcept {
@@ -404,8 +400,7 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
         }
         if (link.queue_.needs_fence() && !link.fence_posted_ && !held_) {
             const PortAddress *owner = host_.address_of(link.owner_);
-            link.fence_.wr.imm_data = htonl(kImmMarker | kImmNop);
-            link.fence_.wr.qp_type.xrc.remote_srqn = owner != nullptr ? owner->srqs.front().srq_num : 0;
+            make_fence(link.fence_, owner != nullptr ? owner->srqs.front().srq_num : 0, &NodeLink::fence_done);
             link.fence_posted_ = link.queue_.post_fence(link.fence_) == 0;
         }
         if (link.queue_.idle()) {

@@ -388,11 +388,7 @@ void PortTransport::begin_finalize() noexcept {
     cm_->begin_finalize();
     loopback_queue_->stop();
     if (loopback_queue_->needs_fence() && !address_.srqs.empty()) {
-        loopback_fence_ = SendOp{};
-        loopback_fence_.wr.opcode = IBV_WR_SEND_WITH_IMM;
-        loopback_fence_.wr.imm_data = htonl(kImmMarker | kImmNop);
-        loopback_fence_.wr.qp_type.xrc.remote_srqn = address_.srqs.front().srq_num;
-        loopback_fence_.on_complete = [](SendOp *, ibv_wc_status) noexcept {};
+        make_fence(loopback_fence_, address_.srqs.front().srq_num, [](SendOp *, ibv_wc_status) noexcept {});
         (void)loopback_queue_->post_fence(loopback_fence_);
     }
 }

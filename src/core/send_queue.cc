@@ -1,9 +1,21 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "send_queue.h"
 
+#include "wire_format.h"
+
+#include <arpa/inet.h>
+
 #include <cerrno>
 
 namespace xrc {
+
+void make_fence(SendOp &op, std::uint32_t remote_srqn, SendCompletionFn on_complete) noexcept {
+    op = SendOp{};
+    op.wr.opcode = IBV_WR_SEND_WITH_IMM;
+    op.wr.imm_data = htonl(kImmMarker | kImmNop);
+    op.wr.qp_type.xrc.remote_srqn = remote_srqn;
+    op.on_complete = on_complete;
+}
 
 SendQueue::SendQueue(std::uint32_t depth, std::uint32_t signal_interval, std::uint32_t node, BlockedFn blocked,
                      void *owner)

@@ -46,6 +46,11 @@ struct SendOp {
     SendOp *next_pending = nullptr;
 };
 
+// `op` as a fence: a signaled zero-length SEND_WITH_IMM carrying the no-op marker to `remote_srqn` (any SRQ of
+// the peer: the receiver drops it). Its completion says every send posted before it on the queue has completed,
+// unsignaled ones included, so the queue can be closed.
+void make_fence(SendOp &op, std::uint32_t remote_srqn, SendCompletionFn on_complete) noexcept;
+
 class SendQueue {
 public:
     using BlockedFn = void (*)(void *owner) noexcept;
