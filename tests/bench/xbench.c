@@ -8,6 +8,9 @@
  *   bibw      windowed bidirectional bandwidth (MB/s, both directions summed)     ~ osu_bibw
  *   mpairs    every rank of the first node paired with one rank of another node;
  *             aggregate message rate (msg/s) and bandwidth (MB/s)                 ~ osu_mbw_mr
+ *   mtrate    MPI_THREAD_MULTIPLE: -T threads in each of two ranks, thread k of one paired with thread k of
+ *             the other on its own communicator, windowed sends as mpairs; aggregate message rate (msg/s),
+ *             reported as benchmark "mtT" (mt1, mt2, mt4, ...)
  *   alltoall  MPI_Alltoall latency, averaged over ranks (us)                      ~ osu_alltoall
  *   startup   MPI_Init time and the time of the first message to every peer (us)
  *   hold      connect every pair of ranks, write DIR/ready, wait for DIR/release (resource accounting)
@@ -27,6 +30,7 @@
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +51,7 @@ static long g_min = 1, g_max = 4L * 1024 * 1024;
 static int g_iters = -1, g_iters_large = -1, g_warmup = -1, g_warmup_large = -1, g_reps = 5, g_window = 64;
 static int g_check;
 static int g_check_failed;
+static int g_threads = 1; /* mtrate: threads per rank (-T) */
 static const char *g_dir = ".";
 static double g_hold_limit = 120.0;
 static double g_init_seconds; /* this rank's MPI_Init duration */
@@ -57,13 +62,14 @@ static int g_reply_fd = -1;
 static void usage(FILE *f) {
     fprintf(f,
             "usage: xbench BENCH [options]\n"
-            "  BENCH: latency | bw | bibw | mpairs | alltoall | startup | hold | all\n"
+            "  BENCH: latency | bw | bibw | mpairs | mtrate | alltoall | startup | hold | all\n"
             "  -m MIN:MAX  message sizes, powers of two (default 1:4194304)\n"
             "  -i N        iterations per repetition, sizes <= 8 KiB (default per bench, OSU-like)\n"
             "  -I N        iterations per repetition, sizes > 8 KiB\n"
             "  -w N / -x N warm-up iterations, small / large sizes\n"
             "  -r N        repetitions (samples) per size (default 5)\n"
-            "  -W N        window for bw, bibw, mpairs (default 64)\n"
+            "  -W N        window for bw, bibw, mpairs, mtrate (default 64)\n"
+            "  -T N        mtrate: threads per rank (1-64, default 1; MPI_THREAD_MULTIPLE)\n"
             "  -c          check received data\n"
             "  -t LABEL    label written in the second CSV column (e.g. the transport)\n"
             "  -d DIR      hold: directory for the ready/release files (default .)\n"
@@ -353,6 +359,85 @@ static void bench_mpairs(void) {
     free(A), free(B), free(sb), free(rb), free(req), free(rate), free(bw);
 }
 
+/* ---------- mtrate ---------- */
+struct mt_worker {
+    MPI_Comm comm; /* this thread's own duplicate of MPI_COMM_WORLD */
+    int sender, other, n;
+    long size;
+    unsigned char *sb, *rb;
+    MPI_Request *req;
+    double seconds; /* of the timed loop */
+    int fail;
+};
+
+static void *mt_run(void *arg) {
+    struct mt_worker *w = arg;
+    char ack[4] = {0};
+    MPI_Barrier(w->comm); /* the paired thread is ready too */
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < w->n; i++) {
+        if (w->sender) {
+            for (int k = 0; k < g_window; k++) MPI_Isend(w->sb, w->size, MPI_BYTE, w->other, TAG_DATA, w->comm, &w->req[k]);
+            MPI_Waitall(g_window, w->req, MPI_STATUSES_IGNORE);
+            MPI_Recv(ack, 4, MPI_BYTE, w->other, TAG_ACK, w->comm, MPI_STATUS_IGNORE);
+        } else {
+            for (int k = 0; k < g_window; k++) MPI_Irecv(w->rb, w->size, MPI_BYTE, w->other, TAG_DATA, w->comm, &w->req[k]);
+            MPI_Waitall(g_window, w->req, MPI_STATUSES_IGNORE);
+            MPI_Send(ack, 4, MPI_BYTE, w->other, TAG_ACK, w->comm);
+        }
+    }
+    w->seconds = MPI_Wtime() - t0;
+    return NULL;
+}
+
+static void bench_mtrate(void) {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    const int other = partner_of_zero();
+    const int role = g_rank == 0 ? 1 : g_rank == other ? 2 : 0;
+    char name[16];
+    snprintf(name, sizeof(name), "mt%d", g_threads);
+    if (g_rank == 0) printf("# mtrate: %d thread(s) per rank, ranks 0 and %d, window %d, thread level %s\n", g_threads,
+                            other, g_window, provided == MPI_THREAD_MULTIPLE ? "multiple" : "NOT multiple");
+    struct mt_worker *w = calloc((size_t)g_threads, sizeof(*w));
+    for (int t = 0; t < g_threads; t++) { /* collective, in the same order everywhere, before any thread runs */
+        MPI_Comm_dup(MPI_COMM_WORLD, &w[t].comm);
+        w[t].sb = xmalloc(g_max), w[t].rb = xmalloc(g_max);
+        w[t].req = calloc((size_t)g_window, sizeof(MPI_Request));
+        w[t].sender = role == 1, w[t].other = g_rank == 0 ? other : 0;
+    }
+    pthread_t *tid = calloc((size_t)g_threads, sizeof(pthread_t));
+    double *rate = calloc(g_reps, sizeof(double));
+    for (long size = g_min; size <= g_max; size *= 2) {
+        int iters = iters_for(size, 100, 5), warm = warmup_for(size, 10, 2), fail = 0;
+        for (int t = 0; t < g_threads && g_check; t++) fill(w[t].sb, size, (unsigned)size ^ (unsigned)t);
+        for (int rep = -1; rep < g_reps; rep++) {
+            double slowest = 0, tmax = 0;
+            if (role) {
+                for (int t = 0; t < g_threads; t++) {
+                    w[t].size = size, w[t].n = rep < 0 ? warm : iters;
+                    if (g_check) memset(w[t].rb, 0, size);
+                    pthread_create(&tid[t], NULL, mt_run, &w[t]);
+                }
+                for (int t = 0; t < g_threads; t++) {
+                    pthread_join(tid[t], NULL);
+                    if (w[t].seconds > slowest) slowest = w[t].seconds;
+                    if (g_check && role == 2 && w[t].n > 0)
+                        fail |= verify(w[t].rb, size, (unsigned)size ^ (unsigned)t, "mtrate", size);
+                }
+            }
+            MPI_Allreduce(&slowest, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (rep >= 0) rate[rep] = (double)g_threads * g_window * iters / tmax;
+        }
+        emit(name, size, "msgrate", "msg/s", rate, g_reps, iters, check_result(fail));
+    }
+    for (int t = 0; t < g_threads; t++) {
+        MPI_Comm_free(&w[t].comm);
+        free(w[t].sb), free(w[t].rb), free(w[t].req);
+    }
+    free(w), free(tid), free(rate);
+}
+
 /* ---------- alltoall ---------- */
 static void bench_alltoall(void) {
     long max = g_max;
@@ -472,7 +557,12 @@ static void bench_hold(void) {
 int main(int argc, char **argv) {
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    MPI_Init(&argc, &argv);
+    if (argc > 1 && !strcmp(argv[1], "mtrate")) { /* only this benchmark asks for threads: the others stay as they were */
+        int provided = 0;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     clock_gettime(CLOCK_MONOTONIC, &b);
     g_init_seconds = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -487,7 +577,7 @@ int main(int argc, char **argv) {
     g_corrupt = getenv("XBENCH_SELFTEST_CORRUPT") && atoi(getenv("XBENCH_SELFTEST_CORRUPT")) == 1;
     int quick = 0, opt;
     optind = 2;
-    while ((opt = getopt(argc, argv, "m:i:I:w:x:r:W:ct:d:H:qS:P:")) != -1) {
+    while ((opt = getopt(argc, argv, "m:i:I:w:x:r:W:ct:d:H:qS:P:T:")) != -1) {
         switch (opt) {
         case 'm':
             if (sscanf(optarg, "%ld:%ld", &g_min, &g_max) != 2) g_min = g_max = atol(optarg);
@@ -505,6 +595,7 @@ int main(int argc, char **argv) {
         case 'q': quick = 1; break;
         case 'S': g_pace_us = atol(optarg); break;
         case 'P': g_reply_fifo = optarg; break;
+        case 'T': g_threads = atoi(optarg); break;
         default:
             if (g_rank == 0) usage(stderr);
             MPI_Finalize();
@@ -518,7 +609,8 @@ int main(int argc, char **argv) {
         if (g_warmup < 0) g_warmup = 5;
         if (g_warmup_large < 0) g_warmup_large = 1;
     }
-    if (g_min < 1 || g_max < g_min || g_max > MAX_SIZE_LIMIT || g_reps < 1 || g_window < 1 || g_window > 4096) {
+    if (g_min < 1 || g_max < g_min || g_max > MAX_SIZE_LIMIT || g_reps < 1 || g_window < 1 || g_window > 4096 ||
+        g_threads < 1 || g_threads > 64) {
         if (g_rank == 0) fprintf(stderr, "xbench: bad sizes/repetitions/window (sizes 1..%ld)\n", MAX_SIZE_LIMIT);
         MPI_Finalize();
         return 1;
@@ -541,6 +633,7 @@ int main(int argc, char **argv) {
     if (all || !strcmp(bench, "bibw")) bench_bw(1), known = 1;
     if (all || !strcmp(bench, "mpairs")) bench_mpairs(), known = 1;
     if (all || !strcmp(bench, "alltoall")) bench_alltoall(), known = 1;
+    if (!strcmp(bench, "mtrate")) bench_mtrate(), known = 1;
     if (!strcmp(bench, "hold")) bench_hold(), known = 1;
     if (!known) {
         if (g_rank == 0) fprintf(stderr, "xbench: unknown benchmark '%s'\n", bench), usage(stderr);
