@@ -128,11 +128,9 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const ibv_async_event &ev
                 }
                 break;
             case xrc::EventVerdict::resume: {
-                const uint64_t since = target->transport->health().down_since_us();
                 const bool was_down = target->transport->health().down();
                 if (target->transport->port_up() && was_down) {
                     const uint64_t lasted = target->transport->health().longest_down_us();
-                    (void)since;
                     opal_output(0,
                                 "btl:xrc: %s: the port is active again; held sends resume (down %.2f s at most so far)",
                                 where(target).c_str(), double(lasted) / 1e6);
