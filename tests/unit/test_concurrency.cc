@@ -134,11 +134,21 @@ TEST(Concurrency, ConnectionManagerServedWhileSendersAndProgressRun) {
         Service service(net);
         std::vector<std::thread> threads;
         for (std::uint32_t r = 0; r < kRanks; ++r) {
-            // A sender: every send under the module's lock, as btl_send does; the first ones queue and start the
-            // connection through the queue's "blocked" hook.
+            // A sender: every send under the module's lock, as btl_send does. The first round (one message per
+            // peer) queues and starts the connections through the queues' "blocked" hook; the sender waits for
+            // those to complete, so the rest is posted on open queues while progress completes and the service
+            // thread still answers the connections made back toward this process.
             threads.emplace_back([&, r] {
                 Process &p = net[r];
+                const std::size_t first_round = remote[r].size();
                 for (std::uint32_t i = 0; i < messages[r].size(); ++i) {
+                    if (i == first_round) {
+                        EXPECT_TRUE(wait_for([&] {
+                            for (std::size_t k = 0; k < first_round; ++k)
+                                if (messages[r][k]->completions.load() == 0) return false;
+                            return true;
+                        }));
+                    }
                     CountedMessage &m = *messages[r][i];
                     std::lock_guard<std::recursive_mutex> g(p.queues_lock);
                     Peer &peer = p.peer(remote[r][i % remote[r].size()]);
