@@ -111,6 +111,7 @@ public:
     std::uint32_t next_qpn = 0x100;
     std::map<std::uint32_t, std::unique_ptr<FakeQp>> qps;  // every live QP object (INI, TGT, handles) by address
     std::map<std::uint32_t, int> tgt_users;                // TGT QPN -> handles (creator included)
+    std::vector<ibv_send_wr> retired_posts;                // what destroyed INI QPs had posted
     std::function<bool(const Datagram &)> lose = [](const Datagram &) { return false; };
     std::function<int(const Datagram &)> copies = [](const Datagram &) { return 1; };
     std::uint64_t delay_us = 0;
@@ -264,6 +265,8 @@ inline void Process::destroy_qp(ibv_qp *qp) noexcept {
     FakeQp *f = fake_of(qp);
     if (f->kind == FakeQp::Kind::tgt) --net_.tgt_users[qp->qp_num];
     if (f->kind == FakeQp::Kind::handle) --net_.tgt_users[f->peer_qpn];
+    if (f->kind == FakeQp::Kind::ini)
+        net_.retired_posts.insert(net_.retired_posts.end(), f->posted.begin(), f->posted.end());
     net_.qps.erase(qp->qp_num);
 }
 

@@ -100,9 +100,13 @@ private:
     std::thread thread_;
 };
 
-TEST(Concurrency, ConnectionManagerServedWhileSendersAndProgressRun) {
+// 3 nodes x 2 ranks, every rank sending to every rank of the other nodes, then finalizing. `max_ini_qps` 1: every
+// process alternates between two nodes under a cap of one connection, so links are evicted (drained, fenced,
+// closed) and made again all along, while sends queue on them.
+void stress_connection_manager(std::uint32_t max_ini_qps) {
     constexpr std::uint32_t kNodes = 3, kPpn = 2, kRanks = kNodes * kPpn, kPerPeer = 24;
     CmConfig base;
+    base.max_ini_qps = max_ini_qps;
     // The clock runs with the service loop, which a loaded machine may spin far ahead of the other threads: this
     // test is about threads, not about giving up, so no connection may time out here.
     base.connect_timeout_us = 3600ull * 1000000;
@@ -181,10 +185,16 @@ TEST(Concurrency, ConnectionManagerServedWhileSendersAndProgressRun) {
         ASSERT_TRUE(all_done) << "sends still outstanding";
     }
 
-    // Every message completed once, successfully, and reached the device once, on the INI QP of its node's link,
-    // toward its receiver's SRQ.
+    // Every message completed once, successfully, and reached the device once (on the INI QP of its node's link
+    // then, possibly closed since), toward its receiver's SRQ.
     std::map<std::uint64_t, int> posted;  // payload address -> times posted
-    std::map<std::uint32_t, std::vector<std::pair<std::uint32_t, std::uint32_t>>> holds;  // rank -> (tgt, ini)
+    auto count_posted = [&](const ibv_send_wr &wr) {
+        if (wr.num_sge > 0) ++posted[wr.sg_list->addr];  // (a drain's fence carries no data)
+    };
+    for (const ibv_send_wr &wr : net.retired_posts) count_posted(wr);
+    // holds[rank]: (TGT QPN, INI QPN) of the connections its first messages came through. Sized before the
+    // threads read it.
+    std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> holds(kRanks);
     for (std::uint32_t r = 0; r < kRanks; ++r) {
         EXPECT_TRUE(net[r].failures.empty()) << net[r].failures.front();
         for (const auto &m : messages[r]) {
@@ -194,9 +204,12 @@ TEST(Concurrency, ConnectionManagerServedWhileSendersAndProgressRun) {
         for (SendQueue *q : queues[r]) {
             const NodeLink *link = net[r].cm().link_of(*q);
             ASSERT_NE(link, nullptr);
-            ASSERT_EQ(link->state(), NodeLink::State::connected);
+            if (max_ini_qps == 0) {
+                ASSERT_EQ(link->state(), NodeLink::State::connected);
+            }
+            if (link->state() != NodeLink::State::connected) continue;
             for (const ibv_send_wr &wr : fake_of(q->qp())->posted) {
-                ++posted[wr.sg_list->addr];
+                count_posted(wr);
                 const std::uint32_t receiver = (wr.qp_type.xrc.remote_srqn - 0x500) / 4;
                 if (imm_of(wr) & kImmFirst) holds[receiver].emplace_back(link->tgt_qpn(), link->ini_qpn());
             }
@@ -209,8 +222,16 @@ TEST(Concurrency, ConnectionManagerServedWhileSendersAndProgressRun) {
             EXPECT_EQ(posted[reinterpret_cast<std::uintptr_t>(&m->payload)], 1);
         }
     EXPECT_EQ(posted.size(), sent);
-    // One connection per (process, remote node).
-    EXPECT_EQ(net.live_of(FakeQp::Kind::ini), std::size_t(kRanks * (kNodes - 1)));
+    // One connection per (process, remote node), or as many as the cap allows.
+    if (max_ini_qps == 0)
+        EXPECT_EQ(net.live_of(FakeQp::Kind::ini), std::size_t(kRanks * (kNodes - 1)));
+    else
+        EXPECT_LE(net.live_of(FakeQp::Kind::ini), std::size_t(kRanks * max_ini_qps));
+    if (max_ini_qps != 0) {
+        std::uint64_t evictions = 0;
+        for (std::uint32_t r = 0; r < kRanks; ++r) evictions += net[r].cm().counters().evictions;
+        EXPECT_GT(evictions, 0u);
+    }
 
     // Finalize, threaded as well: every receiver first opens its handles on the TGT QPs its first messages came
     // through (progress's hold_tgt) while the others do the same, then all drain and close while the service
@@ -247,6 +268,14 @@ TEST(Concurrency, ConnectionManagerServedWhileSendersAndProgressRun) {
     EXPECT_EQ(net.live_of(FakeQp::Kind::handle), 0u);
     EXPECT_EQ(net.live_tgts(), 0u);
     for (std::uint32_t r = 0; r < kRanks; ++r) EXPECT_TRUE(net[r].failures.empty());
+}
+
+TEST(Concurrency, ConnectionManagerServedWhileSendersAndProgressRun) {
+    stress_connection_manager(0);
+}
+
+TEST(Concurrency, ConnectionManagerEvictsUnderACapWhileSendersAndProgressRun) {
+    stress_connection_manager(1);
 }
 
 // ---- SendQueue under the module's lock ------------------------------------------------------------------------
