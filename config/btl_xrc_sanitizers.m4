@@ -1,10 +1,18 @@
 dnl SPDX-License-Identifier: BSD-3-Clause
 dnl --enable-asan: build everything (core, plugin, software HCA, tests) with AddressSanitizer + UBSan.
 dnl Programs started by mpirun then need libasan preloaded; tests/smoke does that when ASAN_FLAGS is set.
+dnl --enable-tsan: build with ThreadSanitizer. Only the core (src/core) and its unit tests (tests/unit) are
+dnl meant to build and run that way; the plugin would need Open MPI itself built with TSan to say anything.
+dnl The two runtimes cannot share a process, so the options exclude each other.
 AC_DEFUN([BTL_XRC_SANITIZERS], [
   AC_ARG_ENABLE([asan],
     [AS_HELP_STRING([--enable-asan], [build with AddressSanitizer and UndefinedBehaviorSanitizer])],
     [], [enable_asan=no])
+  AC_ARG_ENABLE([tsan],
+    [AS_HELP_STRING([--enable-tsan], [build with ThreadSanitizer (the core and its unit tests only)])],
+    [], [enable_tsan=no])
+  AS_IF([test "x$enable_asan" = xyes && test "x$enable_tsan" = xyes],
+    [AC_MSG_ERROR([--enable-asan and --enable-tsan cannot be combined: AddressSanitizer and ThreadSanitizer cannot share a process])])
   ASAN_FLAGS=""
   AS_IF([test "x$enable_asan" = xyes], [
     ASAN_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer"
@@ -15,6 +23,17 @@ AC_DEFUN([BTL_XRC_SANITIZERS], [
     dnl library must name the runtimes themselves.
     LIBS="$LIBS -lasan -lubsan"
   ])
+  TSAN_FLAGS=""
+  AS_IF([test "x$enable_tsan" = xyes], [
+    TSAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer"
+    BTL_XRC_CXXFLAGS="$BTL_XRC_CXXFLAGS $TSAN_FLAGS"
+    BTL_XRC_CFLAGS="$BTL_XRC_CFLAGS $TSAN_FLAGS"
+    LDFLAGS="$LDFLAGS $TSAN_FLAGS"
+    dnl As for ASan: shared-library links done by libtool need the runtime named.
+    LIBS="$LIBS -ltsan"
+  ])
   AC_SUBST([ASAN_FLAGS])
+  AC_SUBST([TSAN_FLAGS])
   AM_CONDITIONAL([ENABLE_ASAN], [test "x$enable_asan" = xyes])
+  AM_CONDITIONAL([ENABLE_TSAN], [test "x$enable_tsan" = xyes])
 ])

@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A fake network for connection manager tests, without MPI or a device: processes on simulated nodes exchange the
+// managers' datagrams through a wire that can lose, duplicate, delay and reorder them, over fake QPs that record
+// what would reach the device. Net::run() drives everything from one thread; the threaded tests serve datagrams
+// and timers from one thread and send and progress from others, so everything the processes' host callbacks
+// touch in the network is guarded by Net::mutex (a leaf lock: nothing calls back into a manager under it), and
+// each Process has the lock its send queues' users hold (the BTL module's lock), taken by lock_queues().
+#pragma once
+
+#include "src/core/connection_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace xrc::cm_test {
+
+inline int fake_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **);
+
+struct FakeQp {
+    ibv_context context{};
+    ibv_qp qp{};
+    enum class Kind { ini, tgt, handle } kind = Kind::ini;
+    std::uint32_t owner_rank = 0;
+    std::uint32_t node = 0;
+    std::uint32_t peer_qpn = 0;  // INI: the TGT it is connected to; TGT/handle: the INI
+    bool connected = false;
+    std::vector<ibv_send_wr> posted;
+    FakeQp() {
+        context.ops.post_send = fake_post_send;
+        qp.context = &context;
+    }
+};
+
+inline FakeQp *fake_of(ibv_qp *qp) {
+    return reinterpret_cast<FakeQp *>(reinterpret_cast<char *>(qp) - offsetof(FakeQp, qp));
+}
+
+inline int fake_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **) {
+    FakeQp *f = fake_of(qp);
+    if (!f->connected) return EINVAL;  // posting before RTS would be a bug
+    f->posted.push_back(*wr);
+    return 0;
+}
+
+struct Datagram {
+    std::uint32_t from, to;
+    CmBytes bytes;
+    std::uint64_t due;
+};
+
+class Net;
+
+class Process : public CmHost {
+public:
+    Process(Net &net, std::uint32_t rank, std::uint32_t node, CmConfig config);
+    ConnectionManager &cm() { return *cm_; }
+    std::uint32_t rank() const { return rank_; }
+    const PortAddress &address() const { return address_; }
+
+    const PortAddress *address_of(std::uint32_t rank) noexcept override;
+    void send_datagram(const PortAddress &to, const CmBytes &bytes) noexcept override;
+    ibv_qp *create_ini(std::string &error) noexcept override;
+    std::string connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept override;
+    ibv_qp *create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn, std::string &error) noexcept override;
+    ibv_qp *open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept override;
+    void destroy_qp(ibv_qp *qp) noexcept override;
+    bool reserve_completions(std::size_t) noexcept override { return true; }
+    std::uint64_t now_us() noexcept override;
+    void link_failed(const NodeLink &, const std::string &why) noexcept override;
+    void note(const std::string &) noexcept override {}
+    void lock_queues() noexcept override { queues_lock.lock(); }
+    void unlock_queues() noexcept override { queues_lock.unlock(); }
+
+    // The launcher's node id this process publishes (a label: it may collide with another node's).
+    void relabel(std::uint32_t node_id) { address_.node_id = node_id; }
+    // A peer object for `rank` attached to its node's link (what the BTL's add_procs does).
+    Peer &peer(std::uint32_t rank);
+    std::vector<std::string> failures;  // under Net::mutex
+    bool fail_tgt_creation = false;
+    // What the BTL module's lock is to the send queues: held by senders and progress around every use of a
+    // link's queue, and by the manager's tick() through lock_queues(). Recursive, as the module's lock is.
+    std::recursive_mutex queues_lock;
+
+private:
+    Net &net_;
+    std::uint32_t rank_, node_;
+    PortAddress address_;
+    std::map<std::uint32_t, std::unique_ptr<Peer>> peers_;
+    std::unique_ptr<ConnectionManager> cm_;
+};
+
+class Net {
+public:
+    // Guards everything below once several threads drive the processes (see the file's comment).
+    std::mutex mutex;
+    std::vector<std::unique_ptr<Process>> procs;
+    std::deque<Datagram> wire;
+    std::uint64_t clock = 1000;
+    std::uint32_t next_qpn = 0x100;
+    std::map<std::uint32_t, std::unique_ptr<FakeQp>> qps;  // every live QP object (INI, TGT, handles) by address
+    std::map<std::uint32_t, int> tgt_users;                // TGT QPN -> handles (creator included)
+    std::vector<ibv_send_wr> retired_posts;                // what destroyed INI QPs had posted
+    std::function<bool(const Datagram &)> lose = [](const Datagram &) { return false; };
+    std::function<int(const Datagram &)> copies = [](const Datagram &) { return 1; };
+    std::uint64_t delay_us = 0;
+    bool reorder = false;
+    std::mt19937 rng{12345};
+
+    // P ranks per node, N nodes, block mapping (ranks n*P .. n*P+P-1 on node n).
+    Net(std::uint32_t nodes, std::uint32_t ppn, CmConfig base = {}) {
+        for (std::uint32_t n = 0; n < nodes; ++n)
+            for (std::uint32_t p = 0; p < ppn; ++p) {
+                CmConfig c = base;
+                c.my_rank = n * ppn + p;
+                c.my_node = n;
+                c.jobid = 7;
+                procs.push_back(std::make_unique<Process>(*this, c.my_rank, n, c));
+            }
+    }
+    ~Net() { procs.clear(); }  // the processes destroy their QPs through the maps below
+    Process &operator[](std::uint32_t rank) { return *procs[rank]; }
+
+    // Delivers until nothing is in flight and no timer wants anything, advancing the clock; bounded.
+    void run(std::uint64_t max_us = 120000000) {
+        const std::uint64_t end = clock + max_us;
+        while (clock < end) {
+            bool any = false;
+            if (reorder && wire.size() > 1) std::shuffle(wire.begin(), wire.end(), rng);
+            std::deque<Datagram> now;
+            for (auto it = wire.begin(); it != wire.end();) {
+                if (it->due <= clock) {
+                    now.push_back(*it);
+                    it = wire.erase(it);
+                } else {
+                    ++it;
+                }
+            }
+            for (const auto &d : now) {
+                any = true;
+                if (lose(d)) continue;
+                for (int c = 0; c < copies(d); ++c) {
+                    Process &to = *procs[d.to];
+                    to.cm().on_datagram(d.bytes, procs[d.from]->address().lid, procs[d.from]->address().cm_qpn);
+                }
+            }
+            for (auto &p : procs)
+                if (p->cm().busy()) {
+                    p->cm().tick();
+                    any = true;
+                }
+            if (!any && wire.empty()) return;
+            clock += 500;
+        }
+    }
+    std::size_t live_tgts() const {
+        std::size_t n = 0;
+        for (const auto &[qpn, users] : tgt_users) n += users > 0;
+        return n;
+    }
+    std::size_t live_of(FakeQp::Kind kind) const {
+        std::size_t n = 0;
+        for (const auto &[key, qp] : qps) n += qp->kind == kind;
+        return n;
+    }
+};
+
+inline Process::Process(Net &net, std::uint32_t rank, std::uint32_t node, CmConfig config)
+    : net_(net), rank_(rank), node_(node) {
+    address_.lid = static_cast<std::uint16_t>(node + 1);
+    address_.port_num = 1;
+    address_.mtu = 5;
+    address_.node_id = node;
+    address_.cm_qpn = 0x10000 + rank;
+    address_.token = 0xabc0000000000000ull + rank * 7919 + 1;
+    address_.srqs = {{256, 0x500 + rank * 4}, {65536, 0x501 + rank * 4}};
+    config.my_token = address_.token;
+    config.my_port = port_identity(address_);
+    cm_ = std::make_unique<ConnectionManager>(*this, config);
+}
+
+inline const PortAddress *Process::address_of(std::uint32_t rank) noexcept {
+    return rank < net_.procs.size() ? &net_.procs[rank]->address() : nullptr;
+}
+
+inline void Process::send_datagram(const PortAddress &to, const CmBytes &bytes) noexcept {
+    std::lock_guard<std::mutex> g(net_.mutex);
+    const std::uint32_t dst = to.cm_qpn - 0x10000;
+    net_.wire.push_back({rank_, dst, bytes, net_.clock + net_.delay_us});
+}
+
+inline ibv_qp *Process::create_ini(std::string &) noexcept {
+    std::lock_guard<std::mutex> g(net_.mutex);
+    auto f = std::make_unique<FakeQp>();
+    f->kind = FakeQp::Kind::ini;
+    f->owner_rank = rank_;
+    f->node = node_;
+    f->qp.qp_num = net_.next_qpn++;
+    ibv_qp *qp = &f->qp;
+    net_.qps[qp->qp_num] = std::move(f);
+    return qp;
+}
+
+inline std::string Process::connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept {
+    std::lock_guard<std::mutex> g(net_.mutex);
+    FakeQp *f = fake_of(ini);
+    if (net_.tgt_users[tgt_qpn] == 0) return "no such TGT QP";
+    if (target.node_id == node_) return "INI toward its own node";
+    f->peer_qpn = tgt_qpn;
+    f->connected = true;
+    return {};
+}
+
+inline ibv_qp *Process::create_tgt(const PortAddress &, std::uint32_t ini_qpn, std::string &error) noexcept {
+    std::lock_guard<std::mutex> g(net_.mutex);
+    if (fail_tgt_creation) {
+        error = "out of QPs";
+        return nullptr;
+    }
+    auto f = std::make_unique<FakeQp>();
+    f->kind = FakeQp::Kind::tgt;
+    f->owner_rank = rank_;
+    f->node = node_;
+    f->peer_qpn = ini_qpn;
+    f->qp.qp_num = net_.next_qpn++;
+    ibv_qp *qp = &f->qp;
+    net_.tgt_users[qp->qp_num] = 1;
+    net_.qps[qp->qp_num] = std::move(f);
+    return qp;
+}
+
+inline ibv_qp *Process::open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept {
+    std::lock_guard<std::mutex> g(net_.mutex);
+    auto it = net_.qps.find(tgt_qpn);
+    if (it == net_.qps.end() || net_.tgt_users[tgt_qpn] == 0 || it->second->node != node_ ||
+        it->second->peer_qpn != ini_qpn) {
+        error = "no such TGT QP in this domain";
+        return nullptr;
+    }
+    auto f = std::make_unique<FakeQp>();
+    f->kind = FakeQp::Kind::handle;
+    f->owner_rank = rank_;
+    f->node = node_;
+    f->peer_qpn = tgt_qpn;                      // for handles: the TGT they hold
+    f->qp.qp_num = net_.next_qpn++ | 0x800000;  // a handle object of its own (the real QP number is tgt_qpn)
+    ++net_.tgt_users[tgt_qpn];
+    ibv_qp *qp = &f->qp;
+    net_.qps[qp->qp_num] = std::move(f);
+    return qp;
+}
+
+inline void Process::destroy_qp(ibv_qp *qp) noexcept {
+    std::lock_guard<std::mutex> g(net_.mutex);
+    FakeQp *f = fake_of(qp);
+    if (f->kind == FakeQp::Kind::tgt) --net_.tgt_users[qp->qp_num];
+    if (f->kind == FakeQp::Kind::handle) --net_.tgt_users[f->peer_qpn];
+    if (f->kind == FakeQp::Kind::ini)
+        net_.retired_posts.insert(net_.retired_posts.end(), f->posted.begin(), f->posted.end());
+    net_.qps.erase(qp->qp_num);
+}
+
+inline std::uint64_t Process::now_us() noexcept {
+    std::lock_guard<std::mutex> g(net_.mutex);
+    return net_.clock;
+}
+
+inline void Process::link_failed(const NodeLink &, const std::string &why) noexcept {
+    std::lock_guard<std::mutex> g(net_.mutex);
+    failures.push_back(why);
+}
+
+inline Peer &Process::peer(std::uint32_t rank) {
+    auto &slot = peers_[rank];
+    if (!slot) {
+        slot = std::make_unique<Peer>();
+        const PortAddress &a = net_.procs[rank]->address();
+        slot->rank = rank;
+        slot->srqs = a.srqs;
+        cm_->attach(*slot, cm_->link_for(a, rank));
+    }
+    return *slot;
+}
+
+// A send as the BTL makes it: prepared by the peer, queued on its link's queue.
+struct Message {
+    SendOp op;
+    unsigned char data[16] = {};
+    bool done = false;
+    ibv_wc_status status = IBV_WC_SUCCESS;
+};
+inline void message_done(SendOp *op, ibv_wc_status status) noexcept {
+    auto *m = reinterpret_cast<Message *>(reinterpret_cast<char *>(op) - offsetof(Message, op));
+    m->done = true;
+    m->status = status;
+}
+inline void send(Process &from, std::uint32_t to, Message &m) {
+    Peer &p = from.peer(to);
+    p.prepare_srq(m.op, m.data, sizeof(m.data), 0, make_imm(0x41));
+    m.op.on_complete = message_done;
+    ASSERT_EQ(p.queue->post_or_queue(m.op), 0);
+}
+// Completes everything posted on a link's queue (the HCA's ACKs).
+inline void complete_all(NodeLink &link) {
+    while (!link.queue().idle()) {
+        ibv_wc wc{};
+        wc.wr_id = reinterpret_cast<std::uintptr_t>(&link.queue());
+        wc.status = IBV_WC_SUCCESS;
+        link.queue().on_completion(wc);
+    }
+}
+inline FakeQp *ini_of(NodeLink &link) {
+    return link.queue().qp() != nullptr ? fake_of(link.queue().qp()) : nullptr;
+}
+inline std::uint32_t imm_of(const ibv_send_wr &wr) {
+    return ntohl(wr.imm_data);
+}
+
+}  // namespace xrc::cm_test
