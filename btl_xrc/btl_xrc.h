@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -84,7 +85,9 @@ struct mca_btl_xrc_component_t {
     mca_btl_xrc_modules_t modules;
     std::unique_ptr<mca_btl_xrc_job_t> job;
     // Progress calls until the status record is looked at again (btl_xrc_status.cc): 1 after a connection event.
-    uint32_t status_countdown;
+    // Threads may all count down at once: relaxed loads and stores (plain moves, no locked instruction), so a tick
+    // may be lost and the look comes a little later; the look itself is serialized in btl_xrc_status.cc.
+    std::atomic<uint32_t> status_countdown;
 
     // A process that exits without closing the component (MPI_Abort, exit() before MPI_Finalize) leaves its
     // modules to the kernel, as a process's verbs objects are: destroying them from a static destructor would call
@@ -226,7 +229,10 @@ void mca_btl_xrc_status_module_done(mca_btl_xrc_module_t *module) noexcept;  // 
 void mca_btl_xrc_status_fini() noexcept;
 // Once per progress call: a decrement, and a look at the record every so many calls or after an event.
 inline void mca_btl_xrc_status_tick() noexcept {
-    if (OPAL_UNLIKELY(--mca_btl_xrc_component.status_countdown == 0)) mca_btl_xrc_status_poll();
+    auto &countdown = mca_btl_xrc_component.status_countdown;
+    const uint32_t left = countdown.load(std::memory_order_relaxed) - 1;
+    countdown.store(left, std::memory_order_relaxed);
+    if (OPAL_UNLIKELY(left == 0)) mca_btl_xrc_status_poll();
 }
 
 // btl_xrc_pvars.cc

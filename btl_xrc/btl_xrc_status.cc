@@ -9,6 +9,8 @@
 //
 // Size: one record per process, O(nodes contacted + TGT QPs made + handles held) lines; host names are looked up
 // once per node contacted.
+// Threads: any application thread may reach these functions (progress, connection events); one at a time touches
+// the writer (writer_mutex). A thread that finds it taken on a periodic look skips it: the holder is writing.
 #include "btl_xrc.h"
 
 #include "src/core/port_transport.h"
@@ -24,6 +26,7 @@
 #include <algorithm>
 #include <ctime>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -95,11 +98,21 @@ struct StatusWriter {
 };
 
 std::unique_ptr<StatusWriter> writer;
+std::mutex writer_mutex;
+
+// No record from now on: the file goes. The caller holds writer_mutex.
+void release_writer() noexcept {
+    mca_btl_xrc_component.status_countdown = UINT32_MAX;
+    if (!writer) return;
+    (void)unlink(writer->path.c_str());
+    writer.reset();
+}
 
 }  // namespace
 
 void mca_btl_xrc_status_init(const mca_btl_xrc_modules_t &modules, const std::string &dir,
                              const std::string &job_name) noexcept {
+    const std::lock_guard<std::mutex> guard(writer_mutex);
     const int interval = mca_btl_xrc_component.params.status_interval;
     mca_btl_xrc_component.status_countdown = UINT32_MAX;
     if (interval < 0 || modules.empty() || writer) return;
@@ -132,12 +145,15 @@ void mca_btl_xrc_status_init(const mca_btl_xrc_modules_t &modules, const std::st
 }
 
 void mca_btl_xrc_status_changed() noexcept {
+    const std::lock_guard<std::mutex> guard(writer_mutex);
     if (!writer || writer->failed) return;
     writer->schedule.changed();
     mca_btl_xrc_component.status_countdown = 1;
 }
 
 void mca_btl_xrc_status_poll() noexcept {
+    std::unique_lock<std::mutex> guard(writer_mutex, std::try_to_lock);
+    if (!guard.owns_lock()) return;  // another thread is looking; the countdown wrapped, the next look comes later
     if (!writer || writer->failed) {
         mca_btl_xrc_component.status_countdown = UINT32_MAX;
         return;
@@ -148,6 +164,7 @@ void mca_btl_xrc_status_poll() noexcept {
 }
 
 void mca_btl_xrc_status_module_done(mca_btl_xrc_module_t *module) noexcept {
+    const std::lock_guard<std::mutex> guard(writer_mutex);
     if (!writer) return;
     auto &modules = writer->modules;
     modules.erase(std::remove(modules.begin(), modules.end(), module), modules.end());
@@ -155,12 +172,10 @@ void mca_btl_xrc_status_module_done(mca_btl_xrc_module_t *module) noexcept {
         writer->write(clock_ns(CLOCK_MONOTONIC) / 1000);
         return;
     }
-    mca_btl_xrc_status_fini();
+    release_writer();
 }
 
 void mca_btl_xrc_status_fini() noexcept {
-    mca_btl_xrc_component.status_countdown = UINT32_MAX;
-    if (!writer) return;
-    (void)unlink(writer->path.c_str());
-    writer.reset();
+    const std::lock_guard<std::mutex> guard(writer_mutex);
+    release_writer();
 }
