@@ -23,12 +23,32 @@ release=$WORKDIR/release
 out=$WORKDIR/out
 # Parents and children are different jobs: between them (another job's processes) xrc steps aside and tcp or sm
 # carries the messages; the children among themselves are one job over xrc.
-XRC_MPIRUN_ARGS="--map-by node -x SPAWN_HOLD_FILE=$release -x SPAWN_INFO_HOST=nodeA,nodeB -x SPAWN_INFO_MAP_BY=node --mca btl_xrc_verbose 10" \
-    xrc_run "$out" nodeA:2,nodeB:2 self,vader,tcp,xrc -np 2 "$MPI_DIR/spawn" >/dev/null &
-job=$!
+# Open MPI 5.0.7's runtime sometimes fails the spawn in its own server before any child runs ("PMIX ERROR: ...
+# pmix_server_dyn.c", then "PRTE has lost communication with a remote daemon"; 3 of 4 runs of main's tree on
+# 2026-12-02, with nothing of the BTL in the way): that attempt is made again, up to 4 in all, and the test is
+# skipped, with that reason, only when every attempt died there.
+for attempt in 1 2 3 4; do
+    rm -f "$release" "$out" "$out.raw"
+    XRC_MPIRUN_ARGS="--map-by node -x SPAWN_HOLD_FILE=$release -x SPAWN_INFO_HOST=nodeA,nodeB -x SPAWN_INFO_MAP_BY=node --mca btl_xrc_verbose 10" \
+        xrc_run "$out" nodeA:2,nodeB:2 self,vader,tcp,xrc -np 2 "$MPI_DIR/spawn" >/dev/null &
+    job=$!
+    gone=0
+    for ((i = 0; i < 1200; i++)); do
+        grep -q '^spawn: children gone' "$out.raw" 2>/dev/null && { gone=1; break; }
+        kill -0 $job 2>/dev/null || break
+        sleep 0.1
+    done
+    [ $gone = 1 ] && break
+    runtime_failed=$(grep -a -m1 'PMIX ERROR: .*pmix_server_dyn\.c' "$out.raw" 2>/dev/null)
+    [ -n "$runtime_failed" ] || break
+    touch "$release"
+    wait $job
+    info "attempt $attempt: Open MPI's runtime failed the spawn in its own server: $runtime_failed"
+    [ $attempt = 4 ] && skip "Open MPI's runtime failed MPI_Comm_spawn in its own server in 4 attempts (pmix_server_dyn.c)"
+done
 # stop: let the parents finish, show what the job said, fail
 stop() { touch "$release"; wait $job; tail -40 "$out.raw"; fail "$*"; }
-wait_for_line "$out.raw" '^spawn: children gone' 120 || { kill $job 2>/dev/null; stop "the parents never said the children were gone"; }
+[ $gone = 1 ] || { kill $job 2>/dev/null; stop "the parents never said the children were gone"; }
 # Each child reports its xrc counters in MPI_Finalize, after the disconnect that let the parents go on: wait for
 # both reports (the parents are held and report only at their own finalize).
 for ((i = 0; i < 300; i++)); do
