@@ -26,37 +26,6 @@ mca_btl_xrc_module_t *find_module(mca_btl_xrc_module_t *m, Match match) {
     return nullptr;
 }
 
-bool is_port_event(ibv_event_type type) {
-    switch (type) {
-        case IBV_EVENT_PORT_ACTIVE:
-        case IBV_EVENT_PORT_ERR:
-        case IBV_EVENT_LID_CHANGE:
-        case IBV_EVENT_PKEY_CHANGE:
-        case IBV_EVENT_SM_CHANGE:
-        case IBV_EVENT_CLIENT_REREGISTER:
-        case IBV_EVENT_GID_CHANGE:
-            return true;
-        default:
-            return false;
-    }
-}
-
-bool is_qp_event(ibv_event_type type) {
-    switch (type) {
-        case IBV_EVENT_QP_FATAL:
-        case IBV_EVENT_QP_REQ_ERR:
-        case IBV_EVENT_QP_ACCESS_ERR:
-        case IBV_EVENT_COMM_EST:
-        case IBV_EVENT_SQ_DRAINED:
-        case IBV_EVENT_PATH_MIG:
-        case IBV_EVENT_PATH_MIG_ERR:
-        case IBV_EVENT_QP_LAST_WQE_REACHED:
-            return true;
-        default:
-            return false;
-    }
-}
-
 // "host:device:port" prefix as every other message of the BTL has it.
 std::string where(const mca_btl_xrc_module_t *m) {
     return std::string(opal_process_info.nodename) + ": " + m->transport->device_name() + ":" +
@@ -90,12 +59,12 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const ibv_async_event &ev
         xrc::EventSubject subject;
         subject.type = event.event_type;
         mca_btl_xrc_module_t *target = m;
-        if (is_port_event(event.event_type)) {
+        if (xrc::is_port_event(event.event_type)) {
             subject.port_num = event.element.port_num;
             if (auto *owner = find_module(
                     m, [&](mca_btl_xrc_module_t *x) { return x->transport->port_num() == event.element.port_num; }))
                 target = owner;
-        } else if (is_qp_event(event.event_type) && event.element.qp != nullptr) {
+        } else if (xrc::is_qp_event(event.event_type) && event.element.qp != nullptr) {
             subject.qp_num = event.element.qp->qp_num;
             if (auto *owner = find_module(m, [&](mca_btl_xrc_module_t *x) {
                     return x->transport->role_of(subject.qp_num).kind != xrc::QpRole::Kind::unknown;

@@ -4,21 +4,6 @@
 namespace xrc {
 namespace {
 
-bool is_port_event(ibv_event_type type) noexcept {
-    switch (type) {
-        case IBV_EVENT_PORT_ACTIVE:
-        case IBV_EVENT_PORT_ERR:
-        case IBV_EVENT_LID_CHANGE:
-        case IBV_EVENT_PKEY_CHANGE:
-        case IBV_EVENT_SM_CHANGE:
-        case IBV_EVENT_CLIENT_REREGISTER:
-        case IBV_EVENT_GID_CHANGE:
-            return true;
-        default:
-            return false;
-    }
-}
-
 std::string qp_what(const EventSubject &s) {
     return std::string(ibv_event_type_str(s.type)) + " on " + describe_qp(s.qp_num, s.role);
 }
@@ -34,6 +19,37 @@ std::uint32_t peer_of(const QpRole &role) noexcept {
 }
 
 }  // namespace
+
+bool is_port_event(ibv_event_type type) noexcept {
+    switch (type) {
+        case IBV_EVENT_PORT_ACTIVE:
+        case IBV_EVENT_PORT_ERR:
+        case IBV_EVENT_LID_CHANGE:
+        case IBV_EVENT_PKEY_CHANGE:
+        case IBV_EVENT_SM_CHANGE:
+        case IBV_EVENT_CLIENT_REREGISTER:
+        case IBV_EVENT_GID_CHANGE:
+            return true;
+        default:
+            return false;
+    }
+}
+
+bool is_qp_event(ibv_event_type type) noexcept {
+    switch (type) {
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_COMM_EST:
+        case IBV_EVENT_SQ_DRAINED:
+        case IBV_EVENT_PATH_MIG:
+        case IBV_EVENT_PATH_MIG_ERR:
+        case IBV_EVENT_QP_LAST_WQE_REACHED:
+            return true;
+        default:
+            return false;
+    }
+}
 
 std::string describe_qp(std::uint32_t qp_num, const QpRole &role) {
     const std::string qpn = std::to_string(qp_num);
