@@ -13,7 +13,8 @@
  *             reported as benchmark "mtT" (mt1, mt2, mt4, ...)
  *   alltoall  MPI_Alltoall latency, averaged over ranks (us)                      ~ osu_alltoall
  *   startup   MPI_Init time and the time of the first message to every peer (us)
- *   hold      connect every pair of ranks, write DIR/ready, wait for DIR/release (resource accounting)
+ *   hold      connect every pair of ranks (-p alltoall) or each rank to rank+1 and rank-1 only (-p ring), write
+ *             DIR/ready, wait for DIR/release (resource accounting)
  *
  * The two ranks of latency/bw/bibw are rank 0 and the first rank on a node other than rank 0's (rank 1 when
  * every rank shares one node). MB/s = 10^6 bytes/s, as OSU. Sizes are powers of two from -m MIN:MAX.
@@ -54,6 +55,7 @@ static int g_check_failed;
 static int g_threads = 1; /* mtrate: threads per rank (-T) */
 static const char *g_dir = ".";
 static double g_hold_limit = 120.0;
+static const char *g_pattern = "alltoall";
 static double g_init_seconds; /* this rank's MPI_Init duration */
 static long g_pace_us;        /* latency: rank 0 sleeps before each receive (for instruction counting) */
 static const char *g_reply_fifo; /* latency: the partner says through this FIFO that its reply is sent */
@@ -74,6 +76,8 @@ static void usage(FILE *f) {
             "  -t LABEL    label written in the second CSV column (e.g. the transport)\n"
             "  -d DIR      hold: directory for the ready/release files (default .)\n"
             "  -H SECONDS  hold: longest wait for DIR/release (default 120)\n"
+            "  -p PATTERN  hold: who talks to whom: alltoall (default) or ring (rank+1 and rank-1 only; the\n"
+            "              synchronisation goes along the ring too, so no other pair ever connects)\n"
             "  -q          quick: 2 repetitions, a tenth of the iterations\n"
             "  -S USEC     latency: rank 0 sleeps USEC after each send, so that the reply is there when its\n"
             "              receive starts and it spends no time polling (instruction counts per message under\n"
@@ -519,28 +523,71 @@ static void bench_startup(void) {
 }
 
 /* ---------- hold (resource accounting) ---------- */
+/* Along the ring only (rank 0 -> 1 -> ... -> n-1 -> 0): rank 0 ends up with every rank's value, and when
+ * rank 0 passes `word` around, every rank has it. No collective, so no pair but neighbours ever connects. */
+static void ring_gather(double mine, double *all /* rank 0: n entries */) {
+    int n = g_nranks, next = (g_rank + 1) % n, prev = (g_rank - 1 + n) % n;
+    double *acc = xmalloc((size_t)n * sizeof *acc);
+    if (g_rank == 0) {
+        acc[0] = mine;
+        if (n > 1) {
+            MPI_Send(acc, n, MPI_DOUBLE, next, TAG_DATA, MPI_COMM_WORLD);
+            MPI_Recv(acc, n, MPI_DOUBLE, prev, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
+        memcpy(all, acc, (size_t)n * sizeof *acc);
+    } else {
+        MPI_Recv(acc, n, MPI_DOUBLE, prev, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        acc[g_rank] = mine;
+        MPI_Send(acc, n, MPI_DOUBLE, next, TAG_DATA, MPI_COMM_WORLD);
+    }
+    free(acc);
+}
+
+static void ring_bcast(int *word) {
+    int n = g_nranks, next = (g_rank + 1) % n, prev = (g_rank - 1 + n) % n;
+    if (n < 2) return;
+    if (g_rank != 0) MPI_Recv(word, 1, MPI_INT, prev, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Send(word, 1, MPI_INT, next, TAG_DATA, MPI_COMM_WORLD);
+    if (g_rank == 0) MPI_Recv(word, 1, MPI_INT, prev, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
 static void bench_hold(void) {
-    /* connect every ordered pair, with sizes that reach every protocol (eager, send, RDMA) */
+    /* connect with sizes that reach every protocol (eager, send, RDMA); the data is checked */
     static const long sizes[] = {1, 4096, 65536, 1048576};
+    int ring = !strcmp(g_pattern, "ring"), n = g_nranks;
     unsigned char *sb = xmalloc(1048576), *rb = xmalloc(1048576);
+    long bad = 0;
     for (unsigned s = 0; s < sizeof sizes / sizeof *sizes; s++)
-        for (int k = 1; k < g_nranks; k++) {
-            int dst = (g_rank + k) % g_nranks, src = (g_rank - k + g_nranks) % g_nranks;
+        for (int k = 1; k < n; k++) {
+            if (ring && k != 1 && k != n - 1) continue;
+            int dst = (g_rank + k) % n, src = (g_rank - k + n) % n;
+            for (long i = 0; i < sizes[s]; i++) sb[i] = (unsigned char)(g_rank * 31 + i * 7 + s);
             MPI_Sendrecv(sb, sizes[s], MPI_BYTE, dst, TAG_DATA, rb, sizes[s], MPI_BYTE, src, TAG_DATA, MPI_COMM_WORLD,
                          MPI_STATUS_IGNORE);
+            for (long i = 0; i < sizes[s]; i++) bad += rb[i] != (unsigned char)(src * 31 + i * 7 + s);
         }
-    MPI_Barrier(MPI_COMM_WORLD);
-    double init_us = g_init_seconds * 1e6, *all = g_rank == 0 ? calloc(g_nranks, sizeof(double)) : NULL;
-    MPI_Gather(&init_us, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    int released = 0;
+    if (bad) fprintf(stderr, "xbench: hold: rank %d received %ld wrong bytes\n", g_rank, bad);
+    double init_us = g_init_seconds * 1e6, *all = g_rank == 0 ? calloc(n, sizeof(double)) : NULL;
+    double fails = bad != 0, *allfail = g_rank == 0 ? calloc(n, sizeof(double)) : NULL;
+    if (ring) {
+        ring_gather(init_us, all);
+        ring_gather(fails, allfail);
+    } else {
+        MPI_Gather(&init_us, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        MPI_Gather(&fails, 1, MPI_DOUBLE, allfail, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    }
+    int released = 0, wrong = 0;
     if (g_rank == 0) {
-        emit("hold", 0, "init", "us", all, g_nranks, 1, "-");
+        for (int r = 0; r < n; r++) wrong += allfail[r] != 0;
+        printf("# hold: pattern %s, data %s (%d of %d ranks received wrong bytes)\n", g_pattern,
+               wrong ? "WRONG" : "verified", wrong, n);
+        emit("hold", 0, "init", "us", all, n, 1, "-");
         char path[4096];
         snprintf(path, sizeof path, "%s/ready", g_dir);
         FILE *f = fopen(path, "w");
-        if (f) fprintf(f, "%d\n", g_nranks), fclose(f);
+        if (f) fprintf(f, "%d\n", n), fclose(f);
         else fprintf(stderr, "xbench: hold: cannot write %s: %s\n", path, strerror(errno));
-        printf("# hold: connected %d ranks; waiting for %s/release (at most %.0f s)\n", g_nranks, g_dir, g_hold_limit);
+        printf("# hold: connected %d ranks; waiting for %s/release (at most %.0f s)\n", n, g_dir, g_hold_limit);
         fflush(stdout);
         snprintf(path, sizeof path, "%s/release", g_dir);
         double t0 = MPI_Wtime();
@@ -550,8 +597,10 @@ static void bench_hold(void) {
             else usleep(20000);
         if (!released) printf("# hold: no release after %.0f s, finishing\n", g_hold_limit);
     }
-    MPI_Bcast(&released, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    free(sb), free(rb), free(all);
+    if (ring) ring_bcast(&released);
+    else MPI_Bcast(&released, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    free(sb), free(rb), free(all), free(allfail);
+    if (bad || wrong) g_check_failed = 1;
 }
 
 int main(int argc, char **argv) {
@@ -577,7 +626,7 @@ int main(int argc, char **argv) {
     g_corrupt = getenv("XBENCH_SELFTEST_CORRUPT") && atoi(getenv("XBENCH_SELFTEST_CORRUPT")) == 1;
     int quick = 0, opt;
     optind = 2;
-    while ((opt = getopt(argc, argv, "m:i:I:w:x:r:W:ct:d:H:qS:P:T:")) != -1) {
+    while ((opt = getopt(argc, argv, "m:i:I:w:x:r:W:ct:d:H:p:qS:P:T:")) != -1) {
         switch (opt) {
         case 'm':
             if (sscanf(optarg, "%ld:%ld", &g_min, &g_max) != 2) g_min = g_max = atol(optarg);
@@ -592,6 +641,7 @@ int main(int argc, char **argv) {
         case 't': g_label = optarg; break;
         case 'd': g_dir = optarg; break;
         case 'H': g_hold_limit = atof(optarg); break;
+        case 'p': g_pattern = optarg; break;
         case 'q': quick = 1; break;
         case 'S': g_pace_us = atol(optarg); break;
         case 'P': g_reply_fifo = optarg; break;
@@ -634,7 +684,14 @@ int main(int argc, char **argv) {
     if (all || !strcmp(bench, "mpairs")) bench_mpairs(), known = 1;
     if (all || !strcmp(bench, "alltoall")) bench_alltoall(), known = 1;
     if (!strcmp(bench, "mtrate")) bench_mtrate(), known = 1;
-    if (!strcmp(bench, "hold")) bench_hold(), known = 1;
+    if (!strcmp(bench, "hold")) {
+        if (strcmp(g_pattern, "alltoall") && strcmp(g_pattern, "ring")) {
+            if (g_rank == 0) fprintf(stderr, "xbench: -p %s: not a pattern (alltoall, ring)\n", g_pattern);
+            MPI_Finalize();
+            return 1;
+        }
+        bench_hold(), known = 1;
+    }
     if (!known) {
         if (g_rank == 0) fprintf(stderr, "xbench: unknown benchmark '%s'\n", bench), usage(stderr);
         MPI_Finalize();
