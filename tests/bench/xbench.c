@@ -552,13 +552,13 @@ static void ring_bcast(int *word) {
 }
 
 static void bench_hold(void) {
-    /* connect with sizes that reach every protocol (eager, send, RDMA); the data is checked */
+    /* connect with sizes that reach every protocol (eager, send, RDMA), up to -m's largest; the data is checked */
     static const long sizes[] = {1, 4096, 65536, 1048576};
     int ring = !strcmp(g_pattern, "ring"), n = g_nranks;
     unsigned char *sb = xmalloc(1048576), *rb = xmalloc(1048576);
     long bad = 0;
     for (unsigned s = 0; s < sizeof sizes / sizeof *sizes; s++)
-        for (int k = 1; k < n; k++) {
+        for (int k = 1; k < n && sizes[s] <= g_max; k++) {
             if (ring && k != 1 && k != n - 1) continue;
             int dst = (g_rank + k) % n, src = (g_rank - k + n) % n;
             for (long i = 0; i < sizes[s]; i++) sb[i] = (unsigned char)(g_rank * 31 + i * 7 + s);
