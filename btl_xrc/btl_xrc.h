@@ -50,6 +50,7 @@ struct mca_btl_xrc_params_t {
     int eager_rdma_num;
     int eager_rdma_slot_size;
     char *connect;         // auto | eager | on-demand
+    char *node_id;         // launcher | hostname: where this node's id (a label) comes from
     int eager_max_nodes;   // auto: eager up to this many nodes
     int max_ini_qps;       // 0: no cap
     int connect_timeout;   // seconds

@@ -21,14 +21,20 @@ opal_process_name_t name_of(const mca_btl_xrc_job_t &job, uint32_t rank) {
     return name;
 }
 
-// The launcher's id of this node; without one (a launcher that does not say), a hash of the host name, which is
-// just as good for telling nodes apart.
+// The launcher's id of this node (btl_xrc_node_id launcher); without one (a launcher that does not say), or with
+// btl_xrc_node_id hostname, an FNV-1a hash of the host name with the top bit set (never a small launcher index).
+// A label only: two nodes may hash alike, so nothing decides routing or "same node" on it (port_identity does).
+// Asked about this process itself, so Slurm's PMIx before 25.05, which answers every rank's PMIX_NODEID with the
+// caller's node, still gives the right id here.
 xrc::NodeId my_node_id() {
-    uint32_t id = 0, *id_ptr = &id;
-    int rc = OPAL_SUCCESS;
-    opal_process_name_t me = OPAL_PROC_MY_NAME;
-    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_NODEID, &me, &id_ptr, BTL_XRC_PMIX_UINT32);
-    if (rc == OPAL_SUCCESS) return xrc::NodeId{id};
+    const char *source = mca_btl_xrc_component.params.node_id;
+    if (source == nullptr || std::strcmp(source, "hostname") != 0) {
+        uint32_t id = 0, *id_ptr = &id;
+        int rc = OPAL_SUCCESS;
+        opal_process_name_t me = OPAL_PROC_MY_NAME;
+        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_NODEID, &me, &id_ptr, BTL_XRC_PMIX_UINT32);
+        if (rc == OPAL_SUCCESS) return xrc::NodeId{id};
+    }
     uint32_t hash = 2166136261u;  // FNV-1a
     for (const char *c = opal_process_info.nodename; c != nullptr && *c != '\0'; ++c)
         hash = (hash ^ static_cast<unsigned char>(*c)) * 16777619u;

@@ -91,12 +91,10 @@ int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
             mca_btl_base_endpoint_t *made = endpoint.get();
             m->endpoints_made.push_back(std::move(endpoint));  // owned from here on, whatever fails below
             // The link's owner, if this peer's node has no link yet: spread over the node's ranks (node_map.h).
-            uint32_t owner = rank;
+            // Same node or not is the HCA port (xrc::link_owner), never the node id, which may be a hash.
             const uint32_t guess = xrc::spread_owner_guess(rank, job.my_rank, job.local_ranks, job.size);
-            if (guess != rank && address->node_id != xrc::value_of(job.my_node_id)) {
-                const xrc::PortAddress *other = job.port_address(guess, m->index);
-                if (other != nullptr && other->node_id == address->node_id) owner = guess;
-            }
+            const uint32_t owner =
+                xrc::link_owner(rank, *address, guess, guess != rank ? job.port_address(guess, m->index) : nullptr);
             m->transport->attach(made->peer, *address, owner);
             mca_btl_xrc_eager_endpoint_init(m, made);
             m->endpoints->emplace(rank, made);

@@ -161,6 +161,11 @@ int mca_btl_xrc_register_params() noexcept {
                "on demand above), eager (to every node of the job during MPI_Init) or on-demand (to a node on the "
                "first message for it). Either way the modex address is fixed-size and no message is sent to a peer "
                "before its side of the connection is ready", "auto", &P.connect, OPAL_INFO_LVL_4);
+    reg_string("node_id", "Where the number that labels this node in messages, xrc-status and the connection "
+               "manager's notes comes from: launcher (the launcher's PMIx node id; a hash of the host name when it "
+               "gives none) or hostname (always the hash of the host name: the same number for a node in every job "
+               "and under every launcher). Only a label: connections and routing go by HCA port",
+               "launcher", &P.node_id, OPAL_INFO_LVL_6);
     reg_int("eager_max_nodes", "With btl_xrc_connect auto: the largest job (in nodes) that connects to every node "
             "during MPI_Init (1 or more)", 16, &P.eager_max_nodes, OPAL_INFO_LVL_5);
     reg_int("max_ini_qps", "XRC send (INI) QPs a process keeps open at most, one per remote node it talks to (0: no "
@@ -259,6 +264,9 @@ int mca_btl_xrc_validate_params() noexcept {
         const std::string mode = str_or_empty(P.connect);
         if (mode != "auto" && mode != "eager" && mode != "on-demand")
             fail(invalid("btl_xrc_connect", mode, "not a connection mode", "auto, eager or on-demand"));
+        const std::string node_id = str_or_empty(P.node_id);
+        if (node_id != "launcher" && node_id != "hostname")
+            fail(invalid("btl_xrc_node_id", node_id, "not a node id source", "launcher or hostname"));
         fail(check_range("btl_xrc_eager_max_nodes", P.eager_max_nodes, 1, 1 << 20, ""));
         fail(check_range("btl_xrc_max_ini_qps", P.max_ini_qps, 0, 1 << 24, "0 = no cap"));
         fail(check_range("btl_xrc_connect_timeout", P.connect_timeout, 1, 86400, "seconds"));

@@ -55,6 +55,12 @@ std::uint64_t port_identity(const PortAddress &address) noexcept {
     return (std::uint64_t{1} << 63) | (std::uint64_t{address.lid} << 32) | address.node_id;
 }
 
+std::uint32_t link_owner(std::uint32_t peer, const PortAddress &peer_address, std::uint32_t guess,
+                         const PortAddress *guess_address) noexcept {
+    if (guess == peer || guess_address == nullptr) return peer;
+    return port_identity(*guess_address) == port_identity(peer_address) ? guess : peer;
+}
+
 std::uint64_t fabric_of(const PortAddress &address) noexcept {
     std::uint64_t prefix = 0;
     for (int i = 0; i < 8; ++i) prefix = (prefix << 8) | address.gid[i];

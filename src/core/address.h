@@ -49,6 +49,14 @@ struct PortAddress {
 // alone is only a label for messages: it may be a hostname hash, or wrong (Slurm's PMIx before 25.05).
 std::uint64_t port_identity(const PortAddress &address) noexcept;
 
+// On demand, the rank that makes the TGT QP through which this process reaches `peer`'s node: `guess`
+// (spread_owner_guess) when its address is on the very HCA port of the peer's, else the peer itself. Decided by
+// port_identity(), never by the launcher's node id: with a hostname hash two nodes can carry the same id, and an
+// owner on another node would make the TGT QP in that node's XRC domain, where the peer's SRQ number names
+// another rank's queue.
+std::uint32_t link_owner(std::uint32_t peer, const PortAddress &peer_address, std::uint32_t guess,
+                         const PortAddress *guess_address) noexcept;
+
 struct ProcessAddress {
     std::vector<PortAddress> ports;
 

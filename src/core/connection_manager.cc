@@ -5,9 +5,9 @@
 
 namespace xrc {
 
-NodeLink::NodeLink(ConnectionManager &cm, std::uint32_t node, std::uint32_t owner, std::uint32_t depth,
-                   std::uint32_t signal_interval)
-    : cm_(cm), node_(node), owner_(owner), queue_(depth, signal_interval, node, &NodeLink::blocked, this) {
+NodeLink::NodeLink(ConnectionManager &cm, std::uint64_t port, std::uint32_t node, std::uint32_t owner,
+                   std::uint32_t depth, std::uint32_t signal_interval)
+    : cm_(cm), port_(port), node_(node), owner_(owner), queue_(depth, signal_interval, node, &NodeLink::blocked, this) {
 }
 
 void NodeLink::blocked(void *self) noexcept {
@@ -48,7 +48,8 @@ NodeLink &ConnectionManager::link_for(std::uint64_t port, std::uint32_t node, st
 
 NodeLink &ConnectionManager::link_for_locked(std::uint64_t port, std::uint32_t node, std::uint32_t owner) {
     auto &slot = links_[port];
-    if (!slot) slot = std::make_unique<NodeLink>(*this, node, owner, config_.queue_depth, config_.signal_interval);
+    if (!slot)
+        slot = std::make_unique<NodeLink>(*this, port, node, owner, config_.queue_depth, config_.signal_interval);
     return *slot;
 }
 
@@ -127,6 +128,12 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     const PortAddress *owner = host_.address_of(link.owner_);
     if (owner == nullptr) {
         fail(link, "rank " + std::to_string(link.owner_) + " published no usable xrc address");
+        return false;
+    }
+    // The owner makes the TGT QP in its own node's XRC domain, where the SRQ numbers of the link's peers must name
+    // their queues: an owner on another port would deliver to whichever ranks hold those numbers there.
+    if (port_identity(*owner) != link.port_) {
+        fail(link, "rank " + std::to_string(link.owner_) + " is not on the HCA port this connection goes to");
         return false;
     }
     if (!host_.reserve_completions(live_ini_ + 1)) {

@@ -161,8 +161,8 @@ public:
     std::uint32_t tgt_qpn() const noexcept { return tgt_qpn_; }
     const std::vector<Peer *> &peers() const noexcept { return peers_; }
 
-    NodeLink(class ConnectionManager &cm, std::uint32_t node, std::uint32_t owner, std::uint32_t depth,
-             std::uint32_t signal_interval);
+    NodeLink(class ConnectionManager &cm, std::uint64_t port, std::uint32_t node, std::uint32_t owner,
+             std::uint32_t depth, std::uint32_t signal_interval);
     NodeLink(const NodeLink &) = delete;
     NodeLink &operator=(const NodeLink &) = delete;
 
@@ -172,7 +172,8 @@ private:
     static void fence_done(SendOp *, ibv_wc_status) noexcept {}
 
     class ConnectionManager &cm_;
-    std::uint32_t node_;
+    std::uint64_t port_;  // port_identity() of the node's port: the link's key, and what "which node" means
+    std::uint32_t node_;  // the launcher's node id: a label for messages
     std::uint32_t owner_;
     State state_ = State::idle;
     SendQueue queue_;

@@ -3,7 +3,8 @@
 // between them or from an integer):
 //   NodeId     the launcher's id of a node (PMIx node id), or, when the launcher gives none, a hash of its host name
 //              with the top bit set. The same in every process of the job: what modex addresses, the connection
-//              manager's links, send queues and the status record carry.
+//              manager's links, send queues and the status record carry, as a label only: two nodes may share it
+//              (a hash), so "which node" is decided by port_identity() (address.h), never by this.
 //   NodeIndex  a position in a NodeMap (node_map.h): the launcher's node list in its order, nodes without ranks left
 //              out. Known only in eager mode, and only to the process that built the map.
 #pragma once

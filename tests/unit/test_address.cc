@@ -123,6 +123,25 @@ TEST(Address, PortIdentityIsTheGuidAndNeverTheLauncherNodeIdAlone) {
     EXPECT_EQ(port_identity(c), port_identity(d));
 }
 
+// On demand, the guessed owner of the link to a peer's node is kept only when it is on the peer's very HCA port:
+// a guess on another node whose launcher id collides with the peer's is dropped for the peer itself.
+TEST(Address, LinkOwnerIsOnThePeersPortWhateverTheNodeIds) {
+    PortAddress peer, same_port, other_node;
+    peer.node_id = same_port.node_id = other_node.node_id = 0x936d3391u;  // host names that hash alike
+    peer.lid = same_port.lid = 3;
+    other_node.lid = 4;
+    peer.gid[15] = same_port.gid[15] = 0x11;
+    other_node.gid[15] = 0x22;
+    EXPECT_EQ(link_owner(5, peer, 6, &same_port), 6u);
+    EXPECT_EQ(link_owner(5, peer, 6, &other_node), 5u);
+    EXPECT_EQ(link_owner(5, peer, 6, nullptr), 5u);  // the guess published no address
+    EXPECT_EQ(link_owner(5, peer, 5, &peer), 5u);
+    other_node.node_id = 1;  // different labels, same port: still the same node
+    other_node.gid[15] = 0x11;
+    other_node.lid = 3;
+    EXPECT_EQ(link_owner(5, peer, 6, &other_node), 6u);
+}
+
 namespace {
 // A port on fabric `prefix` (the GID's first 8 bytes) with interface id `guid`.
 PortAddress port_on(std::uint64_t prefix, std::uint8_t port_num, std::uint8_t guid) {

@@ -591,6 +591,28 @@ TEST(ConnectionManager, NodesWithTheSameLauncherIdStillGetTheirOwnLinks) {
     EXPECT_TRUE(net[0].failures.empty());
 }
 
+// Rank 2 (node 1) carries the same launcher id as rank 1 (node 0's other node), as two hosts whose names hash
+// alike would: a link to node 0 whose owner was taken from that id (rank 2) would make its TGT QP in node 1's
+// domain and deliver rank 1's messages to whoever holds that SRQ number there. The manager refuses such an owner
+// (the link fails with why) and nothing is made on either node.
+TEST(ConnectionManager, AnOwnerOnAnotherPortIsRefusedNotConnected) {
+    Net net(3, 1);
+    for (std::uint32_t r = 1; r < 3; ++r) net[r].relabel(0x936d3391u);
+    NodeLink &link = net[0].cm().link_for(net[1].address(), 2);
+    Message a;
+    send(net[0], 1, a);  // rank 1 joins the link to its node's port, owner and all
+    ASSERT_EQ(net[0].peer(1).link, &link);
+    net.run();
+    EXPECT_EQ(link.state(), NodeLink::State::failed);
+    ASSERT_EQ(net[0].failures.size(), 1u);
+    EXPECT_NE(net[0].failures[0].find("rank 2 is not on the HCA port"), std::string::npos) << net[0].failures[0];
+    EXPECT_TRUE(a.done);
+    EXPECT_NE(a.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(net[2].cm().owned_tgts(), 0u);
+    EXPECT_EQ(net.live_tgts(), 0u);
+    EXPECT_EQ(net.live_of(FakeQp::Kind::ini), 0u);
+}
+
 namespace {
 CmMessage decoded(const Datagram &d) {
     CmMessage m;
