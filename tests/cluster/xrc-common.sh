@@ -159,3 +159,37 @@ expect_status_empty() {
     out=$(sc exec "$node" "$XRC_STATUS" "$@" 2>&1) || fail "$node: xrc-status $* exited with status $? after the job: $out"
     [ "$out" = "$node: no btl xrc process" ] || fail "$node: xrc-status $* still lists something after the job: $out"
 }
+
+# fault_ends_held_job NAME NODE FAULT UNDO EXPECT: the hold program (tests/mpi/hold.c) on nodeA:1,nodeB:1, with the
+# extra mpirun arguments of XRC_MPIRUN_ARGS; once every pair is connected, `simhca-ctl fault FAULT` on NODE's HCA,
+# then the hold is released. The job must end with an error status (not the timeout), no process may crash, and a
+# line of its output must match EXPECT (the message naming what failed). UNDO: the fault arguments that take FAULT
+# back once the job is over ("" for none). FAULT and UNDO are split on spaces; a word @FUNC in FAULT is replaced by
+# FUNC's output, run once the job is connected (the object to raise an event on exists only then). NAME labels the
+# messages; the job's output is left in $WORKDIR/held.NAME (spaces as dashes).
+fault_ends_held_job() {
+    local name=$1 node=$2 undo=$4 expect=$5 out="$WORKDIR/held.${1// /-}" word fault=() job rc
+    rm -f "$WORKDIR/release"
+    MPIRUN_TIMEOUT=120 HOLD_FILE="$WORKDIR/release" XRC_MPIRUN_ARGS="-x HOLD_FILE ${XRC_MPIRUN_ARGS:-}" \
+        xrc_run "$out" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/hold" &
+    job=$!
+    wait_for_line "$out.raw" '^hold: connected' 60 || { kill $job; wait $job; fail "$name: the job never connected"; }
+    for word in $3; do
+        case $word in
+        @*) word=$(${word#@}) ;;
+        esac
+        [ -n "$word" ] || { touch "$WORKDIR/release"; wait $job; fail "$name: nothing on $node to inject '$3' on"; }
+        # shellcheck disable=SC2206  # FUNC's output is several arguments
+        fault+=($word)
+    done
+    sc exec "$node" "$SIMHCA_CTL" fault "${fault[@]}" >/dev/null || fail "$name: injecting '${fault[*]}' on $node failed"
+    touch "$WORKDIR/release"
+    wait $job
+    rc=$?
+    # shellcheck disable=SC2086
+    [ -z "$undo" ] || sc exec "$node" "$SIMHCA_CTL" fault $undo >/dev/null
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "$name (${fault[*]} on $node): the job did not end with an error (exit $rc)"
+    grep -qiE 'segmentation fault|signal 11|core dumped' "$out" && fail "$name: a process crashed"
+    grep -qE "$expect" "$out" || fail "$name (${fault[*]} on $node): no message matching '$expect'"
+    info "$name (${fault[*]} on $node): exit $rc, $(grep -m1 -E "$expect" "$out")"
+}
