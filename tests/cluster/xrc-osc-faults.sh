@@ -25,8 +25,8 @@ fault_run() {
     MPIRUN_TIMEOUT=120 RMA_STREAM_STOP="$WORKDIR/stop" XRC_MPIRUN_ARGS="$args" \
         xrc_run "$WORKDIR/$name" nodeA:2,nodeB:2 "self,vader,$btl" "$MPI_DIR/rma_stream" >/dev/null &
     job=$!
-    for _ in $(seq 600); do grep -q '^rma_stream: running' "$WORKDIR/$name.raw" 2>/dev/null && break; sleep 0.1; done
-    grep -q '^rma_stream: running' "$WORKDIR/$name.raw" || { touch "$WORKDIR/stop"; wait $job; fail "$name: rma_stream did not start"; }
+    wait_for_line "$WORKDIR/$name.raw" '^rma_stream: running' 60 ||
+        { touch "$WORKDIR/stop"; wait $job; fail "$name: rma_stream did not start"; }
     sc exec "$node" "$SIMHCA_CTL" fault "$@" >/dev/null || fail "$name: fault injection failed"
     wait $job
     rc=$?
