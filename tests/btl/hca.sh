@@ -6,8 +6,8 @@
 # check are tests/lib/hca.sh's.
 #
 # Results: `fail MSG` records a failed check and goes on (the script's other checks still run); `pass MSG`
-# records a passed one; `finish` ends the script, with status 1 when any check failed. (tests/cluster's `fail`
-# instead ends its script at once: there a failed step leaves nothing meaningful to check after it.)
+# records a passed one; `finish` ends the script, with status 1 when any check failed. (A test that must stop at
+# once calls `die`, as tests/cluster and tests/package do.)
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/hca.sh"
 daemon_pid=""
 failures=0

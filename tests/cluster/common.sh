@@ -17,13 +17,15 @@ MPIRUN=${MPIRUN:-mpirun}
 MPIRUN_TIMEOUT=${MPIRUN_TIMEOUT:-90}
 
 skip() { echo "SKIP: $T: $*"; exit 77; }
-fail() { echo "FAIL: $T: $*"; exit 1; }
+# die MSG: a failed step ends the test at once (what comes after it has nothing meaningful to check). As in every
+# suite here, `die` stops and `fail` would record a failed check and go on.
+die() { echo "FAIL: $T: $*"; exit 1; }
 info() { echo "$T: $*"; }
 
 [ "$(id -u)" = 0 ] || skip "needs root (namespaces, mounts, veth pairs)"
 command -v unshare >/dev/null && command -v nsenter >/dev/null && command -v ip >/dev/null ||
     skip "needs unshare, nsenter (util-linux) and ip (iproute2)"
-[ -x "$SIMCLUSTER" ] || fail "simcluster not found at $SIMCLUSTER"
+[ -x "$SIMCLUSTER" ] || die "simcluster not found at $SIMCLUSTER"
 
 # VPATH builds: the software HCA lives in the build tree, not next to the script in the source tree
 if [ -z "${SIMHCAD:-}" ] && [ -x "$TOP_BUILDDIR/src/simhca/simhcad" ]; then
@@ -74,7 +76,7 @@ mpirun_sim() {
     return $rc
 }
 
-need_allpairs() { [ -x "$ALLPAIRS" ] || fail "allpairs not built at $ALLPAIRS (make -C tests/mpi)"; }
+need_allpairs() { [ -x "$ALLPAIRS" ] || die "allpairs not built at $ALLPAIRS (make -C tests/mpi)"; }
 
 # the MPI program must be visible inside every node (it is unless it lives under /tmp)
 case "$(readlink -m "$ALLPAIRS")" in
@@ -90,14 +92,14 @@ hosts_spec() { # N P -> nodeA:P,nodeB:P,...
 # check_layout OUT N P: the per-rank "host rank localrank localsize" lines match N nodes x P ranks, by slot
 check_layout() {
     local out=$1 n=$2 p=$3 r host lr ls exp i l=ABCDEFGHIJKLMNOPQRSTUVWXYZ
-    [ "$(grep -c '^RANK ' "$out")" = $((n * p)) ] || fail "expected $((n * p)) rank lines"
+    [ "$(grep -c '^RANK ' "$out")" = $((n * p)) ] || die "expected $((n * p)) rank lines"
     for ((r = 0; r < n * p; r++)); do
         read -r _ host lr ls < <(awk -v r=$r '$1 == "RANK" && $3 == r { print $1, $2, $4, $5 }' "$out")
         i=$((r / p))
         exp="node${l:i:1}"
-        [ "$host" = "$exp" ] || fail "rank $r ran on '$host', expected $exp"
-        [ "$lr" = $((r % p)) ] || fail "rank $r has local rank '$lr', expected $((r % p))"
-        [ "$ls" = "$p" ] || fail "rank $r has local size '$ls', expected $p"
+        [ "$host" = "$exp" ] || die "rank $r ran on '$host', expected $exp"
+        [ "$lr" = $((r % p)) ] || die "rank $r has local rank '$lr', expected $((r % p))"
+        [ "$ls" = "$p" ] || die "rank $r has local size '$ls', expected $p"
     done
     info "layout ok: $n nodes x $p ranks (hostnames, local ranks, local sizes)"
 }
@@ -106,22 +108,22 @@ check_layout() {
 assert_gone() {
     local left
     left=$(grep -l "SIMCLUSTER_HOLDER=$SIMCLUSTER_STATE:" /proc/[0-9]*/environ 2>/dev/null | tr '\n' ' ')
-    [ -z "$left" ] || fail "holders still alive after down: $left"
-    [ ! -e "$SIMCLUSTER_STATE/nodes" ] || fail "node state left in $SIMCLUSTER_STATE/nodes"
+    [ -z "$left" ] || die "holders still alive after down: $left"
+    [ ! -e "$SIMCLUSTER_STATE/nodes" ] || die "node state left in $SIMCLUSTER_STATE/nodes"
 }
 
 # record_ns: remember our namespaces (uts/net of every node + the fabric) to check later that they are gone
 record_ns() {
     NS_IDS=$(cat "$SIMCLUSTER_STATE"/nodes/*/uts "$SIMCLUSTER_STATE"/nodes/*/net "$SIMCLUSTER_STATE/fabric.net" \
         2>/dev/null | sort -u)
-    [ -n "$NS_IDS" ] || fail "no namespaces recorded in $SIMCLUSTER_STATE"
+    [ -n "$NS_IDS" ] || die "no namespaces recorded in $SIMCLUSTER_STATE"
 }
 # assert_ns_gone: no process is in any recorded namespace (so the namespaces are freed)
 assert_ns_gone() {
     local users
     users=$(find /proc/[0-9]*/ns/uts /proc/[0-9]*/ns/net -maxdepth 0 -printf '%l %p\n' 2>/dev/null |
         grep -F "$NS_IDS" | awk '{print $2}' | cut -d/ -f3 | sort -u | tr '\n' ' ')
-    [ -z "$users" ] || fail "processes still in the cluster's namespaces: $users"
+    [ -z "$users" ] || die "processes still in the cluster's namespaces: $users"
 }
 
 # run_allpairs N P BTLS [extra mpirun args...]: allpairs on N nodes x P ranks, checked
@@ -131,10 +133,10 @@ run_allpairs() {
     need_allpairs
     t0=$EPOCHREALTIME
     mpirun_sim "$out" --mca pml ob1 --mca btl "$btls" "$@" --host "$(hosts_spec "$n" "$p")" \
-        "$ALLPAIRS" --expect "$(hosts_spec "$n" "$p")" || fail "allpairs ${n}x${p} over $btls failed"
+        "$ALLPAIRS" --expect "$(hosts_spec "$n" "$p")" || die "allpairs ${n}x${p} over $btls failed"
     t1=$EPOCHREALTIME
-    grep -q '^allpairs: OK pairs=.* errors=0' "$out" || fail "no OK line from allpairs ${n}x${p}"
-    grep -q 'ERROR' "$out" && fail "errors reported by allpairs ${n}x${p}"
+    grep -q '^allpairs: OK pairs=.* errors=0' "$out" || die "no OK line from allpairs ${n}x${p}"
+    grep -q 'ERROR' "$out" && die "errors reported by allpairs ${n}x${p}"
     info "allpairs ${n}x${p} over $btls: ok (wall $(awk -v a="${t0/,/.}" -v b="${t1/,/.}" 'BEGIN { printf "%.2f", b - a }') s)"
 }
 
@@ -143,6 +145,6 @@ show_layout() {
     local n=$1 p=$2 out="$WORKDIR/layout.$1x$2.out"
     mpirun_sim "$out" --mca pml ob1 --mca btl self,vader,tcp --host "$(hosts_spec "$n" "$p")" \
         bash -c 'echo RANK $(hostname) $OMPI_COMM_WORLD_RANK $OMPI_COMM_WORLD_LOCAL_RANK $OMPI_COMM_WORLD_LOCAL_SIZE' ||
-        fail "layout job failed"
+        die "layout job failed"
     check_layout "$out" "$n" "$p"
 }

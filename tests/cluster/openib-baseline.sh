@@ -51,6 +51,6 @@ done
 OPENIB=(--mca btl_openib_allow_ib 1 --mca btl_openib_warn_no_device_params_found 0)
 run_allpairs 2 2 self,vader,openib "${OPENIB[@]}"
 run_allpairs 4 2 self,vader,openib "${OPENIB[@]}"
-sc down || fail "simcluster down failed"
+sc down || die "simcluster down failed"
 assert_gone
 info "PASS"

@@ -4,14 +4,14 @@
 # check that no munge or Slurm daemon outlives the cluster.
 SRUN_TIMEOUT=${SRUN_TIMEOUT:-120}
 for c in slurmctld slurmd srun munged; do
-    command -v "$c" >/dev/null || fail "$c is missing: install Slurm and munge with scripts/install-deps"
+    command -v "$c" >/dev/null || die "$c is missing: install Slurm and munge with scripts/install-deps"
 done
 
 # up_slurm N P: the cluster with Slurm (P CPUs per node); remembers the daemons to check they are gone later
 up_slurm() {
     up_cluster "$1" "$2" --slurm
-    SLURM_DAEMONS=$(cat "$SIMCLUSTER_STATE/slurm/daemons") || fail "no Slurm daemon record"
-    [ "$(wc -l <<<"$SLURM_DAEMONS")" = $(($1 + 2)) ] || fail "expected munged, slurmctld and $1 slurmd: $SLURM_DAEMONS"
+    SLURM_DAEMONS=$(cat "$SIMCLUSTER_STATE/slurm/daemons") || die "no Slurm daemon record"
+    [ "$(wc -l <<<"$SLURM_DAEMONS")" = $(($1 + 2)) ] || die "expected munged, slurmctld and $1 slurmd: $SLURM_DAEMONS"
     info "slurm daemons: $(awk '{ printf "%s@%s(%s) ", $3, $2, $1 }' <<<"$SLURM_DAEMONS")"
 }
 
@@ -48,6 +48,6 @@ assert_slurm_gone() {
         [ -d "/proc/$p" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$c" ] &&
             [ "$(awk '{ print $3 }' "/proc/$p/stat" 2>/dev/null)" != Z ] && left+=" $c@$n($p)"
     done <<<"$SLURM_DAEMONS"
-    [ -z "$left" ] || fail "Slurm daemons still running after simcluster down:$left"
+    [ -z "$left" ] || die "Slurm daemons still running after simcluster down:$left"
     info "no munge or Slurm daemon left (checked by pid: $(awk '{ printf "%s ", $1 }' <<<"$SLURM_DAEMONS"))"
 }

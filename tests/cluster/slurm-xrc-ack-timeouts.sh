@@ -18,6 +18,6 @@ spent=$(sed '/^complete$/,$d' "$RECORD" | grep -cv ' ack_timeouts=0$')
 jobs=$(sed '/^complete$/,$d' "$RECORD" | grep -c '^job=')
 [ "$jobs" -gt 0 ] || hard_error "the record names no job"
 if [ "$spent" != 0 ]; then
-    fail "$spent of $jobs jobs under srun spent ACK timeouts (a first message reached a TGT QP that was not ready)"
+    die "$spent of $jobs jobs under srun spent ACK timeouts (a first message reached a TGT QP that was not ready)"
 fi
 info "PASS: none of $jobs jobs under srun spent an ACK timeout"

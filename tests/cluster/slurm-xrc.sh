@@ -12,13 +12,13 @@
 . "$(dirname "$0")/xrc-common.sh"
 . "$(dirname "$0")/slurm-common.sh"
 RECORD=${SLURM_ACK_RECORD:-$PWD/$T.acks}
-: >"$RECORD" || fail "cannot write $RECORD"
+: >"$RECORD" || die "cannot write $RECORD"
 
 up_slurm 3 3
 record_ns
 # A second `up --slurm` with the same shape changes nothing: the same daemons keep running.
-sc up --nodes 3 --slots 3 --slurm >/dev/null || fail "a second simcluster up --slurm failed"
-[ "$(cat "$SIMCLUSTER_STATE/slurm/daemons")" = "$SLURM_DAEMONS" ] || fail "a second up --slurm changed the daemons"
+sc up --nodes 3 --slots 3 --slurm >/dev/null || die "a second simcluster up --slurm failed"
+[ "$(cat "$SIMCLUSTER_STATE/slurm/daemons")" = "$SLURM_DAEMONS" ] || die "a second up --slurm changed the daemons"
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,xrc
 
 # job NAME HOSTS OK-REGEX PROGRAM [ARGS...]: one checked job, its wall time and ACK timeouts into the record
@@ -26,7 +26,7 @@ job() {
     local name=$1 hosts=$2 ok=$3 before after
     shift 3
     before=$(ack_timeouts)
-    srun_sim "$WORKDIR/out" "$hosts" "$@" || fail "$name on $hosts failed"
+    srun_sim "$WORKDIR/out" "$hosts" "$@" || die "$name on $hosts failed"
     expect_line "$WORKDIR/out" "$ok" "$name $hosts"
     expect_no_objects
     after=$(ack_timeouts)
@@ -45,10 +45,10 @@ echo "complete" >>"$RECORD"
 # The workaround on Slurm before the fence became a barrier: the ring fence waits for every node.
 SRUN_ENV="SLURM_PMIX_FENCE=ring" job allpairs nodeA:1,nodeB:2,nodeC:3 '^allpairs: OK .*errors=0' "$ALLPAIRS" \
     --expect nodeA:1,nodeB:2,nodeC:3
-[ "$ACKS" = 0 ] || fail "with SLURM_PMIX_FENCE=ring the job still spent $ACKS ACK timeouts"
+[ "$ACKS" = 0 ] || die "with SLURM_PMIX_FENCE=ring the job still spent $ACKS ACK timeouts"
 info "SLURM_PMIX_FENCE=ring: no ACK timeout"
 
-sc down >/dev/null || fail "simcluster down failed"
+sc down >/dev/null || die "simcluster down failed"
 assert_slurm_gone
 assert_gone
 assert_ns_gone

@@ -6,12 +6,12 @@
 . "$(dirname "$0")/common.sh"
 # The software HCA is not needed here (openib-baseline.sh covers it): keep this test independent of it.
 need_allpairs
-sc up --nodes 2 --slots 2 --no-simhca || fail "simcluster up failed"
+sc up --nodes 2 --slots 2 --no-simhca || die "simcluster up failed"
 out=$WORKDIR/vader.out
 if mpirun_sim "$out" --mca pml ob1 --mca btl self,vader --host nodeA:1,nodeB:1 "$ALLPAIRS" --quiet; then
-    fail "self,vader alone worked across two nodes: the nodes are not separate"
+    die "self,vader alone worked across two nodes: the nodes are not separate"
 fi
-[ "$(grep -c '^allpairs: OK' "$out")" = 0 ] || fail "allpairs reported OK across nodes with self,vader"
+[ "$(grep -c '^allpairs: OK' "$out")" = 0 ] || die "allpairs reported OK across nodes with self,vader"
 grep -qiE 'unreachable|BTLs attempted|not reach' "$out" || info "note: failure without the usual unreachable message"
 info "self,vader across nodes fails as expected"
 run_allpairs 1 2 self,vader

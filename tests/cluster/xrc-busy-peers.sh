@@ -11,9 +11,9 @@ up_cluster 2 2
 for mode in on-demand eager; do
     XRC_MPIRUN_ARGS="--mca btl_xrc_connect $mode --mca btl_xrc_connect_timeout 5" \
         xrc_run "$WORKDIR/out" nodeA:2,nodeB:2 self,vader,xrc "$MPI_DIR/busy_peers" 10 ||
-        fail "busy_peers ($mode) failed: $(grep -m3 'btl:xrc\|busy_peers' "$WORKDIR/out" | tr '\n' ' ')"
+        die "busy_peers ($mode) failed: $(grep -m3 'btl:xrc\|busy_peers' "$WORKDIR/out" | tr '\n' ' ')"
     expect_line "$WORKDIR/out" '^busy_peers: OK .*errors=0' "busy peers, $mode"
-    ! grep -q 'btl:xrc: .*cannot connect\|no answer from' "$WORKDIR/out" || fail "busy_peers ($mode): a connection error"
+    ! grep -q 'btl:xrc: .*cannot connect\|no answer from' "$WORKDIR/out" || die "busy_peers ($mode): a connection error"
 done
 expect_no_objects
 info "PASS"

@@ -4,7 +4,7 @@
 MPI_DIR=$TOP_BUILDDIR/tests/mpi
 SIMHCA_CTL=${SIMHCA_CTL:-$TOP_BUILDDIR/src/simhca/simhca-ctl}
 [ -n "${SIMHCAD:-}" ] && [ -x "$SIMHCAD" ] || skip "the software HCA (simhcad) is not built"
-[ -e "$TOP_BUILDDIR/components/mca_btl_xrc.so" ] || fail "the plugin is not built ($TOP_BUILDDIR/components)"
+[ -e "$TOP_BUILDDIR/components/mca_btl_xrc.so" ] || die "the plugin is not built ($TOP_BUILDDIR/components)"
 export OMPI_MCA_mca_base_component_path="$TOP_BUILDDIR/components:${OMPI_PKGLIBDIR:?}"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/hca.sh"   # hca_is_empty (simcluster starts the nodes' daemons)
 
@@ -18,7 +18,7 @@ xrc_run() {
 
 # expect_line OUT REGEX WHAT: the job printed its verified result line
 expect_line() {
-    grep -qE "$2" "$1" || fail "$3: no line matching '$2'"
+    grep -qE "$2" "$1" || die "$3: no line matching '$2'"
     info "$3: $(grep -E "$2" "$1" | head -1)"
 }
 
@@ -28,10 +28,10 @@ colls_and_onesided() {
     local hosts=$1 what=$2
     shift 2
     XRC_MPIRUN_ARGS="$*" \
-        xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/collectives" || fail "collectives on $hosts failed"
+        xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/collectives" || die "collectives on $hosts failed"
     expect_line "$WORKDIR/out" '^collectives: OK .*errors=0' "collectives $hosts$what"
     XRC_MPIRUN_ARGS="${*:+$* }--mca osc rdma --mca osc_rdma_btls xrc" \
-        xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/onesided" || fail "onesided on $hosts failed"
+        xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/onesided" || die "onesided on $hosts failed"
     expect_line "$WORKDIR/out" '^onesided: OK .*errors=0' "onesided $hosts$what"
 }
 
@@ -41,7 +41,7 @@ expect_no_objects() {
     for node in $SIMCLUSTER_NODES_LIST; do
         status=$(sc exec "$node" "$SIMHCA_CTL" status 2>&1 | sed -n 2p)
         hca_is_empty "$status" ||
-            fail "$node's HCA still holds objects after the jobs: $status"
+            die "$node's HCA still holds objects after the jobs: $status"
     done
     info "no object left in any node's HCA ($SIMCLUSTER_NODES_LIST)"
 }
@@ -50,7 +50,7 @@ expect_no_objects() {
 up_cluster() {
     local n=$1 p=$2
     shift 2
-    sc up --nodes "$n" --slots "$p" "$@" || fail "simcluster up failed"
+    sc up --nodes "$n" --slots "$p" "$@" || die "simcluster up failed"
     SIMCLUSTER_NODES_LIST=$(hosts_spec "$n" 1 | tr ',' '\n' | cut -d: -f1 | tr '\n' ' ')
 }
 
@@ -61,7 +61,7 @@ ack_timeouts() {
     local node v total=0 line=""
     for node in $SIMCLUSTER_NODES_LIST; do
         v=$(sc exec "$node" bash -c 'cat "$SYSFS_PATH"/class/infiniband/*/ports/*/hw_counters/local_ack_timeout_err' |
-            awk '{ s += $1 } END { print s + 0 }') || fail "cannot read $node's local_ack_timeout_err"
+            awk '{ s += $1 } END { print s + 0 }') || die "cannot read $node's local_ack_timeout_err"
         line+="$node=$v "
         total=$((total + v))
     done
@@ -83,7 +83,7 @@ osc_rdma_setup() {
     OSC_DYNAMIC_BLOCKER=""
     if [ -n "${OSC_RDMA_COMPONENT_DIR:-}" ]; then
         [ -e "$OSC_RDMA_COMPONENT_DIR/mca_osc_rdma.so" ] ||
-            fail "no mca_osc_rdma.so in OSC_RDMA_COMPONENT_DIR=$OSC_RDMA_COMPONENT_DIR"
+            die "no mca_osc_rdma.so in OSC_RDMA_COMPONENT_DIR=$OSC_RDMA_COMPONENT_DIR"
         export OMPI_MCA_mca_base_component_path="$OSC_RDMA_COMPONENT_DIR:$OMPI_MCA_mca_base_component_path"
         info "osc/rdma from $OSC_RDMA_COMPONENT_DIR (Open MPI $version)"
         return
@@ -108,7 +108,7 @@ expect_xrc_one_sided() {
     lines=$(grep -c 'btl:xrc: .* counters: ' "$1")
     busy=$(paste <(counter "$1" rdma_reads) <(counter "$1" rdma_writes) <(counter "$1" atomics) |
         awk '$1 + $2 + $3 > 0' | wc -l)
-    [ "$lines" = "$2" ] && [ "$busy" = "$2" ] || fail "$3: $busy of $2 ranks show one-sided operations over xrc"
+    [ "$lines" = "$2" ] && [ "$busy" = "$2" ] || die "$3: $busy of $2 ranks show one-sided operations over xrc"
 }
 
 # xrc-status (src/xrc-status): what a node's btl xrc processes say they hold, from their status records.
@@ -149,13 +149,47 @@ expect_status_matches_hca() {
         out=$(status_vs_hca "$node" "$@") && { info "$node: xrc-status $*: $out"; return 0; }
         sleep 0.2
     done
-    fail "$node: xrc-status does not list what the HCA holds: $out"
+    die "$node: xrc-status does not list what the HCA holds: $out"
 }
 
 # expect_status_empty NODE [XRC-STATUS ARGS...]: xrc-status on NODE lists no process and no problem (exit status 0)
 expect_status_empty() {
     local node=$1 out
     shift
-    out=$(sc exec "$node" "$XRC_STATUS" "$@" 2>&1) || fail "$node: xrc-status $* exited with status $? after the job: $out"
-    [ "$out" = "$node: no btl xrc process" ] || fail "$node: xrc-status $* still lists something after the job: $out"
+    out=$(sc exec "$node" "$XRC_STATUS" "$@" 2>&1) || die "$node: xrc-status $* exited with status $? after the job: $out"
+    [ "$out" = "$node: no btl xrc process" ] || die "$node: xrc-status $* still lists something after the job: $out"
+}
+
+# fault_ends_held_job NAME NODE FAULT UNDO EXPECT: the hold program (tests/mpi/hold.c) on nodeA:1,nodeB:1, with the
+# extra mpirun arguments of XRC_MPIRUN_ARGS; once every pair is connected, `simhca-ctl fault FAULT` on NODE's HCA,
+# then the hold is released. The job must end with an error status (not the timeout), no process may crash, and a
+# line of its output must match EXPECT (the message naming what failed). UNDO: the fault arguments that take FAULT
+# back once the job is over ("" for none). FAULT and UNDO are split on spaces; a word @FUNC in FAULT is replaced by
+# FUNC's output, run once the job is connected (the object to raise an event on exists only then). NAME labels the
+# messages; the job's output is left in $WORKDIR/held.NAME (spaces as dashes).
+fault_ends_held_job() {
+    local name=$1 node=$2 undo=$4 expect=$5 out="$WORKDIR/held.${1// /-}" word fault=() job rc
+    rm -f "$WORKDIR/release"
+    MPIRUN_TIMEOUT=120 HOLD_FILE="$WORKDIR/release" XRC_MPIRUN_ARGS="-x HOLD_FILE ${XRC_MPIRUN_ARGS:-}" \
+        xrc_run "$out" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/hold" &
+    job=$!
+    wait_for_line "$out.raw" '^hold: connected' 60 || { kill $job; wait $job; die "$name: the job never connected"; }
+    for word in $3; do
+        case $word in
+        @*) word=$(${word#@}) ;;
+        esac
+        [ -n "$word" ] || { touch "$WORKDIR/release"; wait $job; die "$name: nothing on $node to inject '$3' on"; }
+        # shellcheck disable=SC2206  # FUNC's output is several arguments
+        fault+=($word)
+    done
+    sc exec "$node" "$SIMHCA_CTL" fault "${fault[@]}" >/dev/null || die "$name: injecting '${fault[*]}' on $node failed"
+    touch "$WORKDIR/release"
+    wait $job
+    rc=$?
+    # shellcheck disable=SC2086
+    [ -z "$undo" ] || sc exec "$node" "$SIMHCA_CTL" fault $undo >/dev/null
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || die "$name (${fault[*]} on $node): the job did not end with an error (exit $rc)"
+    grep -qiE 'segmentation fault|signal 11|core dumped' "$out" && die "$name: a process crashed"
+    grep -qE "$expect" "$out" || die "$name (${fault[*]} on $node): no message matching '$expect'"
+    info "$name (${fault[*]} on $node): exit $rc, $(grep -m1 -E "$expect" "$out")"
 }

@@ -6,56 +6,19 @@
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
 up_cluster 2 2
-rm -f "$WORKDIR/release"
-MPIRUN_TIMEOUT=120 HOLD_FILE="$WORKDIR/release" \
-    XRC_MPIRUN_ARGS="-x HOLD_FILE --mca btl_xrc_timeout 12 --mca btl_xrc_retry_count 3" \
-    xrc_run "$WORKDIR/out" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/hold" &
-job=$!
-for _ in $(seq 600); do grep -q '^hold: connected' "$WORKDIR/out.raw" 2>/dev/null && break; sleep 0.1; done
-sc exec nodeA "$SIMHCA_CTL" fault drop nodeB >/dev/null || fail "fault injection failed"
-touch "$WORKDIR/release"
-wait $job
-rc=$?
-sc exec nodeA "$SIMHCA_CTL" fault restore nodeB >/dev/null
-[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "the job did not fail cleanly (exit $rc)"
-grep -q 'btl:xrc: .*simhca0:1: .*transport retry counter exceeded' "$WORKDIR/out" ||
-    fail "no error naming the device, port and reason"
-info "peer lost: $(grep -m1 'btl:xrc: .*simhca0:1: ' "$WORKDIR/out") (exit $rc)"
+retries="--mca btl_xrc_timeout 12 --mca btl_xrc_retry_count 3"
+XRC_MPIRUN_ARGS="$retries" fault_ends_held_job "peer lost" nodeA "drop nodeB" "restore nodeB" \
+    'btl:xrc: .*simhca0:1: .*transport retry counter exceeded'
 
 # The same in on-demand mode, where the process has no map of the job: a failed send nobody waits for (an inline
 # send, its data in the work request) is reported with the node, rank and host it went to, not a crash.
-rm -f "$WORKDIR/release"
-MPIRUN_TIMEOUT=120 HOLD_FILE="$WORKDIR/release" \
-    XRC_MPIRUN_ARGS="-x HOLD_FILE --mca btl_xrc_timeout 12 --mca btl_xrc_retry_count 3 --mca btl_xrc_connect on-demand" \
-    xrc_run "$WORKDIR/ondemand" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/hold" &
-job=$!
-for _ in $(seq 600); do grep -q '^hold: connected' "$WORKDIR/ondemand.raw" 2>/dev/null && break; sleep 0.1; done
-sc exec nodeA "$SIMHCA_CTL" fault drop nodeB >/dev/null || fail "fault injection failed"
-touch "$WORKDIR/release"
-wait $job
-rc=$?
-sc exec nodeA "$SIMHCA_CTL" fault restore nodeB >/dev/null
-[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "on demand: the job did not fail cleanly (exit $rc)"
-grep -qiE 'segmentation fault|signal 11|core dumped' "$WORKDIR/ondemand" && fail "on demand: a process crashed"
-grep -q 'btl:xrc: .*simhca0:1: .*transport retry counter exceeded' "$WORKDIR/ondemand" ||
-    fail "on demand: no error naming the device, port and reason"
-info "peer lost, on demand: $(grep -m1 'btl:xrc: .*simhca0:1: ' "$WORKDIR/ondemand") (exit $rc)"
+XRC_MPIRUN_ARGS="$retries --mca btl_xrc_connect on-demand" \
+    fault_ends_held_job "peer lost, on demand" nodeA "drop nodeB" "restore nodeB" \
+    'btl:xrc: .*simhca0:1: .*transport retry counter exceeded'
 
 # A last message still draining in MPI_Finalize when its peer's node is lost: reported, and the job does not exit 0.
-rm -f "$WORKDIR/release"
-MPIRUN_TIMEOUT=120 HOLD_FILE="$WORKDIR/release" HOLD_LAST_SEND=1 \
-    XRC_MPIRUN_ARGS="-x HOLD_FILE -x HOLD_LAST_SEND --mca btl_xrc_timeout 12 --mca btl_xrc_retry_count 3" \
-    xrc_run "$WORKDIR/last" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/hold" &
-job=$!
-for _ in $(seq 600); do grep -q '^hold: connected' "$WORKDIR/last.raw" 2>/dev/null && break; sleep 0.1; done
-sc exec nodeA "$SIMHCA_CTL" fault drop nodeB >/dev/null || fail "fault injection failed"
-touch "$WORKDIR/release"
-wait $job
-rc=$?
-sc exec nodeA "$SIMHCA_CTL" fault restore nodeB >/dev/null
-[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "last message lost at finalize: the job exited $rc"
-grep -q 'btl:xrc: nodeA: simhca0:1: .*failed: .*(during MPI_Finalize' "$WORKDIR/last" ||
-    fail "last message lost at finalize: no error naming it"
-info "last message lost at finalize: $(grep -m1 'during MPI_Finalize' "$WORKDIR/last") (exit $rc)"
+HOLD_LAST_SEND=1 XRC_MPIRUN_ARGS="-x HOLD_LAST_SEND $retries" \
+    fault_ends_held_job "last message lost at finalize" nodeA "drop nodeB" "restore nodeB" \
+    'btl:xrc: nodeA: simhca0:1: .*failed: .*\(during MPI_Finalize'
 expect_no_objects
 info "PASS"

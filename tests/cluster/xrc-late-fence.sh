@@ -9,25 +9,25 @@
 # time nodeB's ranks needed for their first exchange once they were in (connections made on the way) is reported.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
-[ -e "$FENCE_SHIM" ] || fail "the fence shim is not built ($FENCE_SHIM)"
+[ -e "$FENCE_SHIM" ] || die "the fence shim is not built ($FENCE_SHIM)"
 up_cluster 3 2
 hosts=nodeA:2,nodeB:2,nodeC:2
 shim="-x LD_PRELOAD=$FENCE_SHIM -x FENCE_SHIM_LATE_HOST=nodeB -x FENCE_SHIM_DELAY_MS=2000"
 for mode in eager on-demand; do
     before=$(ack_timeouts)
     XRC_MPIRUN_ARGS="$shim --mca btl_xrc_connect $mode" \
-        xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/ring" --stride 2 || fail "ring ($mode) failed"
-    [ "$(grep -c '^ring: rank .* ok .*errors=0' "$WORKDIR/out")" = 6 ] || fail "ring ($mode): not every rank ok"
+        xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/ring" --stride 2 || die "ring ($mode) failed"
+    [ "$(grep -c '^ring: rank .* ok .*errors=0' "$WORKDIR/out")" = 6 ] || die "ring ($mode): not every rank ok"
     grep -q 'fence-shim: nodeB released .* data fence late by 2000 ms' "$WORKDIR/out" ||
-        fail "ring ($mode): the shim did not delay nodeB"
+        die "ring ($mode): the shim did not delay nodeB"
     late=$(awk '/^ring: rank [23] ok/ { sub("first=", "", $5); print $5 }' "$WORKDIR/out" | paste -sd' ')
     XRC_MPIRUN_ARGS="$shim --mca btl_xrc_connect $mode" \
         xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/allpairs" --expect "$hosts" ||
-        fail "allpairs ($mode) failed"
+        die "allpairs ($mode) failed"
     expect_line "$WORKDIR/out" '^allpairs: OK .*errors=0' "allpairs $hosts ($mode, nodeB 2 s late)"
     after=$(ack_timeouts)
     [ "${before##* }" = "${after##* }" ] ||
-        fail "$mode: ACK timeouts spent (before: $before; after: $after)"
+        die "$mode: ACK timeouts spent (before: $before; after: $after)"
     info "$mode: no ACK timeout (local_ack_timeout_err total ${after##* }); nodeB's ranks 2 and 3 did their first ring exchange ${late} s after leaving MPI_Init"
 done
 expect_no_objects

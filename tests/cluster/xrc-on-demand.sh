@@ -11,7 +11,7 @@ up_cluster 4 3
 for hosts in nodeA:2,nodeB:2 nodeA:2,nodeB:2,nodeC:2,nodeD:2 nodeA:1,nodeB:2,nodeC:3; do
     XRC_MPIRUN_ARGS="--mca btl_xrc_connect on-demand" \
         xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/allpairs" --expect "$hosts" ||
-        fail "allpairs on $hosts on demand failed"
+        die "allpairs on $hosts on demand failed"
     expect_line "$WORKDIR/out" '^allpairs: OK .*errors=0' "allpairs $hosts on demand"
 done
 for hosts in nodeA:2,nodeB:2 nodeA:1,nodeB:2,nodeC:3; do
@@ -24,9 +24,9 @@ for case in "2 eager" "1 on demand"; do
     max=${case%% *} want=${case#* }
     XRC_MPIRUN_ARGS="--mca btl_xrc_verbose 1 --mca btl_xrc_eager_max_nodes $max" \
         xrc_run "$WORKDIR/out" nodeA:2,nodeB:1 self,vader,xrc "$MPI_DIR/allpairs" --max-size 262144 ||
-        fail "allpairs with btl_xrc_eager_max_nodes $max failed"
+        die "allpairs with btl_xrc_eager_max_nodes $max failed"
     got=$(mode_of "$WORKDIR/out")
-    [ "$got" = "3 connections $want" ] || fail "2 nodes, btl_xrc_eager_max_nodes $max: processes said '$got'"
+    [ "$got" = "3 connections $want" ] || die "2 nodes, btl_xrc_eager_max_nodes $max: processes said '$got'"
     info "auto, 2 nodes, btl_xrc_eager_max_nodes $max: every process connects $want"
 done
 expect_no_objects

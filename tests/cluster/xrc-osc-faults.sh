@@ -25,9 +25,9 @@ fault_run() {
     MPIRUN_TIMEOUT=120 RMA_STREAM_STOP="$WORKDIR/stop" XRC_MPIRUN_ARGS="$args" \
         xrc_run "$WORKDIR/$name" nodeA:2,nodeB:2 "self,vader,$btl" "$MPI_DIR/rma_stream" >/dev/null &
     job=$!
-    for _ in $(seq 600); do grep -q '^rma_stream: running' "$WORKDIR/$name.raw" 2>/dev/null && break; sleep 0.1; done
-    grep -q '^rma_stream: running' "$WORKDIR/$name.raw" || { touch "$WORKDIR/stop"; wait $job; fail "$name: rma_stream did not start"; }
-    sc exec "$node" "$SIMHCA_CTL" fault "$@" >/dev/null || fail "$name: fault injection failed"
+    wait_for_line "$WORKDIR/$name.raw" '^rma_stream: running' 60 ||
+        { touch "$WORKDIR/stop"; wait $job; die "$name: rma_stream did not start"; }
+    sc exec "$node" "$SIMHCA_CTL" fault "$@" >/dev/null || die "$name: fault injection failed"
     wait $job
     rc=$?
     touch "$WORKDIR/stop"
@@ -35,8 +35,8 @@ fault_run() {
 
 # expect_clean_end NAME: non-zero, not the timeout, not a crash
 expect_clean_end() {
-    [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] || { cat "$WORKDIR/$1"; fail "$1: the job did not end cleanly (exit $rc)"; }
-    grep -q '^rma_stream: OK' "$WORKDIR/$1" && fail "$1: the job finished as if nothing happened"
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] || { cat "$WORKDIR/$1"; die "$1: the job did not end cleanly (exit $rc)"; }
+    grep -q '^rma_stream: OK' "$WORKDIR/$1" && die "$1: the job finished as if nothing happened"
 }
 
 # a lost node: the operations toward it exhaust their retries
@@ -45,7 +45,7 @@ sc exec nodeA "$SIMHCA_CTL" fault restore nodeB >/dev/null
 expect_clean_end drop
 one_sided='(RDMA (read|write) of [0-9]+ bytes|atomic (fetch-and-add|compare-and-swap)) at 0x[0-9a-f]+'
 grep -qE "btl:xrc: node[AB]: simhca0:1: $one_sided failed: transport retry counter exceeded .*\(peer rank [0-3] on node[AB]\)" \
-    "$WORKDIR/drop" || { cat "$WORKDIR/drop"; fail "drop: no error naming the node, device, port, operation and peer"; }
+    "$WORKDIR/drop" || { cat "$WORKDIR/drop"; die "drop: no error naming the node, device, port, operation and peer"; }
 info "node lost (exit $rc): $(grep -m1 -E "btl:xrc: .*$one_sided failed" "$WORKDIR/drop")"
 
 # a port that goes down: its processes hear it from the device, or from their operations failing first (then the
@@ -54,7 +54,7 @@ fault_run port-down xrc nodeB port-down
 sc exec nodeB "$SIMHCA_CTL" fault port-up >/dev/null
 expect_clean_end port-down
 grep -qE "btl:xrc: nodeB: simhca0:1: (the port went down|$one_sided failed: .*the port is not active)|btl:xrc: nodeA: simhca0:1: $one_sided failed: .* \(peer rank [0-3] on nodeB\)" \
-    "$WORKDIR/port-down" || { cat "$WORKDIR/port-down"; fail "port-down: no error naming the port, or the operation and peer"; }
+    "$WORKDIR/port-down" || { cat "$WORKDIR/port-down"; die "port-down: no error naming the port, or the operation and peer"; }
 info "port down (exit $rc): $(grep -m1 -E 'btl:xrc: node[AB]: simhca0:1: ' "$WORKDIR/port-down")"
 expect_no_objects
 

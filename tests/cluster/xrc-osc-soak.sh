@@ -13,7 +13,7 @@ up_cluster 3 2
 hosts=nodeA:2,nodeB:2,nodeC:2
 args="--mca osc rdma --mca osc_rdma_btls xrc --mca btl_xrc_verbose 10"
 MPIRUN_TIMEOUT=$((seconds + 120)) RMA_STREAM_SECONDS=$seconds XRC_MPIRUN_ARGS="$args -x RMA_STREAM_SECONDS" \
-    xrc_run "$WORKDIR/stream" "$hosts" self,vader,xrc "$MPI_DIR/rma_stream" >/dev/null || fail "rma_stream failed"
+    xrc_run "$WORKDIR/stream" "$hosts" self,vader,xrc "$MPI_DIR/rma_stream" >/dev/null || die "rma_stream failed"
 expect_line "$WORKDIR/stream" '^rma_stream: OK .*ranks=6 errors=0' "rma_stream for ${seconds}s"
 expect_xrc_one_sided "$WORKDIR/stream" 6 rma_stream
 programs=(rma_datatypes)
@@ -22,8 +22,8 @@ programs=(rma_datatypes)
 for r in $(seq "$reps"); do
     for prog in "${programs[@]}"; do
         XRC_MPIRUN_ARGS="$args" xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/$prog" >/dev/null ||
-            { cat "$WORKDIR/out"; fail "$prog failed in round $r"; }
-        grep -qE "^$prog: OK ranks=6 errors=0" "$WORKDIR/out" || { cat "$WORKDIR/out"; fail "$prog: no OK line in round $r"; }
+            { cat "$WORKDIR/out"; die "$prog failed in round $r"; }
+        grep -qE "^$prog: OK ranks=6 errors=0" "$WORKDIR/out" || { cat "$WORKDIR/out"; die "$prog: no OK line in round $r"; }
         expect_xrc_one_sided "$WORKDIR/out" 6 "$prog round $r"
     done
 done

@@ -24,7 +24,7 @@ run() {
     shape="$(echo "$hosts" | tr ',' '\n' | wc -l)x$(echo "$hosts" | cut -d, -f1 | cut -d: -f2)"
     t0=$EPOCHREALTIME
     XRC_MPIRUN_ARGS="${OSC[*]} xrc --mca btl_xrc_verbose 10" xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc \
-        "$MPI_DIR/$prog" || fail "$prog $shape over xrc failed"
+        "$MPI_DIR/$prog" || die "$prog $shape over xrc failed"
     t1=$EPOCHREALTIME
     expect_line "$WORKDIR/out" "^$prog: OK ranks=$ranks errors=0" "$prog $shape over xrc"
     expect_xrc_one_sided "$WORKDIR/out" "$ranks" "$prog $shape"

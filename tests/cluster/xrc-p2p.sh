@@ -9,18 +9,18 @@
 up_cluster 4 3
 for hosts in nodeA:2,nodeB:2 nodeA:2,nodeB:2,nodeC:2,nodeD:2 nodeA:1,nodeB:2,nodeC:3; do
     xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/allpairs" --expect "$hosts" ||
-        fail "allpairs on $hosts over self,vader,xrc failed"
+        die "allpairs on $hosts over self,vader,xrc failed"
     expect_line "$WORKDIR/out" '^allpairs: OK .*errors=0' "allpairs $hosts self,vader,xrc"
 done
 xrc_run "$WORKDIR/out" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/allpairs" --max-size 16777216 ||
-    fail "allpairs to 16 MiB failed"
+    die "allpairs to 16 MiB failed"
 expect_line "$WORKDIR/out" '^allpairs: OK .*errors=0' "allpairs nodeA:1,nodeB:1 to 16 MiB (RGET)"
 XRC_MPIRUN_ARGS="--mca btl_xrc_flags send,put,inplace" \
     xrc_run "$WORKDIR/out" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/allpairs" --max-size 16777216 ||
-    fail "allpairs to 16 MiB with put only failed"
+    die "allpairs to 16 MiB with put only failed"
 expect_line "$WORKDIR/out" '^allpairs: OK .*errors=0' "allpairs nodeA:1,nodeB:1 to 16 MiB (RPUT, pipeline)"
 xrc_run "$WORKDIR/out" nodeA:2,nodeB:1 self,xrc "$MPI_DIR/allpairs" --expect nodeA:2,nodeB:1 ||
-    fail "allpairs over self,xrc failed"
+    die "allpairs over self,xrc failed"
 expect_line "$WORKDIR/out" '^allpairs: OK .*errors=0' "allpairs nodeA:2,nodeB:1 self,xrc"
 expect_no_objects
 info "PASS"

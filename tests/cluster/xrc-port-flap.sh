@@ -34,10 +34,10 @@ flapped_run() {
     for down in "$@"; do
         sleep 1
         start=$(date +%s.%N)
-        sc exec nodeB "$SIMHCA_CTL" fault port-down >/dev/null || fail "port-down failed"
+        sc exec nodeB "$SIMHCA_CTL" fault port-down >/dev/null || die "port-down failed"
         info "nodeB's port down at $(date +%T.%N | cut -c1-12) for $down s"
         sleep "$down"
-        sc exec nodeB "$SIMHCA_CTL" fault port-up >/dev/null || fail "port-up failed"
+        sc exec nodeB "$SIMHCA_CTL" fault port-up >/dev/null || die "port-up failed"
         info "nodeB's port up at $(date +%T.%N | cut -c1-12)"
     done
     sleep 1
@@ -49,23 +49,23 @@ flapped_run() {
 
 # Ridden through: 0.5 s and 2 s down, default grace (the retry budget, 34 s).
 XRC_MPIRUN_ARGS="--mca btl_xrc_verbose 10" flapped_run "$WORKDIR/out" self,vader,xrc 4 0.5 2
-[ $rc != noflow ] || fail "no traffic in the xrc job"
-[ $rc = 0 ] || fail "the job did not ride through the flaps (exit $rc)"
+[ $rc != noflow ] || die "no traffic in the xrc job"
+[ $rc = 0 ] || die "the job did not ride through the flaps (exit $rc)"
 expect_line "$WORKDIR/out" '^steady: OK .*errors=0' "xrc, nodeB's port down 0.5 s and 2 s"
-grep -q 'btl:xrc: nodeB: simhca0:1: the port went down' "$WORKDIR/out" || fail "no message naming the port going down"
-grep -q 'btl:xrc: nodeB: simhca0:1: the port is active again' "$WORKDIR/out" || fail "no message naming the port back"
+grep -q 'btl:xrc: nodeB: simhca0:1: the port went down' "$WORKDIR/out" || die "no message naming the port going down"
+grep -q 'btl:xrc: nodeB: simhca0:1: the port is active again' "$WORKDIR/out" || die "no message naming the port back"
 holds=$(grep 'btl:xrc: .* counters:' "$WORKDIR/out" | grep -c ' port_downs=2 port_ups=2 ')
-[ "$holds" = 2 ] || fail "$holds of nodeB's 2 ranks counted 2 holds and 2 resumes"
+[ "$holds" = 2 ] || die "$holds of nodeB's 2 ranks counted 2 holds and 2 resumes"
 info "held and resumed twice on both of nodeB's ranks: $(grep 'btl:xrc: .* counters:' "$WORKDIR/out" |
     grep -o ' port_downs=2 port_ups=2 port_down_ms=[0-9]*' | tr '\n' ';')"
-grep -q 'btl:xrc: .* error\|MPI_ABORT\|btl:xrc: .*failed' "$WORKDIR/out" && fail "an error was reported during the flaps"
+grep -q 'btl:xrc: .* error\|MPI_ABORT\|btl:xrc: .*failed' "$WORKDIR/out" && die "an error was reported during the flaps"
 
 # Down longer than the grace: the job ends, naming host, device and port.
 MPIRUN_TIMEOUT=60 XRC_MPIRUN_ARGS="--mca btl_xrc_port_down_grace 2" flapped_run "$WORKDIR/long" self,vader,xrc 30 5
-[ $rc != noflow ] || fail "no traffic in the xrc job with a 2 s grace"
-[ $rc != 0 ] && [ $rc != 124 ] || fail "a port down past the grace did not end the job cleanly (exit $rc)"
+[ $rc != noflow ] || die "no traffic in the xrc job with a 2 s grace"
+[ $rc != 0 ] && [ $rc != 124 ] || die "a port down past the grace did not end the job cleanly (exit $rc)"
 grep -q 'btl:xrc: nodeB: simhca0:1: the port has been down for more than 2 s' "$WORKDIR/long" ||
-    fail "no message naming host, device, port and the grace"
+    die "no message naming host, device, port and the grace"
 info "port down 5 s with a 2 s grace: the job ended (exit $rc), $elapsed s after the port went down:" \
     "$(grep -m1 'btl:xrc: nodeB: simhca0:1: the port has been down' "$WORKDIR/long")"
 

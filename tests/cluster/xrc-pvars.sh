@@ -8,13 +8,13 @@
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
 up_cluster 3 3
-xrc_run "$WORKDIR/out" nodeA:2,nodeB:2 self,vader,xrc "$MPI_DIR/pvars" || fail "pvars on 2x2 failed"
+xrc_run "$WORKDIR/out" nodeA:2,nodeB:2 self,vader,xrc "$MPI_DIR/pvars" || die "pvars on 2x2 failed"
 expect_line "$WORKDIR/out" '^pvars: OK .*connections=3 errors=0' "pvars nodeA:2,nodeB:2 self,vader,xrc"
 XRC_MPIRUN_ARGS="--mca osc rdma --mca osc_rdma_btls xrc" \
     xrc_run "$WORKDIR/out" nodeA:1,nodeB:2,nodeC:3 self,vader,xrc "$MPI_DIR/pvars" --atomics ||
-    fail "pvars on 1/2/3 with atomics failed"
+    die "pvars on 1/2/3 with atomics failed"
 expect_line "$WORKDIR/out" '^pvars: OK .*errors=0' "pvars nodeA:1,nodeB:2,nodeC:3 self,vader,xrc, osc/rdma"
-xrc_run "$WORKDIR/out" nodeA:2,nodeB:1 self,xrc "$MPI_DIR/pvars" --onnode-xrc || fail "pvars over self,xrc failed"
+xrc_run "$WORKDIR/out" nodeA:2,nodeB:1 self,xrc "$MPI_DIR/pvars" --onnode-xrc || die "pvars over self,xrc failed"
 expect_line "$WORKDIR/out" '^pvars: OK .*errors=0' "pvars nodeA:2,nodeB:1 self,xrc"
 expect_no_objects
 info "PASS"

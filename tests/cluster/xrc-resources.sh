@@ -21,7 +21,7 @@ check_shape() {
         xrc_run "$WORKDIR/hold.out" "$hosts" self,vader,xrc "$MPI_DIR/hold" &
     local job=$!
     for _ in $(seq 600); do grep -q '^hold: connected' "$WORKDIR/hold.out.raw" 2>/dev/null && break; sleep 0.1; done
-    grep -q '^hold: connected .*errors=0' "$WORKDIR/hold.out.raw" || { touch "$WORKDIR/release"; wait $job; fail "$hosts: the job did not connect"; }
+    grep -q '^hold: connected .*errors=0' "$WORKDIR/hold.out.raw" || { touch "$WORKDIR/release"; wait $job; die "$hosts: the job did not connect"; }
     for spec in ${hosts//,/ }; do
         node=${spec%:*}
         p=${spec#*:}
@@ -39,11 +39,11 @@ PY
 )
         [ "$ini" = $((p * (n - 1))) ] && [ "$tgt" = $((total - p)) ] && [ "$handles" = "$p" ] && [ "$other" = 0 ] && [ "$ud" = "$p" ] &&
             [ "$srqs" = $((3 * p)) ] && [ "$xrcds" = 1 ] ||
-            { touch "$WORKDIR/release"; wait $job; fail "$hosts $node: INI=$ini (want $((p * (n - 1)))) TGT=$tgt (want $((total - p))) handles=$handles (want $p) UD=$ud (want $p) other=$other SRQs=$srqs XRCDs=$xrcds"; }
+            { touch "$WORKDIR/release"; wait $job; die "$hosts $node: INI=$ini (want $((p * (n - 1)))) TGT=$tgt (want $((total - p))) handles=$handles (want $p) UD=$ud (want $p) other=$other SRQs=$srqs XRCDs=$xrcds"; }
         info "$hosts $node (P=$p, N=$n): INI $ini = P*(N-1); TGT $tgt = one per remote sending process, $handles handle(s) each; $((ini + tgt)) XRC QPs (2*P*(N-1) = $((2 * p * (n - 1))) when all nodes have P ranks); $ud UD QPs; $srqs SRQs; 1 XRC domain"
     done
     touch "$WORKDIR/release"
-    wait $job || fail "$hosts: hold job failed"
+    wait $job || die "$hosts: hold job failed"
 }
 check_shape nodeA:2,nodeB:2
 check_shape nodeA:1,nodeB:2,nodeC:3

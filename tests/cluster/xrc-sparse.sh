@@ -25,7 +25,7 @@ for _ in $(seq 1800); do
     sleep 0.1
 done
 [ "$(grep -c '^ring: rank .* ok .*errors=0' "$WORKDIR/out.raw" 2>/dev/null)" = $((N * P)) ] ||
-    { touch "$WORKDIR/release"; wait $job; fail "not every rank finished its ring exchange"; }
+    { touch "$WORKDIR/release"; wait $job; die "not every rank finished its ring exchange"; }
 for node in $SIMCLUSTER_NODES_LIST; do
     sc exec "$node" "$SIMHCA_CTL" list --json >"$WORKDIR/$node.json" 2>&1
     read -r ini tgt handles ud other < <(/usr/bin/python3 - "$WORKDIR/$node.json" <<'PY'
@@ -40,11 +40,11 @@ print(len(ini), len(tgt), ",".join(map(str, sorted({q["handles"] for q in tgt}))
 PY
 )
     [ "$ini" = $((2 * P)) ] && [ "$tgt" = $((2 * P)) ] && [ "$handles" = 1 ] && [ "$ud" = $P ] && [ "$other" = 0 ] ||
-        { touch "$WORKDIR/release"; wait $job; fail "$node: INI=$ini TGT=$tgt handles=$handles UD=$ud other=$other (want $((2 * P)) $((2 * P)) 1 $P 0)"; }
+        { touch "$WORKDIR/release"; wait $job; die "$node: INI=$ini TGT=$tgt handles=$handles UD=$ud other=$other (want $((2 * P)) $((2 * P)) 1 $P 0)"; }
 done
 info "every node: $((2 * P)) INI + $((2 * P)) TGT XRC QPs (one handle each) + $P UD QPs, against $((2 * P * (N - 1))) XRC QPs wired eagerly"
 info "first exchange after MPI_Init (connections made on the way): $(grep -o 'first=[0-9.]*' "$WORKDIR/out.raw" | cut -d= -f2 | sort -n | awk '{a[NR]=$1} END {printf "min %s s, median %s s, max %s s", a[1], a[int((NR+1)/2)], a[NR]}')"
 touch "$WORKDIR/release"
-wait $job || fail "the ring job failed"
+wait $job || die "the ring job failed"
 expect_no_objects
 info "PASS"

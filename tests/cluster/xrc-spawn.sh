@@ -16,7 +16,7 @@ version=$("$OMPI_INFO" --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p
 case "$version" in
 4.*) skip "Open MPI $version: its runtime fails MPI_Comm_spawn's children in MPI_Init at 2 nodes, over any BTL (docs/admin.md)" ;;
 esac
-[ -x "$MPI_DIR/spawn" ] || fail "spawn not built at $MPI_DIR/spawn (make -C tests/mpi spawn)"
+[ -x "$MPI_DIR/spawn" ] || die "spawn not built at $MPI_DIR/spawn (make -C tests/mpi spawn)"
 
 up_cluster 2 2
 release=$WORKDIR/release
@@ -50,7 +50,7 @@ for attempt in 1 2 3 4; do
     up_cluster 2 2
 done
 # stop: let the parents finish, show what the job said, fail
-stop() { touch "$release"; wait $job; tail -40 "$out.raw"; fail "$*"; }
+stop() { touch "$release"; wait $job; tail -40 "$out.raw"; die "$*"; }
 [ $gone = 1 ] || { kill $job 2>/dev/null; stop "the parents never said the children were gone"; }
 # Each child reports its xrc counters in MPI_Finalize, after the disconnect that let the parents go on: wait for
 # both reports (the parents are held and report only at their own finalize).
@@ -75,7 +75,7 @@ for node in nodeA nodeB; do
     info "$node with the parents alive and the children gone: $hca"
 done
 touch "$release"
-wait $job || fail "spawn job failed (exit $?)"
+wait $job || die "spawn job failed (exit $?)"
 expect_line "$out" '^spawn: OK parents=2 children=2 errors=0' "spawn at 2 nodes"
 expect_no_objects
 info "PASS"

@@ -12,11 +12,11 @@
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
 . "$(dirname "$0")/slurm-common.sh"
-[ -x "$XRC_STATUS" ] || fail "xrc-status is not built at $XRC_STATUS"
+[ -x "$XRC_STATUS" ] || die "xrc-status is not built at $XRC_STATUS"
 
-out=$("$XRC_STATUS" --help) && grep -q '^Usage: xrc-status' <<<"$out" || fail "xrc-status --help"
+out=$("$XRC_STATUS" --help) && grep -q '^Usage: xrc-status' <<<"$out" || die "xrc-status --help"
 "$XRC_STATUS" --no-such-option >/dev/null 2>&1
-[ $? = 2 ] || fail "xrc-status with an unknown option does not exit with status 2"
+[ $? = 2 ] || die "xrc-status with an unknown option does not exit with status 2"
 
 up_slurm 3 2
 
@@ -30,7 +30,7 @@ held_job() {
     "$@" &
     JOB=$!
     wait_for_line "$output" '^hold: connected .*errors=0' 60 ||
-        { touch "$WORKDIR/release"; wait $JOB; fail "the job did not connect: $(cat "$output")"; }
+        { touch "$WORKDIR/release"; wait $JOB; die "the job did not connect: $(cat "$output")"; }
     for spec in ${hosts//,/ }; do
         # shellcheck disable=SC2086
         expect_status_matches_hca "${spec%:*}" $args
@@ -41,13 +41,13 @@ held_job() {
 hosts=nodeA:1,nodeB:2,nodeC:2
 HOLD_FILE="$WORKDIR/release" XRC_MPIRUN_ARGS="-x HOLD_FILE" \
     held_job "$WORKDIR/mpirun.out.raw" "$hosts" "" -- xrc_run "$WORKDIR/mpirun.out" "$hosts" self,vader,xrc "$MPI_DIR/hold"
-table=$(sc exec nodeB "$XRC_STATUS") || fail "xrc-status (table) on nodeB: status $?"
+table=$(sc exec nodeB "$XRC_STATUS") || die "xrc-status (table) on nodeB: status $?"
 grep -q '^nodeB: 1 job, 2 btl xrc processes$' <<<"$table" && grep -q 'TGT QPs: 3 ' <<<"$table" ||
-    fail "xrc-status's table on nodeB: $table"
+    die "xrc-status's table on nodeB: $table"
 sc exec nodeB "$XRC_STATUS" --counters | grep -qE '^ +cm_datagrams_sent +[0-9]+ +[0-9]+$' ||
-    fail "xrc-status --counters on nodeB does not list every counter per rank"
+    die "xrc-status --counters on nodeB does not list every counter per rank"
 touch "$WORKDIR/release"
-wait $JOB || fail "the mpirun job failed"
+wait $JOB || die "the mpirun job failed"
 for node in nodeA nodeB nodeC; do expect_status_empty $node; done
 info "after the mpirun job: nothing listed on nodeA nodeB nodeC"
 
@@ -55,35 +55,35 @@ info "after the mpirun job: nothing listed on nodeA nodeB nodeC"
 hosts=nodeA:2,nodeB:1
 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,xrc SRUN_ENV="HOLD_FILE=$WORKDIR/release" \
     held_job "$WORKDIR/srun.out" "$hosts" "" -- srun_sim "$WORKDIR/srun.out" "$hosts" "$MPI_DIR/hold"
-grep -q spmix_appdir "$WORKDIR/nodeA.status.json" || fail "the srun job's records are not in Slurm's session directory"
+grep -q spmix_appdir "$WORKDIR/nodeA.status.json" || die "the srun job's records are not in Slurm's session directory"
 touch "$WORKDIR/release"
-wait $JOB || fail "the srun job failed"
+wait $JOB || die "the srun job failed"
 for node in nodeA nodeB; do expect_status_empty $node; done
 info "after the srun job: nothing listed on nodeA nodeB"
 
 # 3. btl_xrc_xrcd_dir: records next to the XRC domain file there (each node's own /tmp), found with --dir.
 dir=/tmp/xrc-status-test
-for node in nodeA nodeB; do sc exec $node mkdir -p $dir || fail "mkdir $dir on $node"; done
+for node in nodeA nodeB; do sc exec $node mkdir -p $dir || die "mkdir $dir on $node"; done
 hosts=nodeA:2,nodeB:1
 HOLD_FILE="$WORKDIR/release" \
     XRC_MPIRUN_ARGS="-x HOLD_FILE --mca btl_xrc_xrcd_dir $dir --mca btl_xrc_connect on-demand" \
     held_job "$WORKDIR/xrcd-dir.out.raw" "$hosts" "--dir $dir" -- xrc_run "$WORKDIR/xrcd-dir.out" "$hosts" self,xrc "$MPI_DIR/hold"
-grep -q '"state":"loopback"' "$WORKDIR/nodeA.status.json" || fail "no loopback pair listed on nodeA (self,xrc)"
+grep -q '"state":"loopback"' "$WORKDIR/nodeA.status.json" || die "no loopback pair listed on nodeA (self,xrc)"
 victim=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["jobs"][0]["processes"][0]["pid"])' \
-    "$WORKDIR/nodeB.status.json") || fail "no process listed on nodeB"
-sc exec nodeB kill -KILL "$victim" || fail "cannot kill pid $victim on nodeB"
-wait $JOB && fail "the job went on after one of its processes was killed"
+    "$WORKDIR/nodeB.status.json") || die "no process listed on nodeB"
+sc exec nodeB kill -KILL "$victim" || die "cannot kill pid $victim on nodeB"
+wait $JOB && die "the job went on after one of its processes was killed"
 out=$(sc exec nodeB "$XRC_STATUS" --dir $dir)
-[ $? = 1 ] || fail "xrc-status does not exit with status 1 for a stale record: $out"
-grep -qE "^  2 +$victim .*stale: the process is gone" <<<"$out" || fail "the killed process is not listed as stale: $out"
+[ $? = 1 ] || die "xrc-status does not exit with status 1 for a stale record: $out"
+grep -qE "^  2 +$victim .*stale: the process is gone" <<<"$out" || die "the killed process is not listed as stale: $out"
 info "nodeB after SIGKILL of rank 2 (pid $victim): $(grep -E "^  2 +$victim" <<<"$out" | tr -s ' ')"
 # Malformed files next to it: a foreign one and a record cut short are reported with their reason.
-record=$(sc exec nodeB bash -c "ls $dir/btl_xrc_status.*") || fail "no record left on nodeB"
+record=$(sc exec nodeB bash -c "ls $dir/btl_xrc_status.*") || die "no record left on nodeB"
 sc exec nodeB bash -c "echo not a record >$dir/btl_xrc_status.1.0.7 && head -c 200 $record >$dir/btl_xrc_status.1.0.8" ||
-    fail "cannot write malformed records on nodeB"
+    die "cannot write malformed records on nodeB"
 out=$(sc exec nodeB "$XRC_STATUS" --dir $dir --json)
-[ $? = 1 ] || fail "xrc-status with malformed records does not exit with status 1"
-/usr/bin/python3 - "$out" <<'PY' || fail "malformed records: $out"
+[ $? = 1 ] || die "xrc-status with malformed records does not exit with status 1"
+/usr/bin/python3 - "$out" <<'PY' || die "malformed records: $out"
 import json, sys
 d = json.loads(sys.argv[1])
 errors = {p["path"].rsplit("/", 1)[1]: p["error"] for p in d["problems"]}

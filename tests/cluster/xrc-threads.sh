@@ -13,12 +13,12 @@ run_threads() {
     local hosts=$1 threads=$2 mode=$3 rma=${4:-} args="--mca btl_xrc_connect $3"
     [ -n "$rma" ] && args="$args --mca osc rdma --mca osc_rdma_btls xrc --mca btl_xrc_verbose 10"
     XRC_MPIRUN_ARGS="$args" xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/threads" "$threads" 1 $rma ||
-        fail "threads ($hosts, $threads threads, $mode${rma:+, $rma}) failed: $(grep -m3 'threads:\|btl:xrc' "$WORKDIR/out" | tr '\n' ' ')"
+        die "threads ($hosts, $threads threads, $mode${rma:+, $rma}) failed: $(grep -m3 'threads:\|btl:xrc' "$WORKDIR/out" | tr '\n' ' ')"
     expect_line "$WORKDIR/out" '^threads: OK .*errors=0' "threads $hosts x $threads, $mode${rma:+, $rma}"
     # the windows' traffic went over xrc: RDMA writes, reads and atomics in every process's counters
     [ -z "$rma" ] || [ "$(grep -cE 'btl:xrc: .* counters:.* rdma_writes=[1-9].* rdma_reads=[1-9].* atomics=[1-9]' \
         "$WORKDIR/out")" = "$(echo "$hosts" | tr ',' '\n' | cut -d: -f2 | paste -sd+ | bc)" ] ||
-        fail "not every process put, got and fetched-and-added over xrc"
+        die "not every process put, got and fetched-and-added over xrc"
 }
 run_threads nodeA:2,nodeB:2 4 eager
 run_threads nodeA:2,nodeB:2 8 on-demand
