@@ -29,25 +29,25 @@
 # xrc-status.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
-[ -x "$XRC_STATUS" ] || fail "xrc-status is not built at $XRC_STATUS"
+[ -x "$XRC_STATUS" ] || die "xrc-status is not built at $XRC_STATUS"
 
 H1=node288824 H2=node678140
 COLLIDING_ID=$((0x936d3391))
 up_cluster 3 2 --hostnames "$H1,$H2,nodeC"
 [ "$(sc exec nodeA hostname)" = "$H1" ] && [ "$(sc exec nodeB hostname)" = "$H2" ] ||
-    fail "the nodes do not carry the chosen host names"
+    die "the nodes do not carry the chosen host names"
 BY_HASH="--mca btl_xrc_node_id hostname"
 
 pair=$H1:2,$H2:2
 XRC_MPIRUN_ARGS="$BY_HASH" xrc_run "$WORKDIR/out" "$pair" self,vader,xrc "$MPI_DIR/allpairs" --expect "$pair" ||
-    fail "allpairs on $pair (eager) failed"
+    die "allpairs on $pair (eager) failed"
 expect_line "$WORKDIR/out" '^allpairs: OK .*errors=0' "allpairs $pair (eager)"
 # On demand to 256 KiB (the eager, send and RDMA paths all taken: the routing is the point), the pair's ranks
 # among them.
 three=$H1:1,$H2:2,nodeC:2
 XRC_MPIRUN_ARGS="$BY_HASH --mca btl_xrc_connect on-demand" \
     xrc_run "$WORKDIR/out" "$three" self,vader,xrc "$MPI_DIR/allpairs" --expect "$three" --max-size 262144 ||
-    fail "allpairs on $three (on-demand) failed"
+    die "allpairs on $three (on-demand) failed"
 expect_line "$WORKDIR/out" '^allpairs: OK .*errors=0' "allpairs $three (on-demand)"
 
 # A held job on the pair: each node's xrc-status lists exactly its own two ranks, with the colliding id, and what
@@ -57,7 +57,7 @@ HOLD_FILE="$WORKDIR/release" XRC_MPIRUN_ARGS="$BY_HASH -x HOLD_FILE" \
     xrc_run "$WORKDIR/hold.out" "$pair" self,vader,xrc "$MPI_DIR/hold" &
 JOB=$!
 wait_for_line "$WORKDIR/hold.out.raw" '^hold: connected .*errors=0' 60 ||
-    { touch "$WORKDIR/release"; wait $JOB; fail "the held job did not connect: $(cat "$WORKDIR/hold.out.raw")"; }
+    { touch "$WORKDIR/release"; wait $JOB; die "the held job did not connect: $(cat "$WORKDIR/hold.out.raw")"; }
 for node in nodeA nodeB; do
     expect_status_matches_hca "$node"
     case $node in nodeA) host=$H1 ranks="0 1" ;; nodeB) host=$H2 ranks="2 3" ;; esac
@@ -70,10 +70,10 @@ bad = [p for p in procs if p["host"] != host or p["node"] != node_id]
 if seen != sorted(ranks) or bad:
     sys.exit("ranks %s (expected %s), wrong host or node id: %s" % (seen, ranks, bad))
 PY
-        fail "$node: xrc-status does not list only its own processes with the colliding node id"
+        die "$node: xrc-status does not list only its own processes with the colliding node id"
     info "$node ($host): xrc-status lists ranks $ranks only, node id $COLLIDING_ID"
 done
 touch "$WORKDIR/release"
-wait $JOB || fail "the held job failed"
+wait $JOB || die "the held job failed"
 expect_no_objects
 info "PASS"
