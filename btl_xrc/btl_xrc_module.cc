@@ -93,8 +93,7 @@ int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
             // The link's owner, if this peer's node has no link yet: spread over the node's ranks (node_map.h).
             // Same node or not is the HCA port (xrc::link_owner), never the node id, which may be a hash.
             const uint32_t guess = xrc::spread_owner_guess(rank, job.my_rank, job.local_ranks, job.size);
-            const uint32_t owner =
-                xrc::link_owner(rank, *address, guess, guess != rank ? job.port_address(guess, m->index) : nullptr);
+            const uint32_t owner = xrc::link_owner(rank, *address, guess, job.port_address(guess, m->index));
             m->transport->attach(made->peer, *address, owner);
             mca_btl_xrc_eager_endpoint_init(m, made);
             m->endpoints->emplace(rank, made);

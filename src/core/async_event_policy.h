@@ -74,11 +74,11 @@ struct EventDecision {
 // The decision for one event seen by the module of port `my_port`.
 EventDecision decide_event(const EventSubject &subject, std::uint8_t my_port);
 
-// "INI QP 12 toward node 3 (through rank 5, TGT QP 99)", "TGT QP 99 made for rank 5's INI QP 12", ...
 // Whether an event's element is a port (event.element.port_num) / a QP (event.element.qp).
 bool is_port_event(ibv_event_type type) noexcept;
 bool is_qp_event(ibv_event_type type) noexcept;
 
+// "INI QP 12 toward node 3 (through rank 5, TGT QP 99)", "TGT QP 99 made for rank 5's INI QP 12", ...
 std::string describe_qp(std::uint32_t qp_num, const QpRole &role);
 
 }  // namespace xrc
