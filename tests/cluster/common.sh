@@ -83,20 +83,27 @@ case "$(readlink -m "$ALLPAIRS")" in
     /tmp/*) export SIMCLUSTER_SHARE="$(dirname "$(readlink -m "$ALLPAIRS")")${SIMCLUSTER_SHARE:+:$SIMCLUSTER_SHARE}" ;;
 esac
 
-hosts_spec() { # N P -> nodeA:P,nodeB:P,...
-    local i s="" l=ABCDEFGHIJKLMNOPQRSTUVWXYZ
-    for ((i = 0; i < $1; i++)); do s+="${s:+,}node${l:i:1}:$2"; done
-    echo "$s"
+# cluster_nodes: the running cluster's node names (nodeA..nodeZ, nodeAA..: what `sc exec` takes), one per line;
+# cluster_hosts: their host names in the same order (the same, unless `up --hostnames` chose others)
+cluster_nodes() {
+    (eval "$(sc env | grep '^export SIMCLUSTER_NODES=')" && printf '%s\n' $SIMCLUSTER_NODES)
+}
+cluster_hosts() {
+    (eval "$(sc env | grep '^export SIMCLUSTER_HOSTS=')" && printf '%s\n' ${SIMCLUSTER_HOSTS//,/ } | sed 's/:.*//')
+}
+
+hosts_spec() { # N P -> the first N hosts, P slots each: nodeA:P,nodeB:P,...
+    cluster_hosts | head -n "$1" | sed "s/\$/:$2/" | paste -sd,
 }
 
 # check_layout OUT N P: the per-rank "host rank localrank localsize" lines match N nodes x P ranks, by slot
 check_layout() {
-    local out=$1 n=$2 p=$3 r host lr ls exp i l=ABCDEFGHIJKLMNOPQRSTUVWXYZ
+    local out=$1 n=$2 p=$3 r host lr ls exp hosts
+    mapfile -t hosts < <(cluster_hosts)
     [ "$(grep -c '^RANK ' "$out")" = $((n * p)) ] || die "expected $((n * p)) rank lines"
     for ((r = 0; r < n * p; r++)); do
         read -r _ host lr ls < <(awk -v r=$r '$1 == "RANK" && $3 == r { print $1, $2, $4, $5 }' "$out")
-        i=$((r / p))
-        exp="node${l:i:1}"
+        exp=${hosts[r / p]:-}
         [ "$host" = "$exp" ] || die "rank $r ran on '$host', expected $exp"
         [ "$lr" = $((r % p)) ] || die "rank $r has local rank '$lr', expected $((r % p))"
         [ "$ls" = "$p" ] || die "rank $r has local size '$ls', expected $p"

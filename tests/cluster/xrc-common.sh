@@ -51,7 +51,7 @@ up_cluster() {
     local n=$1 p=$2
     shift 2
     sc up --nodes "$n" --slots "$p" "$@" || die "simcluster up failed"
-    SIMCLUSTER_NODES_LIST=$(hosts_spec "$n" 1 | tr ',' '\n' | cut -d: -f1 | tr '\n' ' ')
+    SIMCLUSTER_NODES_LIST=$(cluster_nodes | head -n "$n" | paste -sd' ')
 }
 
 # ack_timeouts: "nodeA=N nodeB=N ..." and the total last: how often each node's HCA retransmitted after an ACK
