@@ -17,55 +17,48 @@ xrc_ini_qps() { sc exec "$1" "$SIMHCA_CTL" list | awk '$2 == "XRC_INI" { print $
 # tgt_senders NODE: the INI QPNs that NODE's TGT QPs are connected to (0x...)
 tgt_senders() { sc exec "$1" "$SIMHCA_CTL" list | awk '$2 == "XRC_TGT" { print $8 }'; }
 
-# forged_run NAME FAULT EVENT SENDER-STATUS: a bystander job (steady traffic, nodeA:1,nodeB:1) runs; a second job
-# like it starts, and once it carries traffic, `simhca-ctl fault FAULT --qp Q` on nodeA, Q being the second job's
-# INI QP toward nodeB. The second job must end with an error naming the sender (EVENT: the receiving side's event,
-# SENDER-STATUS: the sending side's completion status, in ibv_event_type_str's and ibv_wc_status_str's words);
-# the bystander then stops and must have verified all its data.
+# The bystander: steady traffic on nodeA:1,nodeB:1 through both faults; its INI QPs on nodeA.
+by_out="$WORKDIR/bystander"
+rm -f "$WORKDIR/stop.bystander"
+MPIRUN_TIMEOUT=180 xrc_run "$by_out" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/steady" 1 "$WORKDIR/stop.bystander" &
+bystander=$!
+wait_for_line "$by_out.raw" '^steady: traffic' 60 || { wait $bystander; die "the bystander carried no traffic"; }
+bystander_qps=$(xrc_ini_qps nodeA)
+stop_all() { touch "$WORKDIR/stop.bystander" "$WORKDIR/stop.victim"; wait; }
+
+# forged_run NAME FAULT EVENT SENDER-STATUS: a second job like the bystander starts, and once it carries traffic,
+# `simhca-ctl fault FAULT --qp Q` on nodeA, Q being its INI QP toward nodeB. It must end with an error naming the
+# sender (EVENT: the receiving side's event, SENDER-STATUS: the sending side's completion status, in
+# ibv_event_type_str's and ibv_wc_status_str's words), in bounded time (not the timeout).
 forged_run() {
-    local name=$1 fault=$2 event=$3 status=$4 victim_out="$WORKDIR/victim.$1" by_out="$WORKDIR/bystander.$1"
-    local bystander victim before qpn="" q start rc
-    rm -f "$WORKDIR/stop.bystander" "$WORKDIR/stop.victim"
-    MPIRUN_TIMEOUT=120 xrc_run "$by_out" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/steady" 1 \
-        "$WORKDIR/stop.bystander" &
-    bystander=$!
-    wait_for_line "$by_out.raw" '^steady: traffic' 60 || { wait $bystander; die "$name: the bystander carried no traffic"; }
-    before=$(xrc_ini_qps nodeA)
+    local name=$1 fault=$2 event=$3 status=$4 victim_out="$WORKDIR/victim.$1" victim qpn="" q start rc elapsed
+    rm -f "$WORKDIR/stop.victim"
     MPIRUN_TIMEOUT=60 xrc_run "$victim_out" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/steady" 1 \
         "$WORKDIR/stop.victim" &
     victim=$!
-    wait_for_line "$victim_out.raw" '^steady: traffic' 60 || {
-        touch "$WORKDIR/stop.bystander" "$WORKDIR/stop.victim"
-        wait $victim $bystander
-        die "$name: the second job carried no traffic"
-    }
-    # The second job's INI QP toward nodeB: not the bystander's, and connected to one of nodeB's TGT QPs.
+    wait_for_line "$victim_out.raw" '^steady: traffic' 60 || { stop_all; die "$name: the second job carried no traffic"; }
+    # Its INI QP toward nodeB: not the bystander's, and connected to one of nodeB's TGT QPs.
     for q in $(xrc_ini_qps nodeA); do
-        grep -qx "$q" <<<"$before" && continue
+        grep -qx "$q" <<<"$bystander_qps" && continue
         tgt_senders nodeB | grep -qx "$q" && qpn=$q
     done
-    [ -n "$qpn" ] || {
-        touch "$WORKDIR/stop.bystander" "$WORKDIR/stop.victim"
-        wait $victim $bystander
-        die "$name: no INI QP of the second job toward nodeB on nodeA"
-    }
+    [ -n "$qpn" ] || { stop_all; die "$name: no INI QP of the second job toward nodeB on nodeA"; }
     start=$(date +%s.%N)
     # shellcheck disable=SC2086  # FAULT is the fault's words
-    sc exec nodeA "$SIMHCA_CTL" fault $fault --qp "$qpn" >/dev/null || die "$name: fault $fault --qp $qpn failed"
+    sc exec nodeA "$SIMHCA_CTL" fault $fault --qp "$qpn" >/dev/null || { stop_all; die "$name: fault $fault failed"; }
     wait $victim
     rc=$?
-    local elapsed
     elapsed=$(echo "$(date +%s.%N) - $start" | bc)
-    touch "$WORKDIR/stop.victim" "$WORKDIR/stop.bystander"
-    wait $bystander || die "$name: the bystander job failed (exit $?)"
-    expect_line "$by_out" '^steady: OK .*errors=0' "$name: the other job on the same nodes"
-    [ $rc -ne 0 ] && [ $rc -ne 124 ] || die "$name: the job with the refused request did not end with an error (exit $rc)"
-    grep -qiE 'segmentation fault|signal 11|core dumped' "$victim_out" && die "$name: a process crashed"
+    touch "$WORKDIR/stop.victim"
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] ||
+        { stop_all; die "$name: the job with the refused request did not end with an error (exit $rc)"; }
+    grep -qiE 'segmentation fault|signal 11|core dumped' "$victim_out" && { stop_all; die "$name: a process crashed"; }
     # Whichever side reports first ends the job: either message names the sender (nodeA's rank 0 and its INI QP).
     local dec=$((qpn))
     local receiver="btl:xrc: nodeB: simhca0:1: $event on TGT QP [0-9]+ made for sender rank 0 on node [0-9]+ \\(its INI QP $dec, .*\\(peer rank 0 on nodeA\\)"
     local sender="btl:xrc: nodeA: simhca0:1: .* failed: $status .*the responder refused it: this rank \\(0\\) sent it on its INI QP $dec toward node [0-9]+ .*\\(peer rank 1 on nodeB\\)"
-    grep -qE "$receiver|$sender" "$victim_out" || die "$name: no message naming the sender (INI QP $qpn of nodeA's rank 0)"
+    grep -qE "$receiver|$sender" "$victim_out" ||
+        { stop_all; die "$name: no message naming the sender (INI QP $qpn of nodeA's rank 0)"; }
     info "$name (fault $fault --qp $qpn on nodeA): exit $rc, $elapsed s after the fault"
     grep -E "$receiver" "$victim_out" | head -1 | sed 's/^/  receiving side: /'
     grep -E "$sender" "$victim_out" | head -1 | sed 's/^/  sending side: /'
@@ -73,6 +66,9 @@ forged_run() {
 
 forged_run misrouted misroute 'invalid request local work queue error' 'remote invalid request error'
 forged_run forged-rkey bad-rkey 'local access violation work queue error' 'remote access error'
+touch "$WORKDIR/stop.bystander"
+wait $bystander || die "the other job on the same nodes failed (exit $?)"
+expect_line "$by_out" '^steady: OK .*errors=0' "the other job on the same nodes, through both faults"
 sleep 1
 expect_no_objects
 info "PASS"
