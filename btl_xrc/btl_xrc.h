@@ -57,6 +57,7 @@ struct mca_btl_xrc_params_t {
     int port_down_grace;   // seconds a port may stay down; -1: the retry budget of timeout and retry_count
     int cm_receives;
     int finalize_wait;     // seconds
+    int finalize_peer_wait;  // seconds
     int status_interval;   // seconds; 0: status record on connection events only; -1: none
     bool async_progress;  // a service thread answers the connection manager and reads async events
 };

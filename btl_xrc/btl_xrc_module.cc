@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -339,10 +340,24 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     m->transport->begin_finalize();
     // A port that stayed down past its grace, or work that failed here (the process will exit with an error, and
     // the peers it cannot reach will not answer): no reason to wait out finalize_wait.
-    if (!progress_until(
-            m, [m] { return m->transport->finished() || m->port_failure_reported || m->finalize_errors != 0; }, wait))
+    const auto failed = [m] { return m->port_failure_reported || m->finalize_errors != 0; };
+    if (!progress_until(m, [&] { return m->transport->own_work_finished() || failed(); }, wait))
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: connections still open after %d s at finalize", opal_process_info.nodename,
                         wait);
+    // What is left is other nodes' senders closing the TGT QPs we made for them. One that is alive but has not
+    // reached its own finalize (computing, stopped, or behind a launcher whose finalize fence is no barrier) would
+    // hold this process for up to finalize_wait: bounded by seconds, then it is told we leave.
+    const int peer_wait = std::min(wait, mca_btl_xrc_component.params.finalize_peer_wait);
+    if (!failed() && !progress_until(m, [&] { return m->transport->finished() || failed(); }, peer_wait)) {
+        const std::string left = m->transport->leave_initiators();
+        if (!left.empty())
+            BTL_XRC_VERBOSE(1,
+                            "btl:xrc: %s: %s:%d: leaving MPI_Finalize after waiting %d s (btl_xrc_finalize_peer_wait) "
+                            "for senders to close the TGT QPs made for them: %s; each was told, and closes without a "
+                            "fence; the TGT QPs go with the last rank of this node holding them",
+                            opal_process_info.nodename, m->transport->device_name().c_str(),
+                            m->transport->port_num(), peer_wait, left.c_str());
+    }
     mca_btl_xrc_service_stop(m);  // before anything it serves goes
     m->transport->tick();         // what it recorded last (notes, status)
     const uint32_t lost = m->finalize_errors;

@@ -195,6 +195,12 @@ int mca_btl_xrc_register_params() noexcept {
     reg_int("finalize_wait", "Seconds MPI_Finalize waits at most for the process's sends to drain and for the other "
             "ranks of its node to stop receiving before it destroys its QPs (1-86400)", 300, &P.finalize_wait,
             OPAL_INFO_LVL_6);
+    reg_int("finalize_peer_wait",
+            "Seconds MPI_Finalize waits at most, once its own sends have drained, for senders on other nodes to close "
+            "the XRC receive (TGT) QPs this process made for them. A sender still alive that has not reached its own "
+            "finalize by then is told this process leaves, and closes that connection without a fence; the TGT QP "
+            "goes with the last rank of this node that holds it (0-86400)",
+            5, &P.finalize_peer_wait, OPAL_INFO_LVL_6);
     reg_int("status_interval", "Seconds between refreshes of the process's status record (what xrc-status lists: "
             "XRC domain, QPs, SRQs, counters), kept next to the XRC domain file; it is also rewritten after every "
             "connection event and removed at MPI_Finalize (0: only on connection events; -1: no status record; "
@@ -274,6 +280,7 @@ int mca_btl_xrc_validate_params() noexcept {
                          "seconds; -1 = the retry budget, 0 = no limit"));
         fail(check_range("btl_xrc_cm_receives", P.cm_receives, 16, 65536, ""));
         fail(check_range("btl_xrc_finalize_wait", P.finalize_wait, 1, 86400, "seconds"));
+        fail(check_range("btl_xrc_finalize_peer_wait", P.finalize_peer_wait, 0, 86400, "seconds"));
         fail(check_range("btl_xrc_status_interval", P.status_interval, -1, 86400,
                          "seconds; 0 = on connection events only, -1 = no status record"));
         if (P.free_list_max != -1 && P.free_list_max < P.free_list_num)

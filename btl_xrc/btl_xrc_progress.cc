@@ -183,7 +183,7 @@ void mca_btl_xrc_report_error(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *
         snprintf(peer, sizeof(peer), " (peer rank %u on %s)", proc->proc_name.vpid,
                  peer_host != nullptr ? peer_host : "an unknown host");
     }
-    char message[640];
+    char message[1024];
     snprintf(message, sizeof(message), "btl:xrc: %s: %s:%u: %s%s", opal_process_info.nodename,
              m->transport->device_name().c_str(), m->transport->port_num(), what, peer);
     if (m->finalizing) {

@@ -7,6 +7,7 @@
 #include "btl_xrc_job.h"
 #include "btl_xrc_rdma.h"
 
+#include "src/core/async_event_policy.h"
 #include "src/core/port_transport.h"
 
 #include <cerrno>
@@ -209,7 +210,7 @@ int mca_btl_xrc_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t
 
 void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::SendQueue &queue,
                                           const ibv_wc &wc) noexcept {
-    char what[512], op[320];
+    char what[768], op[320];
     const xrc::SendOp *failed = queue.failed_op(wc);
     mca_btl_base_endpoint_t *endpoint = nullptr;
     const char *own = failed != nullptr ? m->transport->own_operation(failed) : nullptr;
@@ -243,8 +244,15 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
     ibv_port_attr attr{};
     if (ibv_query_port(m->transport->context(), m->transport->port_num(), &attr) == 0 && attr.state != IBV_PORT_ACTIVE)
         snprintf(port, sizeof(port), "; the port is not active (%s)", ibv_port_state_str(attr.state));
-    snprintf(what, sizeof(what), "%s failed: %s (vendor error 0x%x)%s", op, ibv_wc_status_str(wc.status), wc.vendor_err,
-             port);
+    // The responder refused the request (class C: bad SRQ number, rkey or opcode): the TGT QP it reached is now in
+    // the error state for every rank of that node, and this rank is the sender to look at: name its QP.
+    std::string refused;
+    if (wc.status == IBV_WC_REM_INV_REQ_ERR || wc.status == IBV_WC_REM_ACCESS_ERR || wc.status == IBV_WC_REM_OP_ERR)
+        refused = "; the responder refused it: this rank (" + std::to_string(mca_btl_xrc_component.job->my_rank) +
+                  ") sent it on its " + xrc::describe_qp(wc.qp_num, m->transport->role_of(wc.qp_num)) +
+                  ", and that TGT QP is now in the error state";
+    snprintf(what, sizeof(what), "%s failed: %s (vendor error 0x%x)%s%s", op, ibv_wc_status_str(wc.status),
+             wc.vendor_err, port, refused.c_str());
     mca_btl_xrc_report_error(m, endpoint, what);
 }
 

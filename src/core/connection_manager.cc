@@ -153,6 +153,7 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     link.generation_ = ++next_generation_;
     link.tgt_qpn_ = 0;
     link.fence_posted_ = false;
+    link.target_left_ = false;
     link.state_ = NodeLink::State::connecting;
     const std::uint64_t now = host_.now_us();
     link.attempts_ = 0;
@@ -272,7 +273,8 @@ void ConnectionManager::finish_close(NodeLink &link) noexcept {
         notices_.push_back({rank, link.generation_, ini_qpn, link.tgt_qpn_, 0, now, config_.first_retry_us,
                             now + config_.connect_timeout_us});
     };
-    notify(link.owner_);
+    if (!link.target_left_) notify(link.owner_);
+    link.target_left_ = false;
     for (const Peer *peer : link.peers_)
         if (peer->rank != link.owner_ && (peer->imm_flags & kImmFirst) == 0) notify(peer->rank);
     resend_notices(now);
@@ -405,6 +407,9 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
             fail(link, "the connection failed while it was being closed");
             continue;
         }
+        // The TGT QP's creator left: nothing would answer a fence once its last handle is gone. What is still
+        // outstanding went to ranks that have all left MPI (or the creator would have waited).
+        if (link.target_left_ && !link.fence_posted_) link.queue_.forget_unsignaled();
         if (link.queue_.needs_fence() && !link.fence_posted_ && !held_) {
             const PortAddress *owner = host_.address_of(link.owner_);
             make_fence(link.fence_, owner != nullptr ? owner->srqs.front().srq_num : 0, &NodeLink::fence_done);
@@ -504,6 +509,7 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
     case CmType::Reject: on_reject(m); break;
     case CmType::Close: on_close(m, *from); break;
     case CmType::CloseAck: on_close_ack(m); break;
+    case CmType::Leaving: on_leaving(m); break;
     }
 }
 
@@ -675,6 +681,47 @@ void ConnectionManager::on_close(const CmMessage &m, const PortAddress &from) no
     a.token = from.token;
     a.tgt_qpn = m.tgt_qpn;
     send(from, a);
+}
+
+// The creator of our link's TGT QP left finalize before we closed the link (alive but slow here): the link still
+// works toward the node's other ranks while one of them holds a handle, but its close must neither wait for a
+// fence nor tell the creator.
+void ConnectionManager::on_leaving(const CmMessage &m) noexcept {
+    for (auto &[port, link] : links_)
+        if (link->owner_ == m.src_rank && link->generation_ == m.generation && link->ini_qpn() == m.ini_qpn &&
+            link->tgt_qpn_ == m.tgt_qpn) {
+            link->target_left_ = true;
+            host_.note("rank " + std::to_string(m.src_rank) + " left with TGT QP " + std::to_string(m.tgt_qpn) +
+                       " of the link to node " + std::to_string(link->node_) + " still open: it closes without a fence");
+            return;
+        }
+    ++counters_->cm_stale;
+}
+
+std::string ConnectionManager::leave_initiators() noexcept {
+    Guard g(*this);
+    std::string left;
+    for (auto &[k, t] : owned_) {
+        const std::uint32_t tgt_qpn = t.tgt.get()->qp_num;
+        if (const PortAddress *to = host_.address_of(t.sender); to != nullptr) {
+            CmMessage m;
+            m.type = CmType::Leaving;
+            m.dst_rank = t.sender;
+            m.token = to->token;
+            m.generation = t.generation;
+            m.ini_qpn = t.ini_qpn;
+            m.tgt_qpn = tgt_qpn;
+            send(*to, m);
+        }
+        if (!left.empty()) left += "; ";
+        left += "rank " + std::to_string(t.sender) + "'s INI QP " + std::to_string(t.ini_qpn) + " (TGT QP " +
+                std::to_string(tgt_qpn) + ")";
+        owned_qpns_.erase(tgt_qpn);
+        --counters_->tgt_qps;
+        count_connections_closed(*counters_, 1);
+    }
+    owned_.clear();  // destroys our handles on those TGT QPs
+    return left;
 }
 
 void ConnectionManager::on_close_ack(const CmMessage &m) noexcept {

@@ -187,6 +187,7 @@ private:
     std::vector<Peer *> peers_;
     SendOp fence_;
     bool fence_posted_ = false;
+    bool target_left_ = false;  // the TGT QP's creator left (LEAVING): close without a fence and without a CLOSE
     bool opening_ = false;  // accepted; tick() has yet to open its queue
     bool start_pending_ = false;  // wanted; tick() makes its INI QP
 };
@@ -261,6 +262,17 @@ public:
         std::lock_guard<std::mutex> g(mutex_);
         return drained_locked() && notices_.empty() && owned_.empty() && deferred_.empty();
     }
+
+    // Finalize's own part is done: drained, every CLOSE acknowledged; only initiators may still hold TGT QPs of ours.
+    bool own_work_finished() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return drained_locked() && notices_.empty() && deferred_.empty();
+    }
+    // Finalize waited its bound for initiators that are alive but have not closed: each is told LEAVING (it then
+    // closes its link without a fence, which this node's HCA could no longer answer once the TGT QP is gone) and
+    // the TGT QPs this process made for them are dropped (a TGT QP lives on while another rank of this node holds
+    // a handle). Returns "rank R's INI QP I (TGT QP T)" for each, "; "-separated, empty when there were none.
+    std::string leave_initiators() noexcept;
 
     std::size_t live_ini_qps() const noexcept {
         std::lock_guard<std::mutex> g(mutex_);
@@ -375,6 +387,7 @@ private:
     void on_reject(const CmMessage &m) noexcept;
     void on_close(const CmMessage &m, const PortAddress &from) noexcept;
     void on_close_ack(const CmMessage &m) noexcept;
+    void on_leaving(const CmMessage &m) noexcept;
     void resend_notices(std::uint64_t now) noexcept;
 
     static std::uint64_t key(std::uint32_t sender, std::uint32_t generation) noexcept {

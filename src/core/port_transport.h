@@ -163,6 +163,10 @@ public:
     void begin_finalize() noexcept;
     // Finalize can end: drained, closed, and every TGT QP this process made was closed by its initiator.
     bool finished() const noexcept { return cm_->finished() && loopback_queue_->idle(); }
+    // Finalize's own part is done; only initiators on other nodes may still have to close TGT QPs of ours.
+    bool own_work_finished() const noexcept { return cm_->own_work_finished() && loopback_queue_->idle(); }
+    // Those initiators are told this process leaves, and their TGT QPs dropped (ConnectionManager::leave_initiators).
+    std::string leave_initiators() noexcept { return cm_->leave_initiators(); }
 
 private:
     // CmHost

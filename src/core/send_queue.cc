@@ -91,6 +91,12 @@ int SendQueue::post_fence(SendOp &op) noexcept {
     return post_now(op);
 }
 
+void SendQueue::forget_unsignaled() noexcept {
+    if (since_signal_ == 0 || since_signal_ != outstanding()) return;
+    head_ = tail_;
+    since_signal_ = 0;
+}
+
 void SendQueue::detach() noexcept {
     stop();
     qp_ = nullptr;

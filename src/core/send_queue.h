@@ -96,6 +96,10 @@ public:
     // Posts `op` (signaled) even though the queue is stopped: the fence that retires unsignaled requests before
     // the QP is closed. 0, EAGAIN without credit (then the outstanding ones include a signaled one), or an errno.
     int post_fence(SendOp &op) noexcept;
+    // The responder is gone (its TGT QP's creator left): outstanding requests that only a fence could retire, and
+    // that nobody waits for (unsignaled, so without a callback), are taken as done. Those behind a signaled one
+    // wait for its completion first.
+    void forget_unsignaled() noexcept;
     // The QP is going away (idle() must hold): the queue is closed until the next open().
     void detach() noexcept;
 

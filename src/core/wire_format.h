@@ -83,7 +83,9 @@ inline constexpr std::uint32_t cm_qkey(std::uint64_t token) noexcept {
     return static_cast<std::uint32_t>(token ^ (token >> 32)) & 0x7fffffffu;
 }
 
-enum class CmType : std::uint8_t { Connect = 1, Accept = 2, Reject = 3, Close = 4, CloseAck = 5 };
+// LEAVING: a TGT QP's creator leaves MPI_Finalize before its initiator closed the link (it waited its bound): the
+// initiator closes that link without a fence and without a CLOSE. Not acknowledged (its sender is gone).
+enum class CmType : std::uint8_t { Connect = 1, Accept = 2, Reject = 3, Close = 4, CloseAck = 5, Leaving = 6 };
 enum class CmReject : std::uint16_t {
     None = 0,
     Resources = 1,   // the target could not create or ready a TGT QP

@@ -3,10 +3,13 @@
  * named by $HOLD_FILE exists, so a test can count the transport's resources while the job is live. Rank 0 prints
  * "hold: connected" when every pair has exchanged data. With $HOLD_LAST_SEND set, rank 0 then sends one last
  * message to the last rank (MPI_Isend, MPI_Request_free: nobody waits for it, MPI still owes its delivery) and
- * every rank goes straight to MPI_Finalize, where that message is still draining (fault tests). */
+ * every rank goes straight to MPI_Finalize, where that message is still draining (fault tests). With
+ * $HOLD_SLOW_FINALIZE=S rank 0 enters MPI_Finalize S seconds late, and each rank prints "hold: rank R finalize took
+ * T s". */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 int main(int argc, char **argv) {
@@ -39,6 +42,18 @@ int main(int argc, char **argv) {
     } else {
         MPI_Barrier(MPI_COMM_WORLD);
     }
+    /* $HOLD_SLOW_FINALIZE=S: rank 0 reaches MPI_Finalize S seconds after the others (alive but slow), and every rank
+     * says how long its MPI_Finalize took. */
+    const char *slow = getenv("HOLD_SLOW_FINALIZE");
+    if (slow != NULL && rank == 0) sleep((unsigned)atoi(slow));
+    struct timespec start, end;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     MPI_Finalize();
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    if (slow != NULL) {
+        printf("hold: rank %d finalize took %.2f s\n", rank,
+               (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9);
+        fflush(stdout);
+    }
     return total ? 1 : 0;
 }

@@ -55,7 +55,7 @@ TEST(CmMessage, EachBadFieldIsNamed) {
     EXPECT_NE(why([](CmBytes &b) { b[0] ^= 1; }).find("magic"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[4] = 9; }).find("version 9"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[5] = 0; }).find("type"), std::string::npos);
-    EXPECT_NE(why([](CmBytes &b) { b[5] = 6; }).find("type"), std::string::npos);
+    EXPECT_NE(why([](CmBytes &b) { b[5] = 7; }).find("type"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[6] = 1; }).find("reason"), std::string::npos);  // a reason on an ACCEPT
     EXPECT_NE(why([](CmBytes &b) { b[47] = 1; }).find("reserved"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { std::fill(b.begin() + 24, b.begin() + 32, 0); }).find("token"), std::string::npos);

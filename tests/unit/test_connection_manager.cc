@@ -391,6 +391,35 @@ TEST(ConnectionManager, FinalizeEndsOnlyWhenEveryInitiatorClosedTheTgtQpsItHad) 
     EXPECT_EQ(net[0].failures.size() + net[1].failures.size(), 0u);
 }
 
+TEST(ConnectionManager, AnOwnerThatStopsWaitingForASlowInitiatorTellsItAndLeaves) {
+    Net net(2, 1);
+    Message a;
+    send(net[0], 1, a);
+    net.run();
+    complete_all(*net[0].peer(1).link);
+    // Rank 1 finalizes; rank 0 is alive but far from its own finalize.
+    net[1].cm().begin_finalize();
+    net.run();
+    complete_all(net[1].cm().link_for(net[0].address(), 0));
+    net.run();
+    EXPECT_TRUE(net[1].cm().own_work_finished());
+    EXPECT_FALSE(net[1].cm().finished());
+    const std::string left = net[1].cm().leave_initiators();
+    EXPECT_NE(left.find("rank 0's INI QP"), std::string::npos) << left;
+    EXPECT_TRUE(net[1].cm().finished());
+    EXPECT_EQ(net[1].cm().owned_tgts(), 0u);
+    net.run();
+    // Rank 1 is gone: nothing reaches it any more. Rank 0's close neither fences nor waits for a CLOSE_ACK.
+    net.lose = [](const Datagram &d) { return d.to == 1; };
+    net[0].cm().begin_finalize();
+    net.run(1000000);
+    EXPECT_TRUE(net[0].cm().finished()) << "rank 0 waited for the rank that left";
+    EXPECT_EQ(net[0].cm().live_ini_qps(), 0u);
+    EXPECT_EQ(net.live_tgts(), 0u);
+    EXPECT_EQ(net[0].failures.size() + net[1].failures.size(), 0u);
+    EXPECT_TRUE(a.done);
+}
+
 TEST(ConnectionManager, AFinalizingOwnerIsReplacedByAnotherRankOfItsNode) {
     const CmConfig c = capped_at_one();
     Net net(3, 2, c);

@@ -59,6 +59,12 @@ void usage(FILE *f) {
                  "                            (SRQ_ERR, SRQ_LIMIT_REACHED), ports (PORT_ACTIVE, PORT_ERR,\n"
                  "                            LID_CHANGE, PKEY_CHANGE, SM_CHANGE, CLIENT_REREGISTER, GID_CHANGE:\n"
                  "                            the event only) or the device (DEVICE_FATAL, the event only)\n"
+                 "  fault misroute --qp QPN [--srq SRQN]\n"
+                 "                            the next request of XRC INI QP QPN names SRQ SRQN (default: none that\n"
+                 "                            exists): the responder refuses it (TGT QP to ERR, QP_REQ_ERR on every\n"
+                 "                            handle; the sender gets REM_INV_REQ_ERR)\n"
+                 "  fault bad-rkey --qp QPN   the next RDMA or atomic of QP QPN carries an rkey nobody has (the\n"
+                 "                            responder QP to ERR, QP_ACCESS_ERR; the sender gets REM_ACCESS_ERR)\n"
                  "  fault drop NODE           lose all traffic to/from NODE (transport retries, then errors)\n"
                  "  fault delay NODE MS       traffic to/from NODE arrives MS ms late each way (in order;\n"
                  "                            beyond the ACK timeout the transport retries, then errors)\n"
@@ -239,6 +245,9 @@ int main(int argc, char **argv) {
                 if (!number(value(), 0xbfff, v) || v == 0) bad("a unicast LID 1..0xbfff");
                 f.number = uint32_t(v);
                 have_lid = true;
+            } else if (a == "--srq" && what == "misroute") {
+                if (!number(value(), 0xffffff, v) || v == 0) bad("an SRQ number 1..0xffffff");
+                f.value = uint32_t(v);
             } else if (a == "--qp" || a == "--cq" || a == "--srq") {
                 if (!number(value(), 0xffffffff, v)) bad("a number");
                 f.number = uint32_t(v);
@@ -281,13 +290,18 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "simhca-ctl: fault event needs an event NAME (see --help)\n");
             return 2;
         }
-        (void)target;
+        if ((what == "misroute" || what == "bad-rkey") && (target == nullptr || std::strcmp(target, "--qp") != 0)) {
+            std::fprintf(stderr, "simhca-ctl: fault %s needs --qp QPN (the sender's QP)\n", what.c_str());
+            return 2;
+        }
         e = call(proto::Op::Fault, *req, *resp);
         if (e == EINVAL) std::fprintf(stderr, "simhca-ctl: fault '%s': unknown fault, event or value\n", argv[2]);
         if (e == ENODEV) std::fprintf(stderr, "simhca-ctl: fault '%s': no such device or port\n", argv[2]);
         if (e == ENOENT)
             std::fprintf(stderr, "simhca-ctl: fault '%s': %s\n", argv[2],
-                         what == "event" ? "no such QP, CQ, SRQ or port" : "no such node in the fabric");
+                         what == "event"                            ? "no such QP, CQ, SRQ or port"
+                         : what == "misroute" || what == "bad-rkey" ? "no such requester QP"
+                                                                    : "no such node in the fabric");
     } else {
         usage(stderr);
         return 2;

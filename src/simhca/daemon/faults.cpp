@@ -160,6 +160,17 @@ int Device::do_fault(const proto::FaultReq &q) {
         return 0;
     }
     if (what == "event") return fault_event(q);
+    if (what == "misroute" || what == "bad-rkey") {
+        // A request the responder must refuse (class C: the TGT QP or RC responder goes to ERR and raises
+        // QP_REQ_ERR / QP_ACCESS_ERR on every handle; the requester gets the NAK): the sender's next SEND names
+        // an SRQ outside the TGT QP's XRC domain, or its next RDMA or atomic an rkey nobody has.
+        Qp *qp = objs_.qp_by_num(q.number);
+        if (!qp || !qp->owner || qp->type == IBV_QPT_UD) return ENOENT;
+        if (what == "misroute" && qp->type != IBV_QPT_XRC_SEND) return EINVAL;
+        qp->forge = what == "misroute" ? Qp::Forge::misroute : Qp::Forge::bad_rkey;
+        qp->forge_srqn = q.value ? q.value & 0xffffff : 0xffffff;
+        return 0;
+    }
     if (what == "drop" || what == "restore" || what == "delay" || what == "undelay") {
         // drop: everything to and from that node is lost (until restored): the
         // reliable transports then run into their ACK timeouts and retries.

@@ -165,6 +165,11 @@ struct Qp {
     bool counters_loaded = false;
     std::vector<uint32_t> handles;  // QpHandle ids
     bool last_wqe_sent = false;
+    // Fault injection (simhca-ctl fault misroute / bad-rkey): the next work request of that kind posted on this
+    // requester carries a wrong XRC SRQ number / an rkey nobody has, as a buggy or stale sender would send it.
+    enum class Forge : uint8_t { none, misroute, bad_rkey };
+    Forge forge = Forge::none;
+    uint32_t forge_srqn = 0;
     // Requester, remote peer: a window of requests on the wire, replies in
     // order (like RC PSNs). pending[0..sent) are in flight; tokens[i] and
     // bytes[i] belong to pending[i]. `stream` names this connection epoch,

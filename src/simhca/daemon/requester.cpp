@@ -27,6 +27,24 @@ bool is_local_op(uint32_t op) {
     return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
 }
 
+bool uses_rkey(uint32_t op) {
+    return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ ||
+           op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_WRITE;
+}
+
+// An injected forgery (Qp::forge) lands on the first work request it fits (misroute: any XRC request, as each
+// names the SRQ that routes it), in the requester's own copy: every (re)transmission of that request then carries
+// it, as the sender's bad work request would.
+void forge(Qp &qp, SendWqe &w) {
+    if (qp.forge == Qp::Forge::misroute && qp.type == IBV_QPT_XRC_SEND && !is_local_op(w.opcode)) {
+        w.remote_srqn = qp.forge_srqn;
+        qp.forge = Qp::Forge::none;
+    } else if (qp.forge == Qp::Forge::bad_rkey && uses_rkey(w.opcode)) {
+        w.rkey = 0;  // ObjectTable never hands out key 0
+        qp.forge = Qp::Forge::none;
+    }
+}
+
 }  // namespace
 
 void Requester::pull_sq(Qp &qp) {
@@ -45,6 +63,7 @@ void Requester::pull_sq(Qp &qp) {
     }
     while (tail != head && qp.pending.size() < qp.sq_entries) {
         qp.pending.push_back(qp.sq[tail & (qp.sq_entries - 1)]);
+        if (qp.forge != Qp::Forge::none) forge(qp, qp.pending.back());
         ++tail;
     }
     r.tail.store(tail, std::memory_order_release);
