@@ -198,6 +198,10 @@ extern mca_btl_base_module_t mca_btl_xrc_module_template;
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *module, bool threads) noexcept;
 // btl_xrc_progress.cc
 int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *module) noexcept;
+// btl_progress, every module and the status record: chosen once at btl_init, as the sends are (the locked one
+// try-locks each module, the other never looks at a lock or at opal_using_threads()).
+int mca_btl_xrc_progress_unlocked() noexcept;
+int mca_btl_xrc_progress_locked() noexcept;
 void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,
                               const char *what) noexcept;
 // Does what one asynchronous event of the device calls for (src/core/async_event_policy.h decides), on the module

@@ -195,6 +195,8 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     }
     for (int i = 0; i < n; ++i) array.get()[i] = &modules[i]->super;
     *num_btls = n;
+    // Read by the BML when it registers our progress, after btl_init: chosen once, like the modules' sends.
+    mca_btl_xrc_component.super.btl_progress = threads ? mca_btl_xrc_progress_locked : mca_btl_xrc_progress_unlocked;
     mca_btl_xrc_status_init(modules, config.xrcd_dir, config.job_name);
     return array.release();
 }
@@ -245,13 +247,6 @@ mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool 
     }
 }
 
-int xrc_progress() noexcept {
-    int count = 0;
-    for (const auto &module : mca_btl_xrc_component.modules) count += mca_btl_xrc_progress_module(module.get());
-    mca_btl_xrc_status_tick();
-    return count;
-}
-
 }  // namespace
 
 mca_btl_xrc_component_t::~mca_btl_xrc_component_t() {
@@ -275,7 +270,7 @@ __attribute__((visibility("default"))) mca_btl_xrc_component_t mca_btl_xrc_compo
                     .param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT,
                 },
             .btl_init = xrc_init,
-            .btl_progress = xrc_progress,
+            .btl_progress = mca_btl_xrc_progress_unlocked,
         },
     .params = {},
     .output = -1,

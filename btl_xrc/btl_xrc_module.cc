@@ -192,9 +192,10 @@ void send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
 }
 
-// btl_send of a process without threads (mca_btl_xrc_module_init); xrc_send calls it under the module's lock.
-int send_unlocked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
-                  mca_btl_base_tag_t tag) noexcept {
+// btl_send of a process without threads (mca_btl_xrc_module_init); xrc_send has it inlined under the module's lock
+// (one body each, without passing the arguments on).
+[[gnu::always_inline]] inline int send_unlocked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                                                mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) noexcept {
     auto *m = as_xrc(btl);
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
     frag->endpoint = endpoint;
@@ -230,10 +231,12 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     return send_unlocked(btl, endpoint, des, tag);
 }
 
-// btl_sendi of a process without threads; xrc_sendi calls it under the module's lock.
-int sendi_unlocked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor,
-                   void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
-                   mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
+// btl_sendi of a process without threads; xrc_sendi has it inlined under the module's lock.
+[[gnu::always_inline]] inline int sendi_unlocked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                                                 opal_convertor_t *convertor, void *header, size_t header_size,
+                                                 size_t payload_size, uint8_t order, uint32_t flags,
+                                                 mca_btl_base_tag_t tag,
+                                                 mca_btl_base_descriptor_t **descriptor) noexcept {
     auto *m = as_xrc(btl);
     const size_t total = header_size + payload_size;
     if (descriptor != nullptr) *descriptor = nullptr;

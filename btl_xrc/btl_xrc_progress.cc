@@ -134,27 +134,48 @@ void check_port_grace(mca_btl_xrc_module_t *m) {
     return eager + (n > 0 ? n : 0);
 }
 
-}  // namespace
+// Connection work (it makes QPs: never under the module's lock, which tick() takes itself for the queues), the
+// events the service thread recorded, the port's grace: rare, so kept out of the polling path.
+[[gnu::cold, gnu::noinline]] void serve_transport(mca_btl_xrc_module_t *m) noexcept {
+    m->transport->tick();
+    mca_btl_xrc_service_progress(m);
+    check_port_grace(m);
+}
 
-int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
+// threads: other threads may be in the module (MPI_THREAD_MULTIPLE): one thread polls it at a time, the others
+// find it taken and go on (what the holder completes reaches their requests through ob1). Callbacks fire under
+// the (recursive) lock.
+template <bool threads>
+[[gnu::always_inline]] inline int progress_one(mca_btl_xrc_module_t *m) noexcept {
     int events = 0;
-    // MPI_THREAD_MULTIPLE: one thread polls the module at a time, the others find it taken and go on (what the
-    // holder completes reaches their requests through ob1). Callbacks fire under the (recursive) lock.
-    if (OPAL_UNLIKELY(opal_using_threads())) {
+    if constexpr (threads) {
         if (opal_mutex_trylock(&m->lock) != 0) return 0;
         events = poll_module(m);
         opal_mutex_unlock(&m->lock);
     } else {
         events = poll_module(m);
     }
-    // Connection work (it makes QPs: never under the module's lock, which tick() takes itself for the queues).
-    if (OPAL_UNLIKELY(m->transport->busy())) {
-        m->transport->tick();
-        mca_btl_xrc_service_progress(m);
-        check_port_grace(m);
-    }
+    if (OPAL_UNLIKELY(m->transport->busy())) serve_transport(m);
     return events;
 }
+
+template <bool threads>
+int progress_all() noexcept {
+    int count = 0;
+    for (const auto &module : mca_btl_xrc_component.modules) count += progress_one<threads>(module.get());
+    mca_btl_xrc_status_tick();
+    return count;
+}
+
+}  // namespace
+
+int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
+    return OPAL_UNLIKELY(opal_using_threads()) ? progress_one<true>(m) : progress_one<false>(m);
+}
+
+int mca_btl_xrc_progress_unlocked() noexcept { return progress_all<false>(); }
+
+int mca_btl_xrc_progress_locked() noexcept { return progress_all<true>(); }
 
 void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *m, const xrc::NodeLink *link,
                                      const std::string &why) noexcept {

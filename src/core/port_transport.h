@@ -50,8 +50,8 @@ struct TransportConfig {
     int mtu_bytes = 0;  // 0: the port's active MTU
     PathSettings path;
     std::string xrcd_dir;
-    std::string job_name;       // unique per job and user: part of the XRC domain file's name
-    unsigned local_ranks = 1;   // the job's ranks on this node (they share the XRC domain)
+    std::string job_name;              // unique per job and user: part of the XRC domain file's name
+    unsigned local_ranks = 1;          // the job's ranks on this node (they share the XRC domain)
     std::uint32_t expected_links = 4;  // completion queue room made at start (eager mode: every remote node)
     std::uint32_t cm_receives = 512;
     std::uint64_t port_down_grace_us = 0;  // how long the port may stay down (0: forever)
@@ -129,11 +129,9 @@ public:
     }
     // A message flagged kImmFirst arrived through the TGT QP `tgt_qpn` (wc.qp_num) from `ini_qpn` (wc.src_qp).
     void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept { cm_->hold_tgt(tgt_qpn, ini_qpn); }
-    // Connection timers are running, work was recorded for progress, the port is down, or a loopback failure
-    // waits to be reported: tick() wants calling from progress.
-    bool busy() const noexcept {
-        return cm_->busy() || service_due_.load(std::memory_order_relaxed) || loopback_failure_ != nullptr;
-    }
+    // Connection timers are running, work was recorded for progress, or the port is down: tick() wants calling
+    // from progress. (A loopback failure is recorded and reported within one tick(), which raise() started.)
+    bool busy() const noexcept { return cm_->busy() || service_due_.load(std::memory_order_relaxed); }
     // Progress: the connection manager's tick, and what the serving thread recorded for the listener.
 
     // The port went down (PORT_ERR, or a query found it not active): new posts on every send queue of the port are

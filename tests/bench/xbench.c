@@ -72,6 +72,7 @@ static void usage(FILE *f) {
             "  -r N        repetitions (samples) per size (default 5)\n"
             "  -W N        window for bw, bibw, mpairs, mtrate (default 64)\n"
             "  -T N        mtrate: threads per rank (1-64, default 1; MPI_THREAD_MULTIPLE)\n"
+            "  -M          any benchmark: MPI_Init_thread(MPI_THREAD_MULTIPLE), one thread still\n"
             "  -c          check received data\n"
             "  -t LABEL    label written in the second CSV column (e.g. the transport)\n"
             "  -d DIR      hold: directory for the ready/release files (default .)\n"
@@ -606,7 +607,11 @@ static void bench_hold(void) {
 int main(int argc, char **argv) {
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    if (argc > 1 && !strcmp(argv[1], "mtrate")) { /* only this benchmark asks for threads: the others stay as they were */
+    /* Only mtrate asks for threads, and any benchmark given -M (a single-threaded run under MPI_THREAD_MULTIPLE, for
+     * instruction counts of the locked paths): the others stay as they were. */
+    int thread_multiple = argc > 1 && !strcmp(argv[1], "mtrate");
+    for (int k = 2; k < argc; k++) thread_multiple |= !strcmp(argv[k], "-M");
+    if (thread_multiple) {
         int provided = 0;
         MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     } else {
@@ -626,7 +631,7 @@ int main(int argc, char **argv) {
     g_corrupt = getenv("XBENCH_SELFTEST_CORRUPT") && atoi(getenv("XBENCH_SELFTEST_CORRUPT")) == 1;
     int quick = 0, opt;
     optind = 2;
-    while ((opt = getopt(argc, argv, "m:i:I:w:x:r:W:ct:d:H:p:qS:P:T:")) != -1) {
+    while ((opt = getopt(argc, argv, "m:i:I:w:x:r:W:ct:d:H:p:qS:P:T:M")) != -1) {
         switch (opt) {
         case 'm':
             if (sscanf(optarg, "%ld:%ld", &g_min, &g_max) != 2) g_min = g_max = atol(optarg);
@@ -646,6 +651,7 @@ int main(int argc, char **argv) {
         case 'S': g_pace_us = atol(optarg); break;
         case 'P': g_reply_fifo = optarg; break;
         case 'T': g_threads = atoi(optarg); break;
+        case 'M': break; /* seen before MPI_Init */
         default:
             if (g_rank == 0) usage(stderr);
             MPI_Finalize();
