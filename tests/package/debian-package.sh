@@ -7,7 +7,11 @@
 # Both roots are scripts/debroot's cached roots, used through an overlay (--ephemeral), so each run starts from a
 # fresh root and the cache stays as made; apt's downloads are kept (DEBIAN_PACKAGE_CACHE) and the .debs are reused
 # while the tree they were built from is unchanged. Needs root; expects BTL_XRC_SRCDIR (tests/package/Makefile.am).
+# --build-only: build (or find) the packages and stop, so that a later run finds them built (scripts/check builds
+# the Debian 13 ones in the background while its first leg runs).
 set -u -o pipefail
+build_only=0
+[ "${1:-}" = --build-only ] && build_only=1
 src=${BTL_XRC_SRCDIR:?BTL_XRC_SRCDIR is not set (run through make check)}
 suite=${DEBIAN_PACKAGE_SUITE:-bookworm}
 cache=${DEBIAN_PACKAGE_CACHE:-/var/cache/btl-xrc/debian-package}
@@ -70,6 +74,7 @@ else
     touch "$built/complete"
     note "built $(cd "$built" && ls ./*.deb | tr '\n' ' ')in $((SECONDS - t0)) s"
 fi
+[ $build_only = 0 ] || { note "packages ready after $((SECONDS - start)) s"; exit 0; }
 cp -a "$built/." "$tmp/debs/"
 exec 9>&-
 
@@ -87,5 +92,12 @@ mkdir -p "$archives/partial"
     env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
     bash "$tmp/src/tests/package/root-inside.sh" "$tmp" "$archives"
 status=$?
+# The root's mounts lived in a namespace of its own: none may show here.
+if grep -qF "$tmp" /proc/self/mountinfo; then
+    echo "FAIL: mounts left on the host: $(grep -F "$tmp" /proc/self/mountinfo | cut -d' ' -f5 | tr '\n' ' ')"
+    status=1
+else
+    echo "ok: no mount left on the host"
+fi
 note "took $((SECONDS - start)) s"
 exit $status

@@ -31,9 +31,10 @@ mkdir -p "$archives/partial"
 "$tmp/src/scripts/debroot" run --ephemeral --bind "$tmp" --bind "$archives" "$root" \
     env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 bash -c '
     tmp=$1 archives=$2
-    # the apt sources of a fresh debootstrap root: one deb line, no deb-src, no source index
+    # the apt sources of a fresh debootstrap root: one deb line, no deb-src, no source index; and no policy-rc.d
+    # (scripts/debroot adds one to its roots): install-deps must keep the services it installs from starting itself
     echo "deb http://deb.debian.org/debian trixie main" >/etc/apt/sources.list
-    rm -f /etc/apt/sources.list.d/* /var/lib/apt/lists/*Sources*
+    rm -f /etc/apt/sources.list.d/* /var/lib/apt/lists/*Sources* /usr/sbin/policy-rc.d
     echo "Dir::Cache::Archives \"$archives/\";" >/etc/apt/apt.conf.d/90source-route-cache
     cd "$tmp/src" || exit 1
     scripts/install-deps >"$tmp/install-deps.out" 2>&1 || { tail -20 "$tmp/install-deps.out"; echo "FAIL: scripts/install-deps"; exit 1; }
@@ -41,6 +42,7 @@ mkdir -p "$archives/partial"
     grep -q "CHANGED apt.s sources: added /etc/apt/sources.list.d/btl-xrc-deb-src.sources" "$tmp/install-deps.out" ||
         { echo "FAIL: install-deps did not say that it added a deb-src entry"; exit 1; }
     echo "PASS: scripts/install-deps (and it said what it changed)"
+    [ ! -e /usr/sbin/policy-rc.d ] || { echo "FAIL: install-deps left its /usr/sbin/policy-rc.d behind"; exit 1; }
     nice scripts/build >"$tmp/build.out" 2>&1 || { tail -40 "$tmp/build.out"; tail -30 build/configure.out; echo "FAIL: scripts/build"; exit 1; }
     tail -1 "$tmp/build.out"
     sed -n "/missing headers/p" build/configure.out
@@ -49,7 +51,26 @@ mkdir -p "$archives/partial"
     else
         echo "FAIL: no build/components/mca_btl_xrc.so linked to libopen-pal.so.80"; exit 1
     fi
+    # no daemon of the installed packages (munge, slurmctld, slurmd) or of the build may outlive the route: no
+    # process but this shell has this root as its root (the list is taken before the checks fork anything)
+    pids=(/proc/[0-9]*)
+    here=$(stat -c %d:%i /)
+    left=""
+    for p in "${pids[@]}"; do
+        [ "${p#/proc/}" = $$ ] && continue
+        [ "$(stat -L -c %d:%i "$p/root" 2>/dev/null)" = "$here" ] || continue
+        left+=" [${p#/proc/} $(tr "\\0" " " <"$p/cmdline" 2>/dev/null | cut -c1-80)]"
+    done
+    [ -z "$left" ] || { echo "FAIL: processes left in the root:$left"; exit 1; }
+    echo "PASS: no process left in the root"
 ' source-route "$tmp" "$archives"
 status=$?
+# the root's mounts lived in a namespace of their own: none may show here
+if grep -qF "$tmp" /proc/self/mountinfo; then
+    echo "FAIL: mounts left on the host: $(grep -F "$tmp" /proc/self/mountinfo | cut -d' ' -f5 | tr '\n' ' ')"
+    status=1
+else
+    echo "PASS: no mount left on the host"
+fi
 note "took $((SECONDS - start)) s"
 exit $status

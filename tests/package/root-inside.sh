@@ -76,6 +76,32 @@ cluster_down() { [ -d "$SIMCLUSTER_STATE" ] || return 0; simcluster down >/dev/n
 trap 'stop_daemon; cluster_down' EXIT
 start_daemon
 
+# Where the package needs /etc/profile.d (Debian 13), the same plain mpirun outside a login shell (cron, a service,
+# `ssh host cmd`, `bash -c` from a clean environment), which reads no profile: it must stop promptly in MPI_Init
+# (README, "Open MPI 5.0 on Debian 13"), or work, never hang or run over another BTL. Open MPI's own message naming
+# the component does not always reach the terminal: the processes may abort before it is passed on.
+if [ -f /etc/profile.d/btl-xrc.sh ]; then
+    env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SIMHCA_INSTANCE="$SIMHCA_INSTANCE" bash -c '
+        . /usr/share/btl-xrc/simcluster-ompi-env && simcluster_ompi_env &&
+        exec timeout -k 5 120 simhca-run mpirun -np 2 --mca pml ob1 --mca btl self,vader,xrc "$1"' \
+        non-login "$tmp/debs/allpairs" >"$tmp/job0.out" 2>&1
+    nonlogin_status=$?
+    if [ $nonlogin_status = 0 ] && grep -aqE '^allpairs: OK .*errors=0' "$tmp/job0.out"; then
+        pass "non-login shell: a plain mpirun finds the component without /etc/profile.d: $(grep -aE '^allpairs: OK' "$tmp/job0.out")"
+    elif [ $nonlogin_status != 0 ] && [ $nonlogin_status -lt 124 ] && grep -aq 'An error occurred in MPI_Init' "$tmp/job0.out"; then
+        if grep -aq 'A requested component was not found' "$tmp/job0.out" && grep -aqE '^Component: +xrc' "$tmp/job0.out"; then
+            said="Open MPI's \"A requested component was not found ... Framework: btl Component: xrc\""
+        else
+            said="\"An error occurred in MPI_Init\" only (Open MPI's message naming btl xrc did not get through)"
+        fi
+        pass "non-login shell: a plain mpirun stops in MPI_Init (status $nonlogin_status) with $said"
+    else
+        fail "non-login shell: the plain mpirun ended with status $nonlogin_status, not with an error in MPI_Init"
+        tail -20 "$tmp/job0.out"
+    fi
+    expect_no_objects "the non-login shell's job"
+fi
+
 # The jobs run as from an administrator's login shell: /etc/profile and its /etc/profile.d scripts. Where PMIx
 # hides Open MPI's component directory from mpirun's processes (Debian 13), the package's /etc/profile.d/btl-xrc.sh
 # is one of them (debian/btl-xrc.profile.in).
@@ -157,4 +183,17 @@ else
 fi
 # The kept downloads: only what the mirror still has.
 apt-get autoclean "${apt_opts[@]}" >/dev/null 2>&1
+
+# Nothing that the packages, the daemons, the launchers or the simulated nodes started may outlive them: no process
+# but this script has this root as its root (the host's processes have another). The list is taken before the
+# checks fork anything.
+pids=(/proc/[0-9]*)
+here=$(stat -c %d:%i /)
+left=""
+for p in "${pids[@]}"; do
+    [ "${p#/proc/}" = $$ ] && continue
+    [ "$(stat -L -c %d:%i "$p/root" 2>/dev/null)" = "$here" ] || continue
+    left+=" [${p#/proc/} $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | cut -c1-80)]"
+done
+[ -z "$left" ] && pass "no process left in the root" || fail "processes left in the root:$left"
 finish
