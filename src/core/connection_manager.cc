@@ -175,15 +175,27 @@ void ConnectionManager::send(const PortAddress &to, CmMessage message) noexcept 
     host_.send_datagram(to, encode_cm(message));
 }
 
+namespace {
+
+// A request of ours to `rank` at `to` (its modex address: the token that proves we read it) about one link.
+CmMessage request_to(CmType type, std::uint32_t rank, const PortAddress &to, std::uint32_t generation,
+                     std::uint32_t ini_qpn, std::uint32_t tgt_qpn = 0) noexcept {
+    CmMessage m;
+    m.type = type;
+    m.dst_rank = rank;
+    m.token = to.token;
+    m.generation = generation;
+    m.ini_qpn = ini_qpn;
+    m.tgt_qpn = tgt_qpn;
+    return m;
+}
+
+}  // namespace
+
 void ConnectionManager::send_connect(NodeLink &link, std::uint64_t now) noexcept {
     const PortAddress *owner = host_.address_of(link.owner_);
     if (owner == nullptr) return;
-    CmMessage m;
-    m.type = CmType::Connect;
-    m.dst_rank = link.owner_;
-    m.token = owner->token;
-    m.generation = link.generation_;
-    m.ini_qpn = link.ini_qpn();
+    const CmMessage m = request_to(CmType::Connect, link.owner_, *owner, link.generation_, link.ini_qpn());
     if (link.attempts_ > 0) ++counters_->cm_retransmissions;
     ++link.attempts_;
     send(*owner, m);
@@ -442,13 +454,7 @@ void ConnectionManager::resend_notices(std::uint64_t now) noexcept {
             continue;
         }
         if (now >= n.next_retry_us) {
-            CmMessage m;
-            m.type = CmType::Close;
-            m.dst_rank = n.rank;
-            m.token = to->token;
-            m.generation = n.generation;
-            m.ini_qpn = n.ini_qpn;
-            m.tgt_qpn = n.tgt_qpn;
+            const CmMessage m = request_to(CmType::Close, n.rank, *to, n.generation, n.ini_qpn, n.tgt_qpn);
             if (n.attempts > 0) ++counters_->cm_retransmissions;
             ++n.attempts;
             send(*to, m);
@@ -703,16 +709,8 @@ std::string ConnectionManager::leave_initiators() noexcept {
     std::string left;
     for (auto &[k, t] : owned_) {
         const std::uint32_t tgt_qpn = t.tgt.get()->qp_num;
-        if (const PortAddress *to = host_.address_of(t.sender); to != nullptr) {
-            CmMessage m;
-            m.type = CmType::Leaving;
-            m.dst_rank = t.sender;
-            m.token = to->token;
-            m.generation = t.generation;
-            m.ini_qpn = t.ini_qpn;
-            m.tgt_qpn = tgt_qpn;
-            send(*to, m);
-        }
+        if (const PortAddress *to = host_.address_of(t.sender); to != nullptr)
+            send(*to, request_to(CmType::Leaving, t.sender, *to, t.generation, t.ini_qpn, tgt_qpn));
         if (!left.empty()) left += "; ";
         left += "rank " + std::to_string(t.sender) + "'s INI QP " + std::to_string(t.ini_qpn) + " (TGT QP " +
                 std::to_string(tgt_qpn) + ")";
