@@ -419,8 +419,9 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
             fail(link, "the connection failed while it was being closed");
             continue;
         }
-        // The TGT QP's creator left: nothing would answer a fence once its last handle is gone. What is still
-        // outstanding went to ranks that have all left MPI (or the creator would have waited).
+        // The TGT QP's creator left: its SRQ is gone, and a fence naming it would put the shared TGT QP in error
+        // for every rank still holding it. Unsignaled sends still outstanding are not waited for; one to another
+        // rank of that node that needed a retransmission now would be lost (docs/admin.md: finalize's bound).
         if (link.target_left_ && !link.fence_posted_) link.queue_.forget_unsignaled();
         if (link.queue_.needs_fence() && !link.fence_posted_ && !held_) {
             const PortAddress *owner = host_.address_of(link.owner_);
@@ -560,10 +561,7 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
                        std::to_string(m.src_rank) + "'s connection generation " +
                        std::to_string(it->second.generation) + " (superseded by generation " +
                        std::to_string(m.generation) + ")");
-            owned_qpns_.erase(it->second.tgt.get()->qp_num);
-            it = owned_.erase(it);
-            --counters_->tgt_qps;
-            count_connections_closed(*counters_, 1);
+            it = release_owned(it);
         } else {
             ++it;
         }
@@ -670,10 +668,7 @@ void ConnectionManager::on_close(const CmMessage &m, const PortAddress &from) no
     if (auto it = owned_.find(key(m.src_rank, m.generation));
         it != owned_.end() && it->second.ini_qpn == m.ini_qpn &&
         (m.tgt_qpn == 0 || it->second.tgt.get()->qp_num == m.tgt_qpn)) {
-        owned_qpns_.erase(it->second.tgt.get()->qp_num);
-        owned_.erase(it);
-        --counters_->tgt_qps;
-        count_connections_closed(*counters_, 1);
+        release_owned(it);
     }
     // Also when nothing was made (yet): a copy of the CONNECT still on its way must not make a TGT QP nobody uses.
     auto &newest = closed_generation_[m.src_rank];
@@ -707,19 +702,23 @@ void ConnectionManager::on_leaving(const CmMessage &m) noexcept {
 std::string ConnectionManager::leave_initiators() noexcept {
     Guard g(*this);
     std::string left;
-    for (auto &[k, t] : owned_) {
+    for (auto it = owned_.begin(); it != owned_.end(); it = release_owned(it)) {
+        const OwnedTgt &t = it->second;
         const std::uint32_t tgt_qpn = t.tgt.get()->qp_num;
         if (const PortAddress *to = host_.address_of(t.sender); to != nullptr)
             send(*to, request_to(CmType::Leaving, t.sender, *to, t.generation, t.ini_qpn, tgt_qpn));
         if (!left.empty()) left += "; ";
         left += "rank " + std::to_string(t.sender) + "'s INI QP " + std::to_string(t.ini_qpn) + " (TGT QP " +
                 std::to_string(tgt_qpn) + ")";
-        owned_qpns_.erase(tgt_qpn);
-        --counters_->tgt_qps;
-        count_connections_closed(*counters_, 1);
     }
-    owned_.clear();  // destroys our handles on those TGT QPs
     return left;
+}
+
+ConnectionManager::OwnedTgts::iterator ConnectionManager::release_owned(OwnedTgts::iterator it) noexcept {
+    owned_qpns_.erase(it->second.tgt.get()->qp_num);
+    --counters_->tgt_qps;
+    count_connections_closed(*counters_, 1);
+    return owned_.erase(it);
 }
 
 void ConnectionManager::on_close_ack(const CmMessage &m) noexcept {

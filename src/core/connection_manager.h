@@ -260,13 +260,13 @@ public:
     // (so a node that leaves first takes nothing from a sender that still drains toward it).
     bool finished() const noexcept {
         std::lock_guard<std::mutex> g(mutex_);
-        return drained_locked() && notices_.empty() && owned_.empty() && deferred_.empty();
+        return own_work_finished_locked() && owned_.empty();
     }
 
     // Finalize's own part is done: drained, every CLOSE acknowledged; only initiators may still hold TGT QPs of ours.
     bool own_work_finished() const noexcept {
         std::lock_guard<std::mutex> g(mutex_);
-        return drained_locked() && notices_.empty() && deferred_.empty();
+        return own_work_finished_locked();
     }
     // Finalize waited its bound for initiators that are alive but have not closed: each is told LEAVING (it then
     // closes its link without a fence, which this node's HCA could no longer answer once the TGT QP is gone) and
@@ -332,6 +332,7 @@ private:
     bool drained_locked() const noexcept {
         return draining_.empty() && connecting_.empty() && waiting_.empty() && to_start_.empty();
     }
+    bool own_work_finished_locked() const noexcept { return drained_locked() && notices_.empty() && deferred_.empty(); }
     void refresh_due() noexcept {
         due_.store(held_ || !connecting_.empty() || !draining_.empty() || !waiting_.empty() || !notices_.empty() ||
                        !deferred_.empty() || !to_start_.empty(),
@@ -348,6 +349,9 @@ private:
         std::uint32_t ini_qpn;
         HostQp tgt;
     };
+    using OwnedTgts = std::unordered_map<std::uint64_t, OwnedTgt>;  // by (sender, generation)
+    // Destroys a TGT QP this process made (our handle on it) with its bookkeeping; the next entry.
+    OwnedTgts::iterator release_owned(OwnedTgts::iterator it) noexcept;
     struct OpenedTgt {
         std::uint32_t ini_qpn;
         HostQp handle;
@@ -409,7 +413,7 @@ private:
     std::unordered_map<std::uint64_t, std::unique_ptr<NodeLink>> links_;  // by port_identity()
     std::vector<NodeLink *> connecting_, connected_, draining_, waiting_;
     std::size_t clock_hand_ = 0;
-    std::unordered_map<std::uint64_t, OwnedTgt> owned_;          // by (sender, generation)
+    OwnedTgts owned_;
     std::unordered_map<std::uint32_t, std::uint32_t> owned_qpns_;  // TGT QPN -> sender, for hold_tgt
     std::unordered_map<std::uint32_t, std::uint32_t> closed_generation_;  // by sender: newest generation closed
     std::unordered_map<std::uint32_t, OpenedTgt> opened_;        // by TGT QPN
