@@ -10,6 +10,7 @@
 # --build-only: build (or find) the packages and stop, so that a later run finds them built (scripts/check builds
 # the Debian 13 ones in the background while its first leg runs).
 set -u -o pipefail
+. "$(dirname "$0")/leftovers.sh"
 build_only=0
 [ "${1:-}" = --build-only ] && build_only=1
 src=${BTL_XRC_SRCDIR:?BTL_XRC_SRCDIR is not set (run through make check)}
@@ -92,9 +93,9 @@ mkdir -p "$archives/partial"
     env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
     bash "$tmp/src/tests/package/root-inside.sh" "$tmp" "$archives"
 status=$?
-# The root's mounts lived in a namespace of its own: none may show here.
-if grep -qF "$tmp" /proc/self/mountinfo; then
-    echo "FAIL: mounts left on the host: $(grep -F "$tmp" /proc/self/mountinfo | cut -d' ' -f5 | tr '\n' ' ')"
+left=$(mounts_left_on_host "$tmp")
+if [ -n "$left" ]; then
+    echo "FAIL: mounts left on the host: $left"
     status=1
 else
     echo "ok: no mount left on the host"

@@ -8,6 +8,7 @@
 # kept in $DEBIAN_PACKAGE_CACHE/apt-archives-trixie-source-route. Slow (every package of install-deps, then a full
 # build): not part of make check; run by `make -C tests/package source-route`. Needs root; expects BTL_XRC_SRCDIR.
 set -u -o pipefail
+. "$(dirname "$0")/leftovers.sh"
 src=${BTL_XRC_SRCDIR:?BTL_XRC_SRCDIR is not set (make -C tests/package source-route)}
 cache=${DEBIAN_PACKAGE_CACHE:-/var/cache/btl-xrc/debian-package}
 start=$SECONDS
@@ -51,23 +52,16 @@ mkdir -p "$archives/partial"
     else
         echo "FAIL: no build/components/mca_btl_xrc.so linked to libopen-pal.so.80"; exit 1
     fi
-    # no daemon of the installed packages (munge, slurmctld, slurmd) or of the build may outlive the route: no
-    # process but this shell has this root as its root (the list is taken before the checks fork anything)
-    pids=(/proc/[0-9]*)
-    here=$(stat -c %d:%i /)
-    left=""
-    for p in "${pids[@]}"; do
-        [ "${p#/proc/}" = $$ ] && continue
-        [ "$(stat -L -c %d:%i "$p/root" 2>/dev/null)" = "$here" ] || continue
-        left+=" [${p#/proc/} $(tr "\\0" " " <"$p/cmdline" 2>/dev/null | cut -c1-80)]"
-    done
+    # no daemon of the installed packages (munge, slurmctld, slurmd) or of the build may outlive the route
+    . "$tmp/src/tests/package/leftovers.sh" || exit 1
+    left=$(processes_in_this_root)
     [ -z "$left" ] || { echo "FAIL: processes left in the root:$left"; exit 1; }
     echo "PASS: no process left in the root"
 ' source-route "$tmp" "$archives"
 status=$?
-# the root's mounts lived in a namespace of their own: none may show here
-if grep -qF "$tmp" /proc/self/mountinfo; then
-    echo "FAIL: mounts left on the host: $(grep -F "$tmp" /proc/self/mountinfo | cut -d' ' -f5 | tr '\n' ' ')"
+left=$(mounts_left_on_host "$tmp")
+if [ -n "$left" ]; then
+    echo "FAIL: mounts left on the host: $left"
     status=1
 else
     echo "PASS: no mount left on the host"

@@ -11,6 +11,7 @@ apt_opts=(-y -q --no-install-recommends -o "Dir::Cache::Archives=$archives/" -o 
 # The software HCA daemon and its checks, shared with the BTL tests, here with the installed programs.
 SIMHCAD=simhcad SIMHCA_CTL=simhca-ctl work=$tmp
 . "$(dirname "$0")/../btl/hca.sh"
+. "$(dirname "$0")/leftovers.sh"
 
 # Every file and directory of the root, but what the package tools and the kernel keep changing.
 snapshot() {
@@ -184,16 +185,7 @@ fi
 # The kept downloads: only what the mirror still has.
 apt-get autoclean "${apt_opts[@]}" >/dev/null 2>&1
 
-# Nothing that the packages, the daemons, the launchers or the simulated nodes started may outlive them: no process
-# but this script has this root as its root (the host's processes have another). The list is taken before the
-# checks fork anything.
-pids=(/proc/[0-9]*)
-here=$(stat -c %d:%i /)
-left=""
-for p in "${pids[@]}"; do
-    [ "${p#/proc/}" = $$ ] && continue
-    [ "$(stat -L -c %d:%i "$p/root" 2>/dev/null)" = "$here" ] || continue
-    left+=" [${p#/proc/} $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | cut -c1-80)]"
-done
+# Nothing that the packages, the daemons, the launchers or the simulated nodes started may outlive them.
+left=$(processes_in_this_root)
 [ -z "$left" ] && pass "no process left in the root" || fail "processes left in the root:$left"
 finish
