@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -311,12 +312,17 @@ int xrc_register_error(mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_
 
 namespace {
 
-// Calls progress until `done()` or `seconds` passed, sleeping a little between calls so that a process waiting
-// for its node's other ranks leaves them the CPU.
+std::int64_t monotonic_ms() {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return static_cast<std::int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+}
+
+// Calls progress until `done()` or `milliseconds` passed, sleeping a little between calls so that a process
+// waiting for its node's other ranks leaves them the CPU.
 template <class Done>
-bool progress_until(mca_btl_xrc_module_t *m, Done done, int seconds) {
-    timespec start{}, now{};
-    clock_gettime(CLOCK_MONOTONIC, &start);
+bool progress_until_ms(mca_btl_xrc_module_t *m, Done done, std::int64_t milliseconds) {
+    const std::int64_t start = monotonic_ms();
     for (;;) {
         if (done()) return true;
         const int events = mca_btl_xrc_progress_module(m);
@@ -325,9 +331,13 @@ bool progress_until(mca_btl_xrc_module_t *m, Done done, int seconds) {
             const timespec pause{0, 200000};
             nanosleep(&pause, nullptr);
         }
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - start.tv_sec >= seconds) return done();
+        if (monotonic_ms() - start >= milliseconds) return done();
     }
+}
+
+template <class Done>
+bool progress_until(mca_btl_xrc_module_t *m, Done done, int seconds) {
+    return progress_until_ms(m, done, static_cast<std::int64_t>(seconds) * 1000);
 }
 
 int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
@@ -352,14 +362,26 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     // hold this process for up to finalize_wait: bounded by seconds, then it is told we leave.
     const int peer_wait = std::min(wait, mca_btl_xrc_component.params.finalize_peer_wait);
     if (!failed() && !progress_until(m, [&] { return m->transport->finished() || failed(); }, peer_wait)) {
+        // Each is told, and retires what it posted toward this node with a fence toward our SRQ, which must still
+        // be there: its answer is waited for, but not beyond half of peer_wait again (a sender that does not
+        // progress, or is gone, does not answer).
         const std::string left = m->transport->leave_initiators();
+        const std::int64_t answer_wait_ms = static_cast<std::int64_t>(peer_wait) * 500;
+        const std::int64_t asked = monotonic_ms();
+        if (!left.empty())
+            (void)progress_until_ms(
+                m, [&] { return m->transport->finished() || failed(); }, answer_wait_ms);
+        const std::string silent = m->transport->drop_initiators();
+        const std::string answers =
+            silent.empty() ? "every one answered (what it had posted before is retired)" : "no answer from " + silent;
         if (!left.empty())
             BTL_XRC_VERBOSE(1,
                             "btl:xrc: %s: %s:%d: leaving MPI_Finalize after waiting %d s (btl_xrc_finalize_peer_wait) "
-                            "for senders to close the TGT QPs made for them: %s; each was told, and closes without a "
-                            "fence; the TGT QPs go with the last rank of this node holding them",
-                            opal_process_info.nodename, m->transport->device_name().c_str(),
-                            m->transport->port_num(), peer_wait, left.c_str());
+                            "for senders to close the TGT QPs made for them: %s; each was told, signals every send "
+                            "from then on and closes without a fence; %s after %lld ms; the TGT QPs go with the "
+                            "last rank of this node holding them",
+                            opal_process_info.nodename, m->transport->device_name().c_str(), m->transport->port_num(),
+                            peer_wait, left.c_str(), answers.c_str(), static_cast<long long>(monotonic_ms() - asked));
     }
     mca_btl_xrc_service_stop(m);  // before anything it serves goes
     m->transport->tick();         // what it recorded last (notes, status)

@@ -198,8 +198,10 @@ int mca_btl_xrc_register_params() noexcept {
     reg_int("finalize_peer_wait",
             "Seconds MPI_Finalize waits at most, once its own sends have drained, for senders on other nodes to close "
             "the XRC receive (TGT) QPs this process made for them. A sender still alive that has not reached its own "
-            "finalize by then is told this process leaves, and closes that connection without a fence; the TGT QP "
-            "goes with the last rank of this node that holds it (0-86400)",
+            "finalize by then is told this process leaves: it retires what it posted toward this node, answers, and "
+            "signals every later send on that connection, which it closes without a fence. The answer is awaited "
+            "for half this time at most; then the TGT QP goes with the last rank of this node that holds it "
+            "(0-86400)",
             5, &P.finalize_peer_wait, OPAL_INFO_LVL_6);
     reg_int("status_interval", "Seconds between refreshes of the process's status record (what xrc-status lists: "
             "XRC domain, QPs, SRQs, counters), kept next to the XRC domain file; it is also rewritten after every "

@@ -48,7 +48,7 @@ std::string decode_cm(std::span<const std::uint8_t> bytes, CmMessage &out) {
         return "version " + std::to_string(b[4]) + ", this build speaks " + std::to_string(kCmVersion);
     CmMessage m;
     const std::uint8_t type = b[5];
-    if (type < static_cast<std::uint8_t>(CmType::Connect) || type > static_cast<std::uint8_t>(CmType::Leaving))
+    if (type < static_cast<std::uint8_t>(CmType::Connect) || type > static_cast<std::uint8_t>(CmType::LeavingAck))
         return "unknown type " + std::to_string(type);
     m.type = static_cast<CmType>(type);
     const std::uint16_t reason = get<std::uint16_t>(b + 6);
@@ -69,7 +69,7 @@ std::string decode_cm(std::span<const std::uint8_t> bytes, CmMessage &out) {
     if (m.ini_qpn < 2 || m.ini_qpn > kMaxQpn) return "bad INI QP number";
     // CLOSE (and its ACK) may name no TGT QP: an initiator that gave up before it heard which one was made.
     const bool names_tgt = m.type == CmType::Accept || m.type == CmType::Close || m.type == CmType::CloseAck ||
-                           m.type == CmType::Leaving;
+                           m.type == CmType::Leaving || m.type == CmType::LeavingAck;
     const bool tgt_optional = m.type == CmType::Close || m.type == CmType::CloseAck;
     if (names_tgt ? ((m.tgt_qpn < 2 && !(tgt_optional && m.tgt_qpn == 0)) || m.tgt_qpn > kMaxQpn) : m.tgt_qpn != 0)
         return "bad TGT QP number";
@@ -85,6 +85,7 @@ const char *cm_type_name(CmType type) noexcept {
     case CmType::Close: return "CLOSE";
     case CmType::CloseAck: return "CLOSE_ACK";
     case CmType::Leaving: return "LEAVING";
+    case CmType::LeavingAck: return "LEAVING_ACK";
     }
     return "?";
 }

@@ -154,6 +154,7 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     link.tgt_qpn_ = 0;
     link.fence_posted_ = false;
     link.target_left_ = false;
+    link.leave_ = NodeLink::Leave::none;
     link.state_ = NodeLink::State::connecting;
     const std::uint64_t now = host_.now_us();
     link.attempts_ = 0;
@@ -272,10 +273,12 @@ void ConnectionManager::close(NodeLink &link) noexcept {
 
 void ConnectionManager::finish_close(NodeLink &link) noexcept {
     unlist(draining_, link);
+    // Idle: whatever was posted before LEAVING is retired, so its answer goes now if it has not yet.
+    if (link.leave_ == NodeLink::Leave::retiring || link.leave_ == NodeLink::Leave::fenced) answer_leaving(link);
+    link.leave_ = NodeLink::Leave::none;
     link.queue_.detach();
     const std::uint32_t ini_qpn = link.ini_qpn();
     drop_ini(link);
-    
     link.state_ = NodeLink::State::idle;
     // The TGT QP's creator and every rank that was sent a first message over this connection (and so may hold a
     // handle on the TGT QP) drop it; acknowledged, retransmitted until then. At finalize too: the creator keeps
@@ -397,6 +400,9 @@ std::uint64_t ConnectionManager::tick_timers() noexcept {
     }
     resend_notices(now);
     for (const CloseNotice &n : notices_) next = std::min(next, n.next_retry_us);
+    resend_leaving(now);
+    for (const auto &[k, t] : owned_)
+        if (t.leaving) next = std::min(next, t.next_leaving_us);
     return next;
 }
 
@@ -413,17 +419,23 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
         if (now >= link.next_retry_us_) send_connect(link, now);
         ++i;
     }
+    // Before the drains: a link whose creator is leaving fences toward it (if in time) rather than forgetting.
+    if (!leaving_.empty())
+        for (NodeLink *link : std::vector<NodeLink *>(leaving_)) settle_leaving(*link, now);  // may unlist it
     for (std::size_t i = 0; i < draining_.size();) {
         NodeLink &link = *draining_[i];
         if (link.queue_.broken()) {
             fail(link, "the connection failed while it was being closed");
             continue;
         }
-        // The TGT QP's creator left: its SRQ is gone, and a fence naming it would put the shared TGT QP in error
-        // for every rank still holding it. Unsignaled sends still outstanding are not waited for; one to another
-        // rank of that node that needed a retransmission now would be lost (docs/admin.md: finalize's bound).
-        if (link.target_left_ && !link.fence_posted_) link.queue_.forget_unsignaled();
-        if (link.queue_.needs_fence() && !link.fence_posted_ && !held_) {
+        // The TGT QP's creator left: its SRQ is gone (or going), and a fence naming it would put the shared TGT QP
+        // in error for every rank still holding it. Every send posted since LEAVING arrived is signaled, and what
+        // was posted before was retired by the fence its answer waited for; only when that answer came too late
+        // for a fence (this process did not progress while the creator waited) are unsignaled sends still
+        // outstanding not waited for (docs/admin.md: finalize's bound).
+        if (link.target_left_ && link.leave_ == NodeLink::Leave::answered && !link.fence_posted_)
+            link.queue_.forget_unsignaled();
+        if (link.queue_.needs_fence() && !link.fence_posted_ && !held_ && !link.target_left_) {
             const PortAddress *owner = host_.address_of(link.owner_);
             make_fence(link.fence_, owner != nullptr ? owner->srqs.front().srq_num : 0, &NodeLink::fence_done);
             link.fence_posted_ = link.queue_.post_fence(link.fence_) == 0;
@@ -442,6 +454,7 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
     }
     if (!waiting_.empty() && draining_.empty()) (void)make_room();
     resend_notices(now);
+    resend_leaving(now);
 }
 
 void ConnectionManager::resend_notices(std::uint64_t now) noexcept {
@@ -517,6 +530,7 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
     case CmType::Close: on_close(m, *from); break;
     case CmType::CloseAck: on_close_ack(m); break;
     case CmType::Leaving: on_leaving(m); break;
+    case CmType::LeavingAck: on_leaving_ack(m); break;
     }
 }
 
@@ -684,38 +698,148 @@ void ConnectionManager::on_close(const CmMessage &m, const PortAddress &from) no
     send(from, a);
 }
 
-// The creator of our link's TGT QP left finalize before we closed the link (alive but slow here): the link still
-// works toward the node's other ranks while one of them holds a handle, but its close must neither wait for a
-// fence nor tell the creator.
+// The creator of our link's TGT QP leaves finalize before we closed the link (alive but slow here). The link still
+// works toward the node's other ranks while one of them holds a handle, but its close can no longer fence toward
+// the creator: from now on every send is signaled (its completion retires it, no fence needed), and what was posted
+// before is retired by a fence toward the creator's SRQ while the creator still waits for our answer (tick()).
+// Serving side: the send queue is not touched here beyond its signal interval (a relaxed store).
 void ConnectionManager::on_leaving(const CmMessage &m) noexcept {
-    for (auto &[port, link] : links_)
-        if (link->owner_ == m.src_rank && link->generation_ == m.generation && link->ini_qpn() == m.ini_qpn &&
-            link->tgt_qpn_ == m.tgt_qpn) {
-            link->target_left_ = true;
-            host_.note("rank " + std::to_string(m.src_rank) + " left with TGT QP " + std::to_string(m.tgt_qpn) +
-                       " of the link to node " + std::to_string(link->node_) + " still open: it closes without a fence");
+    for (auto &[port, link] : links_) {
+        if (link->owner_ != m.src_rank || link->generation_ != m.generation || link->ini_qpn() != m.ini_qpn ||
+            link->tgt_qpn_ != m.tgt_qpn)
+            continue;
+        if (link->target_left_) {  // a retransmission: our answer was lost, or is not due yet
+            ++counters_->cm_duplicates;
+            if (link->leave_ == NodeLink::Leave::answered) answer_leaving(*link);
             return;
         }
+        link->target_left_ = true;
+        link->queue_.signal_every_post();
+        link->left_at_us_ = host_.now_us();
+        link->leave_ = NodeLink::Leave::retiring;
+        try {
+            leaving_.push_back(link.get());
+        } catch (...) {  // out of memory: no fence; the creator stops waiting at its bound
+            link->leave_ = NodeLink::Leave::answered;
+        }
+        host_.note("rank " + std::to_string(m.src_rank) + " is leaving with TGT QP " + std::to_string(m.tgt_qpn) +
+                   " of the link to node " + std::to_string(link->node_) +
+                   " still open: every send on it is signaled from now on, it closes without a fence");
+        return;
+    }
     ++counters_->cm_stale;
+}
+
+// Progress (tick_locked, under the queues' lock): the fence, then the answer once it completed.
+void ConnectionManager::settle_leaving(NodeLink &link, std::uint64_t now) noexcept {
+    if (link.leave_ == NodeLink::Leave::answered || link.leave_ == NodeLink::Leave::none) {
+        unlist(leaving_, link);
+        return;
+    }
+    SendQueue &queue = link.queue_;
+    const bool live = link.ini_ && queue.qp() != nullptr && !queue.broken() &&
+                      (link.state_ == NodeLink::State::connected || link.state_ == NodeLink::State::draining);
+    if (live && link.leave_ == NodeLink::Leave::retiring) {
+        if (!queue.needs_fence() || link.fence_posted_) {
+            // Retired by a signaled request already posted (a drain fence among them, if one went out).
+            link.leave_mark_ = queue.posted();
+            link.leave_ = NodeLink::Leave::fenced;
+        } else if (now - link.left_at_us_ < config_.leaving_wait_us / 2) {
+            if (held_) return;  // the port is down: the fence waits for it, within the creator's wait
+            const PortAddress *owner = host_.address_of(link.owner_);
+            if (owner == nullptr) {
+                link.leave_ = NodeLink::Leave::answered;
+                unlist(leaving_, link);
+                return;
+            }
+            make_fence(link.fence_, owner->srqs.front().srq_num, &NodeLink::fence_done);
+            if (queue.post_fence(link.fence_) != 0) return;  // no credit: a signaled one is outstanding
+            link.fence_posted_ = true;
+            link.leave_mark_ = queue.posted();
+            link.leave_ = NodeLink::Leave::fenced;
+        } else {
+            // Too late: the creator stops waiting about now, and a fence reaching its SRQ after it is gone would
+            // put the TGT QP in error for every rank of its node. The close forgets what only a fence retires.
+            host_.note("LEAVING from rank " + std::to_string(link.owner_) + " answered " +
+                       std::to_string((now - link.left_at_us_) / 1000) +
+                       " ms after it arrived (this process did not progress): no fence toward it");
+        }
+    }
+    if (live && link.leave_ == NodeLink::Leave::fenced && !queue.retired(link.leave_mark_)) return;
+    answer_leaving(link);
+}
+
+void ConnectionManager::answer_leaving(NodeLink &link) noexcept {
+    link.leave_ = NodeLink::Leave::answered;
+    unlist(leaving_, link);
+    if (const PortAddress *owner = host_.address_of(link.owner_); owner != nullptr)
+        send(*owner,
+             request_to(CmType::LeavingAck, link.owner_, *owner, link.generation_, link.ini_qpn(), link.tgt_qpn_));
+}
+
+std::string ConnectionManager::describe(const OwnedTgt &t) const {
+    return "rank " + std::to_string(t.sender) + "'s INI QP " + std::to_string(t.ini_qpn) + " (TGT QP " +
+           std::to_string(t.tgt.get()->qp_num) + ")";
 }
 
 std::string ConnectionManager::leave_initiators() noexcept {
     Guard g(*this);
     std::string left;
-    for (auto it = owned_.begin(); it != owned_.end(); it = release_owned(it)) {
-        const OwnedTgt &t = it->second;
-        const std::uint32_t tgt_qpn = t.tgt.get()->qp_num;
-        if (const PortAddress *to = host_.address_of(t.sender); to != nullptr)
-            send(*to, request_to(CmType::Leaving, t.sender, *to, t.generation, t.ini_qpn, tgt_qpn));
+    const std::uint64_t now = host_.now_us();
+    for (auto &[k, t] : owned_) {
+        if (!t.leaving) {
+            t.leaving = true;
+            t.next_leaving_us = now;
+            t.leaving_retry_us = config_.first_retry_us;
+            ++awaiting_leaving_ack_;
+        }
         if (!left.empty()) left += "; ";
-        left += "rank " + std::to_string(t.sender) + "'s INI QP " + std::to_string(t.ini_qpn) + " (TGT QP " +
-                std::to_string(tgt_qpn) + ")";
+        left += describe(t);
+    }
+    resend_leaving(now);
+    host_.timers_changed();
+    return left;
+}
+
+void ConnectionManager::resend_leaving(std::uint64_t now) noexcept {
+    if (awaiting_leaving_ack_ == 0) return;
+    for (auto &[k, t] : owned_) {
+        if (!t.leaving || now < t.next_leaving_us) continue;
+        const PortAddress *to = host_.address_of(t.sender);
+        if (to == nullptr) continue;
+        if (t.leaving_attempts++ > 0) ++counters_->cm_retransmissions;
+        send(*to, request_to(CmType::Leaving, t.sender, *to, t.generation, t.ini_qpn, t.tgt.get()->qp_num));
+        t.next_leaving_us = now + t.leaving_retry_us;
+        t.leaving_retry_us = std::min(t.leaving_retry_us * 2, config_.max_retry_us);
+    }
+}
+
+std::string ConnectionManager::drop_initiators() noexcept {
+    Guard g(*this);
+    std::string left;
+    for (auto it = owned_.begin(); it != owned_.end(); it = release_owned(it)) {
+        if (!left.empty()) left += "; ";
+        left += describe(it->second);
     }
     return left;
 }
 
+// The initiator retired what it had posted toward this node: its TGT QP (our handle on it) can go.
+void ConnectionManager::on_leaving_ack(const CmMessage &m) noexcept {
+    if (auto it = owned_.find(key(m.src_rank, m.generation)); it != owned_.end() && it->second.leaving &&
+                                                              it->second.ini_qpn == m.ini_qpn &&
+                                                              it->second.tgt.get()->qp_num == m.tgt_qpn) {
+        host_.note("rank " + std::to_string(m.src_rank) + " answered LEAVING: dropping TGT QP " +
+                   std::to_string(m.tgt_qpn));
+        release_owned(it);
+        return;
+    }
+    ++counters_->cm_stale;  // a late copy, or for a TGT QP dropped since (its CLOSE came first, or our bound)
+}
+
 ConnectionManager::OwnedTgts::iterator ConnectionManager::release_owned(OwnedTgts::iterator it) noexcept {
     owned_qpns_.erase(it->second.tgt.get()->qp_num);
+    if (it->second.leaving) --awaiting_leaving_ack_;
     --counters_->tgt_qps;
     count_connections_closed(*counters_, 1);
     return owned_.erase(it);

@@ -142,6 +142,10 @@ struct CmConfig {
     // About the time one TGT QP takes to make.
     std::uint64_t retry_per_connecting_us = 200;
     std::uint64_t connect_timeout_us = 60000000;
+    // How long a TGT QP's creator that told its initiator LEAVING keeps the TGT QP (and its SRQ) for the answer.
+    // The initiator fences toward the creator's SRQ only within half of it after LEAVING arrived, so that the
+    // fence finds that SRQ still there with time to spare.
+    std::uint64_t leaving_wait_us = 2500000;
     // Accepting a connection from a node this process has no connection to starts one back (MPI traffic almost
     // always goes both ways: replies, rendezvous acknowledgements), unless the cap would need an eviction.
     bool reciprocate = true;
@@ -187,7 +191,14 @@ private:
     std::vector<Peer *> peers_;
     SendOp fence_;
     bool fence_posted_ = false;
-    bool target_left_ = false;  // the TGT QP's creator left (LEAVING): close without a fence and without a CLOSE
+    // The TGT QP's creator is leaving (LEAVING): every send is signaled from then on, the link closes without a
+    // fence and without a CLOSE.
+    bool target_left_ = false;
+    // The answer to LEAVING: what was posted before it is retired (a fence toward the creator's SRQ while the
+    // creator still waits, posted at `leave_mark_`), then LEAVING_ACK.
+    enum class Leave : std::uint8_t { none, retiring, fenced, answered } leave_ = Leave::none;
+    std::uint32_t leave_mark_ = 0;
+    std::uint64_t left_at_us_ = 0;
     bool opening_ = false;  // accepted; tick() has yet to open its queue
     bool start_pending_ = false;  // wanted; tick() makes its INI QP
 };
@@ -268,11 +279,17 @@ public:
         std::lock_guard<std::mutex> g(mutex_);
         return own_work_finished_locked();
     }
-    // Finalize waited its bound for initiators that are alive but have not closed: each is told LEAVING (it then
-    // closes its link without a fence, which this node's HCA could no longer answer once the TGT QP is gone) and
-    // the TGT QPs this process made for them are dropped (a TGT QP lives on while another rank of this node holds
-    // a handle). Returns "rank R's INI QP I (TGT QP T)" for each, "; "-separated, empty when there were none.
+    // Finalize waited its bound for initiators that are alive but have not closed: each is told LEAVING
+    // (retransmitted until it answers). It retires what it posted toward this node before (a fence toward this
+    // process's SRQ, which must still be there), answers LEAVING_ACK, and from then on signals every send, so that
+    // it can close its link later without a fence, which this node's HCA could no longer answer once the TGT QP
+    // is gone. An answer releases that TGT QP (finished() then holds once all answered). Returns "rank R's INI QP I
+    // (TGT QP T)" for each, "; "-separated, empty when there were none.
     std::string leave_initiators() noexcept;
+    // The wait for the answers is over (config().leaving_wait_us): the TGT QPs of initiators that did not answer
+    // are dropped (a TGT QP lives on while another rank of this node holds a handle). Returns those initiators as
+    // leave_initiators() does, empty when every one answered.
+    std::string drop_initiators() noexcept;
 
     std::size_t live_ini_qps() const noexcept {
         std::lock_guard<std::mutex> g(mutex_);
@@ -335,7 +352,7 @@ private:
     bool own_work_finished_locked() const noexcept { return drained_locked() && notices_.empty() && deferred_.empty(); }
     void refresh_due() noexcept {
         due_.store(held_ || !connecting_.empty() || !draining_.empty() || !waiting_.empty() || !notices_.empty() ||
-                       !deferred_.empty() || !to_start_.empty(),
+                       !deferred_.empty() || !to_start_.empty() || !leaving_.empty() || awaiting_leaving_ack_ != 0,
                    std::memory_order_relaxed);
     }
     // A connection is to be started: tick() makes its INI QP, outside the send queues' lock.
@@ -348,6 +365,10 @@ private:
         std::uint32_t generation;
         std::uint32_t ini_qpn;
         HostQp tgt;
+        bool leaving = false;  // told LEAVING; kept until LEAVING_ACK (or drop_initiators())
+        std::uint64_t next_leaving_us = 0;
+        std::uint64_t leaving_retry_us = 0;
+        std::uint32_t leaving_attempts = 0;
     };
     using OwnedTgts = std::unordered_map<std::uint64_t, OwnedTgt>;  // by (sender, generation)
     // Destroys a TGT QP this process made (our handle on it) with its bookkeeping; the next entry.
@@ -392,6 +413,11 @@ private:
     void on_close(const CmMessage &m, const PortAddress &from) noexcept;
     void on_close_ack(const CmMessage &m) noexcept;
     void on_leaving(const CmMessage &m) noexcept;
+    void on_leaving_ack(const CmMessage &m) noexcept;
+    void settle_leaving(NodeLink &link, std::uint64_t now) noexcept;
+    void answer_leaving(NodeLink &link) noexcept;
+    void resend_leaving(std::uint64_t now) noexcept;
+    std::string describe(const OwnedTgt &t) const;
     void resend_notices(std::uint64_t now) noexcept;
 
     static std::uint64_t key(std::uint32_t sender, std::uint32_t generation) noexcept {
@@ -418,6 +444,8 @@ private:
     std::unordered_map<std::uint32_t, std::uint32_t> closed_generation_;  // by sender: newest generation closed
     std::unordered_map<std::uint32_t, OpenedTgt> opened_;        // by TGT QPN
     std::vector<CloseNotice> notices_;
+    std::vector<NodeLink *> leaving_;                    // links whose creator said LEAVING, not answered yet
+    std::size_t awaiting_leaving_ack_ = 0;               // owned TGT QPs told LEAVING, not answered yet
     std::unordered_set<std::uint32_t> finalized_ranks_;  // refused us as finalizing: not chosen again
 };
 

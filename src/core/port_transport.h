@@ -163,8 +163,10 @@ public:
     bool finished() const noexcept { return cm_->finished() && loopback_queue_->idle(); }
     // Finalize's own part is done; only initiators on other nodes may still have to close TGT QPs of ours.
     bool own_work_finished() const noexcept { return cm_->own_work_finished() && loopback_queue_->idle(); }
-    // Those initiators are told this process leaves, and their TGT QPs dropped (ConnectionManager::leave_initiators).
+    // Those initiators are told this process leaves (ConnectionManager::leave_initiators); finished() holds once
+    // each answered. Then the TGT QPs of those that did not are dropped (ConnectionManager::drop_initiators).
     std::string leave_initiators() noexcept { return cm_->leave_initiators(); }
+    std::string drop_initiators() noexcept { return cm_->drop_initiators(); }
 
 private:
     // CmHost

@@ -19,12 +19,20 @@ void make_fence(SendOp &op, std::uint32_t remote_srqn, SendCompletionFn on_compl
 
 SendQueue::SendQueue(std::uint32_t depth, std::uint32_t signal_interval, std::uint32_t node, BlockedFn blocked,
                      void *owner)
-    : depth_(depth), signal_interval_(signal_interval == 0 ? 1 : signal_interval), node_(node), blocked_(blocked),
-      owner_(owner), ring_(depth), pending_head_(&closed_marker_), pending_tail_(&closed_marker_) {}
+    : depth_(depth),
+      signal_interval_(signal_interval == 0 ? 1 : signal_interval),
+      base_signal_interval_(signal_interval == 0 ? 1 : signal_interval),
+      node_(node),
+      blocked_(blocked),
+      owner_(owner),
+      ring_(depth),
+      pending_head_(&closed_marker_),
+      pending_tail_(&closed_marker_) {}
 
 int SendQueue::post_now(SendOp &op) noexcept {
     const bool wants_callback = op.on_complete != nullptr;
-    const bool signal = wants_callback || since_signal_ + 1 >= signal_interval_ || credits() <= signal_interval_;
+    const std::uint32_t interval = signal_interval_.load(std::memory_order_relaxed);
+    const bool signal = wants_callback || since_signal_ + 1 >= interval || credits() <= interval;
     if (signal)
         op.wr.send_flags |= IBV_SEND_SIGNALED;
     else
@@ -101,6 +109,7 @@ void SendQueue::detach() noexcept {
     stop();
     qp_ = nullptr;
     since_signal_ = 0;
+    signal_interval_.store(base_signal_interval_, std::memory_order_relaxed);
 }
 
 void SendQueue::drain_pending() noexcept {

@@ -18,6 +18,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -79,6 +80,14 @@ public:
     bool idle() const noexcept { return head_ == tail_; }
     // Outstanding requests that only a later signaled one can retire: a fence must be posted before closing.
     bool needs_fence() const noexcept { return head_ != tail_ && since_signal_ > 0; }
+    // Work requests posted since the queue was made (a mark for retired()).
+    std::uint32_t posted() const noexcept { return tail_; }
+    // Every request posted before `mark` (a posted() value) has been retired.
+    bool retired(std::uint32_t mark) const noexcept { return static_cast<std::int32_t>(head_ - mark) >= 0; }
+    // From now until detach(), every post is signaled: nothing posted later needs a fence to be retired (the
+    // connection manager's answer to LEAVING, whose creator's SRQ is gone once it left). The one member another
+    // thread may write (the one serving datagrams): a relaxed store, read by the post as the interval always was.
+    void signal_every_post() noexcept { signal_interval_.store(1, std::memory_order_relaxed); }
     // Set by every post; the connection manager's eviction clock clears it (least recently used first).
     bool used() const noexcept { return used_; }
     void clear_used() noexcept { used_ = false; }
@@ -100,7 +109,8 @@ public:
     // that nobody waits for (unsignaled, so without a callback), are taken as done. Those behind a signaled one
     // wait for its completion first.
     void forget_unsignaled() noexcept;
-    // The QP is going away (idle() must hold): the queue is closed until the next open().
+    // The QP is going away (idle() must hold): the queue is closed until the next open(), and signals every
+    // `signal_interval` posts again.
     void detach() noexcept;
 
     // A completion of this QP. Returns the failing status on the first error (the queue is then broken and
@@ -125,7 +135,8 @@ private:
 
     ibv_qp *qp_ = nullptr;
     std::uint32_t depth_;
-    std::uint32_t signal_interval_;
+    std::atomic<std::uint32_t> signal_interval_;
+    std::uint32_t base_signal_interval_;
     std::uint32_t node_;
     BlockedFn blocked_;
     void *owner_;

@@ -69,6 +69,7 @@ inline constexpr std::uint32_t kEagerControlMagic = 0x58454302u;  // "XEC" versi
 //   REJECT    -> initiator: `reason` (CmReject)
 //   CLOSE     initiator -> the TGT's creator and every rank that may hold a handle on it: drop it
 //   CLOSE_ACK -> initiator
+//   LEAVING, LEAVING_ACK: below
 // `token` is the destination's random token from its modex blob: only the job's processes can read it, so a
 // datagram from anyone else (another job, garbage) is rejected before it can create anything. `generation`
 // counts the initiator's connection attempts (per process, from 1), so a duplicate of an old CONNECT is told
@@ -83,9 +84,21 @@ inline constexpr std::uint32_t cm_qkey(std::uint64_t token) noexcept {
     return static_cast<std::uint32_t>(token ^ (token >> 32)) & 0x7fffffffu;
 }
 
-// LEAVING: a TGT QP's creator leaves MPI_Finalize before its initiator closed the link (it waited its bound): the
-// initiator closes that link without a fence and without a CLOSE. Not acknowledged (its sender is gone).
-enum class CmType : std::uint8_t { Connect = 1, Accept = 2, Reject = 3, Close = 4, CloseAck = 5, Leaving = 6 };
+// LEAVING: a TGT QP's creator leaves MPI_Finalize before its initiator closed the link (it waited its bound). The
+// initiator signals every send on that link from then on, retires what it posted before with a fence toward the
+// creator's SRQ (still there: the creator waits for the answer), and answers LEAVING_ACK once that fence
+// completed (at once when nothing was outstanding); it later closes the link without a fence and without a CLOSE.
+// The creator retransmits LEAVING until the answer or its bound, then drops the TGT QP.
+// LEAVING_ACK: initiator -> creator, names the same connection and TGT QP.
+enum class CmType : std::uint8_t {
+    Connect = 1,
+    Accept = 2,
+    Reject = 3,
+    Close = 4,
+    CloseAck = 5,
+    Leaving = 6,
+    LeavingAck = 7
+};
 enum class CmReject : std::uint16_t {
     None = 0,
     Resources = 1,   // the target could not create or ready a TGT QP

@@ -27,7 +27,8 @@ CmMessage sample(CmType type) {
 }  // namespace
 
 TEST(CmMessage, EveryTypeRoundTrips) {
-    for (CmType t : {CmType::Connect, CmType::Accept, CmType::Reject, CmType::Close, CmType::CloseAck}) {
+    for (CmType t : {CmType::Connect, CmType::Accept, CmType::Reject, CmType::Close, CmType::CloseAck, CmType::Leaving,
+                     CmType::LeavingAck}) {
         const CmMessage m = sample(t);
         const CmBytes b = encode_cm(m);
         CmMessage out;
@@ -55,7 +56,7 @@ TEST(CmMessage, EachBadFieldIsNamed) {
     EXPECT_NE(why([](CmBytes &b) { b[0] ^= 1; }).find("magic"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[4] = 9; }).find("version 9"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[5] = 0; }).find("type"), std::string::npos);
-    EXPECT_NE(why([](CmBytes &b) { b[5] = 7; }).find("type"), std::string::npos);
+    EXPECT_NE(why([](CmBytes &b) { b[5] = 8; }).find("type"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[6] = 1; }).find("reason"), std::string::npos);  // a reason on an ACCEPT
     EXPECT_NE(why([](CmBytes &b) { b[47] = 1; }).find("reserved"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { std::fill(b.begin() + 24, b.begin() + 32, 0); }).find("token"), std::string::npos);

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <deque>
 #include <functional>
 #include <set>
 
@@ -406,9 +408,13 @@ TEST(ConnectionManager, AnOwnerThatStopsWaitingForASlowInitiatorTellsItAndLeaves
     EXPECT_FALSE(net[1].cm().finished());
     const std::string left = net[1].cm().leave_initiators();
     EXPECT_NE(left.find("rank 0's INI QP"), std::string::npos) << left;
+    EXPECT_FALSE(net[1].cm().finished()) << "the TGT QP stays until rank 0 answered";
+    EXPECT_EQ(net[1].cm().owned_tgts(), 1u);
+    net.run(100000);
+    // Nothing was outstanding on rank 0's link: it answered at once, and rank 1 dropped the TGT QP.
     EXPECT_TRUE(net[1].cm().finished());
     EXPECT_EQ(net[1].cm().owned_tgts(), 0u);
-    net.run();
+    EXPECT_EQ(net[1].cm().drop_initiators(), "");
     // Rank 1 is gone: nothing reaches it any more. Rank 0's close neither fences nor waits for a CLOSE_ACK.
     net.lose = [](const Datagram &d) { return d.to == 1; };
     net[0].cm().begin_finalize();
@@ -707,4 +713,193 @@ TEST(ConnectionManager, ANewGenerationDestroysTheSendersStaleTgtQp) {
     EXPECT_EQ(net[2].cm().owned_tgts(), 1u);  // the new one only
     net.lose = [](const Datagram &) { return false; };
     (void)b;
+}
+
+namespace {
+
+// Ranks 0,1 on node 0 and 2,3 on node 1. Rank 0 connects through rank 2 (the creator), reaches rank 3 too (which
+// holds its own handle), and everything so far is acknowledged; rank 2 then finalizes and waits for rank 0.
+NodeLink &connect_then_creator_finalizes(Net &net, Message &a, Message &b) {
+    send(net[0], 2, a);
+    send(net[0], 3, b);
+    net.run();
+    NodeLink &link = *net[0].peer(2).link;
+    net[3].cm().hold_tgt(link.tgt_qpn(), link.ini_qpn());
+    complete_all(link);
+    net[2].cm().begin_finalize();
+    net.run(100000);
+    complete_all(net[2].cm().link_for(net[0].address(), 0));
+    net.run(100000);
+    EXPECT_TRUE(net[2].cm().own_work_finished());
+    EXPECT_FALSE(net[2].cm().finished());
+    return link;
+}
+
+// An inline send (nobody waits for its completion: unsignaled unless the interval says otherwise) to `to`.
+void send_inline(Process &from, std::uint32_t to, Message &m) {
+    Peer &p = from.peer(to);
+    p.prepare_srq(m.op, m.data, sizeof(m.data), 0, make_imm(0x41));
+    m.op.on_complete = nullptr;
+    ASSERT_EQ(p.queue->post_or_queue(m.op), 0);
+}
+
+std::size_t posts_to(const std::vector<ibv_send_wr> &posted, std::uint32_t srqn) {
+    return static_cast<std::size_t>(std::count_if(
+        posted.begin(), posted.end(), [&](const ibv_send_wr &wr) { return wr.qp_type.xrc.remote_srqn == srqn; }));
+}
+
+// The datagrams of `type` on the wire from `from` to `to`, decoded.
+std::vector<CmMessage> on_wire(Net &net, CmType type, std::uint32_t from, std::uint32_t to) {
+    std::vector<CmMessage> found;
+    for (const Datagram &d : net.wire) {
+        CmMessage m;
+        if (d.from == from && d.to == to && decode_cm(d.bytes, m).empty() && m.type == type) found.push_back(m);
+    }
+    return found;
+}
+
+}  // namespace
+
+TEST(ConnectionManager, ASlowInitiatorRetiresWhatItPostedBeforeAnsweringLeaving) {
+    Net net(2, 2);
+    Message a, b;
+    NodeLink &link = connect_then_creator_finalizes(net, a, b);
+    FakeQp *ini = ini_of(link);
+    ASSERT_NE(ini, nullptr);
+    // Rank 0, alive and far from its finalize, sent to rank 3 unsignaled: only a later signaled request retires it.
+    Message u1, u2;
+    send_inline(net[0], 3, u1);
+    send_inline(net[0], 3, u2);
+    ASSERT_TRUE(link.queue().needs_fence());
+    const std::uint32_t creator_srq = net[2].address().srqs.front().srq_num;
+    const std::size_t fences_before = posts_to(ini->posted, creator_srq);
+    ASSERT_NE(net[2].cm().leave_initiators(), "");
+    net.run(20000);
+    // LEAVING arrived: a fence toward the creator's SRQ (still there: the creator waits for the answer).
+    EXPECT_EQ(posts_to(ini->posted, creator_srq), fences_before + 1);
+    EXPECT_TRUE(ini->posted.back().send_flags & IBV_SEND_SIGNALED);
+    EXPECT_EQ(net[2].cm().owned_tgts(), 1u) << "the creator dropped the TGT QP before the fence completed";
+    EXPECT_FALSE(net[2].cm().finished());
+    // From now on every send on the link is signaled, inline ones too.
+    Message c;
+    send_inline(net[0], 3, c);
+    EXPECT_TRUE(ini->posted.back().send_flags & IBV_SEND_SIGNALED);
+    EXPECT_EQ(ini->posted.back().qp_type.xrc.remote_srqn, net[3].address().srqs.front().srq_num);
+    // The HCA acknowledges the fence (and what came before it): rank 0 answers, rank 2 drops its TGT QP.
+    complete_all(link);
+    net.run(20000);
+    EXPECT_TRUE(net[2].cm().finished());
+    EXPECT_EQ(net[2].cm().owned_tgts(), 0u);
+    EXPECT_EQ(net[2].cm().drop_initiators(), "");
+    EXPECT_EQ(net.live_tgts(), 1u);  // rank 3's handle keeps the TGT QP for rank 0's link
+    // Rank 0 finalizes later, after one more send to rank 3: its close waits for that send (signaled), posts no
+    // fence and tells only rank 3.
+    net.lose = [](const Datagram &d) { return d.to == 2; };
+    Message e;
+    send_inline(net[0], 3, e);
+    net[0].cm().begin_finalize();
+    net.run(20000);
+    EXPECT_EQ(link.state(), NodeLink::State::draining) << "closed before the last send was acknowledged";
+    complete_all(link);
+    net.run(1000000);
+    EXPECT_TRUE(net[0].cm().finished());
+    EXPECT_EQ(posts_to(net.retired_posts, creator_srq), fences_before + 1) << "a fence at close";
+    EXPECT_EQ(net.live_tgts(), 0u);
+    EXPECT_EQ(net[0].failures.size() + net[2].failures.size() + net[3].failures.size(), 0u);
+}
+
+TEST(ConnectionManager, ACreatorStopsWaitingForAnInitiatorThatDoesNotAnswer) {
+    Net net(2, 2);
+    Message a, b;
+    connect_then_creator_finalizes(net, a, b);
+    net.lose = [](const Datagram &d) { return d.to == 0; };  // rank 0 hears nothing (gone, or not progressing)
+    const std::string left = net[2].cm().leave_initiators();
+    net.run(3000000);
+    EXPECT_FALSE(net[2].cm().finished());
+    EXPECT_GT(net[2].cm().counters().cm_retransmissions, 0u);  // LEAVING retransmitted while it waits
+    EXPECT_EQ(net[2].cm().drop_initiators(), left);
+    EXPECT_TRUE(net[2].cm().finished());
+    EXPECT_EQ(net[2].cm().owned_tgts(), 0u);
+    EXPECT_EQ(net.live_tgts(), 1u);  // rank 3's handle
+}
+
+TEST(ConnectionManager, LeavingHeardTooLateForAFenceIsAnsweredWithoutOne) {
+    CmConfig c;
+    c.leaving_wait_us = 10000;
+    Net net(2, 2, c);
+    Message a, b;
+    NodeLink &link = connect_then_creator_finalizes(net, a, b);
+    FakeQp *ini = ini_of(link);
+    Message u;
+    send_inline(net[0], 3, u);
+    ASSERT_TRUE(link.queue().needs_fence());
+    const std::uint32_t creator_srq = net[2].address().srqs.front().srq_num;
+    const std::size_t fences_before = posts_to(ini->posted, creator_srq);
+    (void)net[2].cm().leave_initiators();
+    // Rank 0's serving side hears LEAVING, but its progress (tick) comes only after half of the creator's wait.
+    const std::vector<CmMessage> leaving = on_wire(net, CmType::Leaving, 2, 0);
+    ASSERT_EQ(leaving.size(), 1u);
+    for (const Datagram &d : std::deque<Datagram>(net.wire))
+        if (d.to == 0) net[0].cm().on_datagram(d.bytes, net[2].address().lid, net[2].address().cm_qpn);
+    net.wire.clear();
+    net.clock += c.leaving_wait_us;
+    net[0].cm().tick();
+    EXPECT_EQ(posts_to(ini->posted, creator_srq), fences_before) << "a fence toward a creator that may be gone";
+    const std::vector<CmMessage> acks = on_wire(net, CmType::LeavingAck, 0, 2);
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].tgt_qpn, leaving[0].tgt_qpn);
+    EXPECT_EQ(acks[0].ini_qpn, link.ini_qpn());
+    // The close forgets the unsignaled send (nothing could retire it) instead of fencing toward the creator.
+    net.lose = [](const Datagram &d) { return d.to == 2; };
+    net[0].cm().begin_finalize();
+    net.run(1000000);
+    EXPECT_TRUE(net[0].cm().finished());
+    EXPECT_EQ(posts_to(net.retired_posts, creator_srq), fences_before);
+}
+
+TEST(ConnectionManager, ALeavingAckThatMatchesNoLeavingTgtChangesNothing) {
+    Net net(2, 2);
+    Message a, b;
+    NodeLink &link = connect_then_creator_finalizes(net, a, b);
+    CmMessage m;
+    m.type = CmType::LeavingAck;
+    m.jobid = 7;
+    m.src_rank = 0;
+    m.dst_rank = 2;
+    m.token = net[2].address().token;
+    m.generation = link.generation();
+    m.ini_qpn = link.ini_qpn();
+    m.tgt_qpn = link.tgt_qpn();
+    const auto deliver = [&](const CmMessage &msg) {
+        const CmBytes bytes = encode_cm(msg);
+        net[2].cm().on_datagram(bytes, net[0].address().lid, net[0].address().cm_qpn);
+    };
+    // Before LEAVING was sent: the creator is not waiting for an answer.
+    std::uint64_t stale = net[2].cm().counters().cm_stale;
+    deliver(m);
+    EXPECT_EQ(net[2].cm().counters().cm_stale, ++stale);
+    EXPECT_EQ(net[2].cm().owned_tgts(), 1u);
+    net.lose = [](const Datagram &d) { return d.to == 0; };
+    (void)net[2].cm().leave_initiators();
+    // Naming another TGT QP, another INI QP, another generation.
+    CmMessage wrong = m;
+    wrong.tgt_qpn = m.tgt_qpn + 1;
+    deliver(wrong);
+    wrong = m;
+    wrong.ini_qpn = m.ini_qpn + 1;
+    deliver(wrong);
+    wrong = m;
+    wrong.generation = m.generation + 1;
+    deliver(wrong);
+    EXPECT_EQ(net[2].cm().counters().cm_stale, stale + 3);
+    EXPECT_EQ(net[2].cm().owned_tgts(), 1u);
+    // From another process claiming to be rank 0: dropped before it is read.
+    const std::uint64_t rejected = net[2].cm().counters().cm_rejected;
+    net[2].cm().on_datagram(encode_cm(m), net[1].address().lid, net[1].address().cm_qpn);
+    EXPECT_EQ(net[2].cm().counters().cm_rejected, rejected + 1);
+    EXPECT_EQ(net[2].cm().owned_tgts(), 1u);
+    // The real answer releases it.
+    deliver(m);
+    EXPECT_EQ(net[2].cm().owned_tgts(), 0u);
+    EXPECT_TRUE(net[2].cm().finished());
 }

@@ -258,3 +258,32 @@ TEST(SendQueue, AnErrorCompletionNamesTheRequestThatFailed) {
     EXPECT_EQ(q.on_completion(wc), IBV_WC_REM_ACCESS_ERR);
     EXPECT_EQ(g_done.size(), 2u);  // first and second, both with the error
 }
+
+TEST(SendQueue, SignalEveryPostLastsUntilDetachAndRetiredFollowsAMark) {
+    FakeQp f;
+    SendQueue q(64, 4, 0);
+    q.open(&f.qp);
+    SendOp inline_op;
+    ASSERT_EQ(q.try_post(inline_op), 0);
+    ASSERT_EQ(q.try_post(inline_op), 0);
+    EXPECT_TRUE(q.needs_fence());
+    const std::uint32_t mark = q.posted();
+    EXPECT_FALSE(q.retired(mark));
+    q.signal_every_post();
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(q.try_post(inline_op), 0);
+    ASSERT_EQ(g_posted.size(), 5u);
+    for (std::size_t i = 2; i < 5; ++i) EXPECT_TRUE(g_posted[i].flags & IBV_SEND_SIGNALED) << i;
+    EXPECT_FALSE(q.needs_fence());  // the signaled ones retire the two before them
+    q.on_completion(completion(q));
+    EXPECT_TRUE(q.retired(mark));  // the first signaled completion retired both unsignaled ones
+    EXPECT_FALSE(q.retired(q.posted()));
+    while (!q.idle()) q.on_completion(completion(q));
+    EXPECT_TRUE(q.retired(q.posted()));
+    q.detach();
+    q.open(&f.qp);
+    g_posted.clear();
+    for (int i = 0; i < 4; ++i) ASSERT_EQ(q.try_post(inline_op), 0);
+    int signaled = 0;
+    for (const auto &p : g_posted) signaled += (p.flags & IBV_SEND_SIGNALED) != 0;
+    EXPECT_EQ(signaled, 1);  // the next connection signals every 4th again
+}
