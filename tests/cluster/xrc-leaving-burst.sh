@@ -9,7 +9,10 @@
 # 16 small verified messages to rank 3 (inline sends) and enters MPI_Finalize at once; the drop is lifted a
 # moment later. Rank 0's close must wait until the HCA has retransmitted and rank 3 acknowledged every one of them
 # (every send after LEAVING is signaled) instead of destroying its INI QP: rank 3 receives all 16, data
-# verified, the job exits 0, and nothing stays in any HCA.
+# verified, the job exits 0, and nothing stays in any HCA. Eager RDMA rings are off so that the burst takes the
+# path the gap was in: small inline sends to the receiver's SRQ, which nobody waits for. The drop is checked to
+# have forced a retransmission (nodeA's ACK timeout counter). Before the fix, rank 0 destroyed its INI QP with
+# the burst unacknowledged and rank 3 received nothing.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
 [ -e "$FENCE_SHIM" ] || die "the fence shim is not built ($FENCE_SHIM)"
@@ -19,13 +22,14 @@ go="$WORKDIR/go"
 rm -f "$go"
 # btl_xrc_timeout 19: a lost packet is retransmitted after 2.1 s (budget 17 s), well past the drop below.
 LATE_BURST_GO="$go" \
-    XRC_MPIRUN_ARGS="-x LATE_BURST_GO -x LD_PRELOAD=$FENCE_SHIM --mca btl_xrc_verbose 1 --mca btl_xrc_finalize_peer_wait 2 --mca btl_xrc_timeout 19" \
+    XRC_MPIRUN_ARGS="-x LATE_BURST_GO -x LD_PRELOAD=$FENCE_SHIM --mca btl_xrc_verbose 1 --mca btl_xrc_finalize_peer_wait 2 --mca btl_xrc_timeout 19 --mca btl_xrc_use_eager_rdma 0" \
     xrc_run "$out" nodeA:2,nodeB:2 self,vader,xrc "$MPI_DIR/late_burst" &
 job=$!
 stop_job() { kill "$job" 2>/dev/null; wait "$job" 2>/dev/null; }
 wait_for_line "$out.raw" "btl:xrc: nodeB: .*leaving MPI_Finalize .*rank 0's INI QP" 90 ||
     { stop_job; die "nodeB's rank 2 did not leave MPI_Finalize while rank 0 was late"; }
 info "$(grep -m1 "btl:xrc: nodeB: .*leaving MPI_Finalize .*rank 0's INI QP" "$out.raw")"
+acks_before=$(ack_timeouts)
 sc exec nodeA "$SIMHCA_CTL" fault drop nodeB >/dev/null || { stop_job; die "fault drop failed"; }
 touch "$go"
 if ! wait_for_line "$out.raw" '^late_burst: burst sent' 60; then
@@ -36,6 +40,11 @@ fi
 sleep 1  # rank 0 is in MPI_Finalize now, its burst unacknowledged
 sc exec nodeA "$SIMHCA_CTL" fault restore nodeB >/dev/null || { stop_job; die "fault restore failed"; }
 wait $job || die "the job with a late burst after the creator left failed (exit $?)"
+acks_after=$(ack_timeouts)
+nodeA_acks() { sed -n 's/.*nodeA=\([0-9]*\).*/\1/p' <<<"$1"; }
+[ "$(nodeA_acks "$acks_after")" -gt "$(nodeA_acks "$acks_before")" ] ||
+    die "nodeA's HCA retransmitted nothing (ACK timeouts before: $acks_before, after: $acks_after): the drop missed the burst"
+info "ACK timeouts (retransmissions) per node during the burst: before $acks_before, after $acks_after"
 expect_line "$out" '^late_burst: connected .*errors=0' "2x2, every pair connected"
 expect_line "$out" '^late_burst: received count=16 errors=0$' "rank 3 received rank 0's late burst, data verified"
 grep -qE 'btl:xrc: nodeA: simhca0:1: .*(error|failed)' "$out" && die "nodeA's rank 0 reported an error closing its connection"
