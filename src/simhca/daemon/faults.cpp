@@ -136,7 +136,7 @@ int Device::do_fault(const proto::FaultReq &q) {
             if (!selects(q, p) || (q.device < 0 && p.device != 0) || p.lid == lid) continue;
             for (const Port &o : objs_.ports)
                 if (&o != &p && o.lid == lid) return EADDRINUSE;  // LIDs are distinct on one node
-            if (net_ && p.lid && !net_->change_lid(p.fabric, p.lid, lid)) return EADDRINUSE;
+            if (net_ && !net_->change_lid(p.fabric, p.lid, lid)) return EADDRINUSE;
             p.lid = lid;
             (void)write_port_files(objs_.sysfs_dir(p.device), p);
             objs_.broadcast_port_event(p, IBV_EVENT_LID_CHANGE);
