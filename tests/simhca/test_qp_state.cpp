@@ -83,6 +83,73 @@ TEST_F(QpState, RcLegalPathAndMissingOrExtraBits) {
     EXPECT_EQ(ibv_destroy_qp(qp), 0);
 }
 
+// Automatic path migration, software side: an alternate path is loaded and armed (REARM; this HCA arms at
+// once) in RTR->RTS or RTS->RTS, and MIGRATED in RTS->RTS makes it the primary path.
+TEST_F(QpState, AlternatePathLoadArmAndMigrate) {
+    ibv_qp *qp = create_rc(pd, cq);
+    ASSERT_NE(qp, nullptr);
+    auto a = attrs(IBV_QPS_INIT);
+    ASSERT_EQ(ibv_modify_qp(qp, &a, kInitMask), 0);
+    auto r = attrs(IBV_QPS_RTR);
+    ASSERT_EQ(ibv_modify_qp(qp, &r, kRtrBase | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER), 0);
+    auto s = attrs(IBV_QPS_RTS);
+    // Arming with no alternate path is refused; MIGRATED leaving RTR is the starting state and allowed.
+    s.path_mig_state = IBV_MIG_REARM;
+    EXPECT_EQ(ibv_modify_qp(qp, &s, kRtsSender | IBV_QP_PATH_MIG_STATE), EINVAL);
+    s.path_mig_state = IBV_MIG_MIGRATED;
+    ASSERT_EQ(ibv_modify_qp(qp, &s, kRtsSender | IBV_QP_PATH_MIG_STATE), 0);
+
+    ibv_qp_attr q{};
+    ibv_qp_init_attr qi{};
+    ASSERT_EQ(ibv_query_qp(qp, &q, IBV_QP_PATH_MIG_STATE | IBV_QP_AV, &qi), 0);
+    EXPECT_EQ(q.path_mig_state, IBV_MIG_MIGRATED);
+    EXPECT_EQ(q.ah_attr.dlid, 1);
+    // MIGRATED in RTS with nothing armed: refused (the spec allows it only from ARMED).
+    ibv_qp_attr m{};
+    m.qp_state = IBV_QPS_RTS;
+    m.path_mig_state = IBV_MIG_MIGRATED;
+    EXPECT_EQ(ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PATH_MIG_STATE), EINVAL);
+
+    // An alternate path out of range: its port, its timeout.
+    ibv_qp_attr alt{};
+    alt.qp_state = IBV_QPS_RTS;
+    alt.alt_ah_attr.dlid = 0x33;
+    alt.alt_ah_attr.port_num = 1;
+    alt.alt_port_num = 2;
+    alt.alt_timeout = 16;
+    alt.path_mig_state = IBV_MIG_REARM;
+    EXPECT_EQ(ibv_modify_qp(qp, &alt, IBV_QP_STATE | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE), EINVAL);
+    alt.alt_port_num = 1;
+    alt.alt_timeout = 32;
+    EXPECT_EQ(ibv_modify_qp(qp, &alt, IBV_QP_STATE | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE), EINVAL);
+    alt.alt_timeout = 16;
+    ASSERT_EQ(ibv_modify_qp(qp, &alt, IBV_QP_STATE | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE), 0);
+    q = {};
+    ASSERT_EQ(ibv_query_qp(qp, &q, IBV_QP_PATH_MIG_STATE | IBV_QP_AV | IBV_QP_ALT_PATH, &qi), 0);
+    EXPECT_EQ(q.path_mig_state, IBV_MIG_ARMED);
+    EXPECT_EQ(q.ah_attr.dlid, 1);  // still the primary path
+    EXPECT_EQ(q.alt_ah_attr.dlid, 0x33);
+    EXPECT_EQ(q.alt_port_num, 1);
+    EXPECT_EQ(q.alt_timeout, 16);
+
+    // The swap.
+    ASSERT_EQ(ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PATH_MIG_STATE), 0);
+    q = {};
+    ASSERT_EQ(ibv_query_qp(qp, &q, IBV_QP_PATH_MIG_STATE | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_PORT, &qi), 0);
+    EXPECT_EQ(q.path_mig_state, IBV_MIG_MIGRATED);
+    EXPECT_EQ(q.ah_attr.dlid, 0x33);
+    EXPECT_EQ(q.timeout, 16);
+    EXPECT_EQ(q.port_num, 1);
+    EXPECT_EQ(state_of(qp), IBV_QPS_RTS);
+    // Migrated: nothing is armed any more, neither a second MIGRATED nor REARM without a new path pass.
+    EXPECT_EQ(ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PATH_MIG_STATE), EINVAL);
+    ibv_qp_attr rearm{};
+    rearm.qp_state = IBV_QPS_RTS;
+    rearm.path_mig_state = IBV_MIG_REARM;
+    EXPECT_EQ(ibv_modify_qp(qp, &rearm, IBV_QP_STATE | IBV_QP_PATH_MIG_STATE), EINVAL);
+    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
 TEST_F(QpState, UdMasks) {
     ibv_qp_init_attr ia{};
     ia.send_cq = ia.recv_cq = cq;

@@ -195,3 +195,91 @@ TEST_F(TwoNode, XrcAcrossNodes) {
     EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
     close(x.fd);
 }
+
+// The subnet manager gives nb's port a new LID: both daemons route the new LID to nb and the old one to
+// nobody, and a QP toward nb carries on once it has migrated to a path with the new LID; a send posted
+// toward the old LID before the migration is retransmitted on the new path, not lost.
+TEST_F(TwoNode, LidChangeReroutesAndPathMigrationCarriesOn) {
+    ibv_qp *a, *b;
+    rc_pair(a, b);
+    ASSERT_NE(ctl(1, "fault lid --port 1 --lid 1 2>/dev/null"), 0);  // na holds LID 1 on that fabric
+    ASSERT_EQ(ctl(1, "fault lid --port 1 --lid 0x22"), 0);
+    ibv_port_attr pa;
+    ASSERT_EQ(ibv_query_port(ctx[1], 1, &pa), 0);
+    EXPECT_EQ(pa.lid, 0x22);
+
+    for (size_t i = 0; i < 5000; ++i) buf[0][i] = uint8_t(i * 7 + 1);
+    ASSERT_EQ(post_recv_simple(b, mr[1], buf[1].data(), 8192, 1), 0);
+    ASSERT_EQ(post_send_simple(a, mr[0], buf[0].data(), 5000, 2), 0);  // toward the old LID: nobody answers
+    ibv_wc wc;
+    EXPECT_EQ(poll_n(cq[1], &wc, 1, 300), 0);
+
+    // Software-controlled migration to the new LID: load, arm, migrate.
+    ibv_qp_attr alt{};
+    alt.qp_state = IBV_QPS_RTS;
+    alt.alt_ah_attr.dlid = 0x22;
+    alt.alt_ah_attr.port_num = 1;
+    alt.alt_port_num = 1;
+    alt.alt_timeout = 14;
+    alt.path_mig_state = IBV_MIG_REARM;
+    ASSERT_EQ(ibv_modify_qp(a, &alt, IBV_QP_STATE | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE), 0);
+    ibv_qp_attr mig{};
+    mig.qp_state = IBV_QPS_RTS;
+    mig.path_mig_state = IBV_MIG_MIGRATED;
+    ASSERT_EQ(ibv_modify_qp(a, &mig, IBV_QP_STATE | IBV_QP_PATH_MIG_STATE), 0);
+
+    ASSERT_EQ(poll_n(cq[1], &wc, 1), 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.byte_len, 5000u);
+    EXPECT_EQ(std::memcmp(buf[0].data(), buf[1].data(), 5000), 0);
+    ASSERT_EQ(poll_n(cq[0], &wc, 1), 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+
+    // The other way: nb's packets now carry source LID 0x22. na's QP checks them against its primary path,
+    // which has migrated; an RDMA WRITE from nb lands.
+    std::memset(buf[1].data() + 100000, 0x5a, 3000);
+    ASSERT_EQ(post_send_simple(b, mr[1], buf[1].data() + 100000, 3000, 3, IBV_WR_RDMA_WRITE,
+                               uint64_t(buf[0].data() + 200000), mr[0]->rkey),
+              0);
+    ASSERT_EQ(poll_n(cq[1], &wc, 1), 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(buf[0][200000], 0x5a);
+    EXPECT_EQ(buf[0][200000 + 2999], 0x5a);
+    EXPECT_EQ(buf[0][200000 + 3000], 0);
+}
+
+// The sender's node gets the new LID: the XRC TGT QP on the receiving node refuses the INI QP's packets from
+// the new source LID (its address vector still names the old one) until it has migrated to a path with it;
+// then the retransmitted SEND lands in the SRQ, data checked.
+TEST_F(TwoNode, LidChangeOfTheSenderTgtQpMigrates) {
+    Xrc x;
+    ASSERT_NO_FATAL_FAILURE(xrc_pair(x));
+    ASSERT_EQ(ctl(0, "fault lid --port 1 --lid 0x21"), 0);
+    ASSERT_EQ(post_srq_recv_simple(x.srq, mr[1], buf[1].data(), 128, 42), 0);
+    std::memcpy(buf[0].data(), "from a new LID", 15);
+    ASSERT_EQ(post_send_simple(x.ini, mr[0], buf[0].data(), 15, 1, IBV_WR_SEND, 0, 0, x.srqn), 0);
+    ibv_wc wc;
+    EXPECT_EQ(poll_n(cq[1], &wc, 1, 300), 0);  // the TGT QP's address check drops it
+
+    ibv_qp_attr alt{};
+    alt.qp_state = IBV_QPS_RTS;
+    alt.alt_ah_attr.dlid = 0x21;
+    alt.alt_ah_attr.port_num = 1;
+    alt.alt_port_num = 1;
+    alt.alt_timeout = 14;
+    alt.path_mig_state = IBV_MIG_REARM;
+    ASSERT_EQ(ibv_modify_qp(x.tgt, &alt, IBV_QP_STATE | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE), 0);
+    ibv_qp_attr mig{};
+    mig.qp_state = IBV_QPS_RTS;
+    mig.path_mig_state = IBV_MIG_MIGRATED;
+    ASSERT_EQ(ibv_modify_qp(x.tgt, &mig, IBV_QP_STATE | IBV_QP_PATH_MIG_STATE), 0);
+
+    ASSERT_EQ(poll_n(cq[1], &wc, 1), 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.wr_id, 42u);
+    EXPECT_EQ(wc.slid, 0x21);
+    EXPECT_STREQ(reinterpret_cast<char *>(buf[1].data()), "from a new LID");
+    ASSERT_EQ(poll_n(cq[0], &wc, 1), 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    close(x.fd);
+}

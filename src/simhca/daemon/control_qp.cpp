@@ -122,7 +122,24 @@ static bool attrs_in_range(const ibv_qp_attr &a, int mask, uint32_t ports) {
     if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return false;
     if ((mask & IBV_QP_AV) && a.ah_attr.port_num > ports) return false;
     if ((mask & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xffffff) return false;
+    if ((mask & IBV_QP_ALT_PATH) && (a.alt_port_num < 1 || a.alt_port_num > ports || a.alt_timeout > 31 ||
+                                     a.alt_pkey_index >= 128 || a.alt_ah_attr.port_num > ports))
+        return false;
+    if ((mask & IBV_QP_PATH_MIG_STATE) && a.path_mig_state != IBV_MIG_MIGRATED && a.path_mig_state != IBV_MIG_REARM &&
+        a.path_mig_state != IBV_MIG_ARMED)
+        return false;
     return true;
+}
+
+// Automatic path migration, software side (the IB spec's software-controlled migration; what the kernel's
+// CM does on a LAP): the consumer loads an alternate path and asks for REARM; the HCA arms it once the
+// peer's packets say it is armed too, which this HCA, with no path to probe, does at once (ARMED). Then
+// MIGRATED, in RTS only and only from ARMED, makes the alternate path the primary one. MIGRATED leaving
+// RTR is the state every QP starts in and changes nothing. Arming with no alternate path is refused.
+static bool path_migration_ok(ibv_qp_state cur, const ibv_qp_attr &s, const ibv_qp_attr &a, int mask, bool have_alt) {
+    if (!(mask & IBV_QP_PATH_MIG_STATE)) return true;
+    if (a.path_mig_state == IBV_MIG_MIGRATED) return cur != IBV_QPS_RTS || s.path_mig_state == IBV_MIG_ARMED;
+    return have_alt;
 }
 
 int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
@@ -142,6 +159,7 @@ int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
     if (!modify_qp_is_ok(cur, next, qp->type, mask)) return EINVAL;
     if (!attrs_in_range(a, mask, objs_.cfg.ports)) return EINVAL;
     ibv_qp_attr &s = qp->attr;
+    if (!path_migration_ok(cur, s, a, mask, qp->has_alt_path || (mask & IBV_QP_ALT_PATH))) return EINVAL;
     if (mask & IBV_QP_PKEY_INDEX) s.pkey_index = a.pkey_index;
     // Traffic leaves and arrives through the QP's port: IBV_QP_PORT, else the address vector's port.
     if (mask & IBV_QP_PORT)
@@ -157,6 +175,7 @@ int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
         s.alt_pkey_index = a.alt_pkey_index;
         s.alt_port_num = a.alt_port_num;
         s.alt_timeout = a.alt_timeout;
+        qp->has_alt_path = true;
     }
     if (mask & IBV_QP_PATH_MTU) s.path_mtu = a.path_mtu;
     if (mask & IBV_QP_DEST_QPN) s.dest_qp_num = a.dest_qp_num;
@@ -168,7 +187,20 @@ int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
     if (mask & IBV_QP_TIMEOUT) s.timeout = a.timeout;
     if (mask & IBV_QP_RETRY_CNT) s.retry_cnt = a.retry_cnt;
     if (mask & IBV_QP_RNR_RETRY) s.rnr_retry = a.rnr_retry;
-    if (mask & IBV_QP_PATH_MIG_STATE) s.path_mig_state = a.path_mig_state;
+    if (mask & IBV_QP_PATH_MIG_STATE) {
+        if (a.path_mig_state == IBV_MIG_MIGRATED && s.path_mig_state == IBV_MIG_ARMED) {
+            // The swap: from here on requests leave with the alternate path's DLID and port and the
+            // responder checks arriving packets against it; work requests not yet answered are resent on it
+            // (the requester reads the path each time it sends).
+            s.ah_attr = s.alt_ah_attr;
+            s.port_num = s.alt_port_num;
+            s.pkey_index = s.alt_pkey_index;
+            s.timeout = s.alt_timeout;
+            qp->rail = objs_.rail_of(c.device, s.port_num);
+            qp->has_alt_path = false;
+        }
+        s.path_mig_state = a.path_mig_state == IBV_MIG_MIGRATED ? IBV_MIG_MIGRATED : IBV_MIG_ARMED;
+    }
     if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) s.en_sqd_async_notify = a.en_sqd_async_notify;
 
     ibv_qp_state old = qp->state;
@@ -182,6 +214,8 @@ int Device::do_modify_qp(Client &c, const ModifyQpReq &q) {
         completer_.forget_inflight(*qp);
         qp->rstream = qp->expected = 0;
         qp->last_wqe_sent = false;
+        qp->has_alt_path = false;
+        s.path_mig_state = IBV_MIG_MIGRATED;
         if (qp->ctl) {
             qp->ctl->sq.tail.store(qp->ctl->sq.head.load(std::memory_order_acquire), std::memory_order_release);
             qp->ctl->rq.tail.store(qp->ctl->rq.head.load(std::memory_order_acquire), std::memory_order_release);

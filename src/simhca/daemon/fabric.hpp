@@ -12,8 +12,8 @@ namespace simhca {
 
 struct FabricNode {
     std::string name;
-    uint16_t lid = 0;            // rail 1
-    std::vector<uint16_t> lids;  // every rail's, lids[0] == lid
+    uint16_t lid = 0;            // rail 1 as loaded: the node's key (a later LID change leaves it)
+    std::vector<uint16_t> lids;  // every rail's current LID; lids[0] == lid until a LID change
     std::string addr;
     uint16_t port = 0;
 };

@@ -128,14 +128,19 @@ int Device::do_fault(const proto::FaultReq &q) {
         return 0;
     }
     if (what == "lid") {
-        // The subnet manager gave the port a new LID (LID_CHANGE). Packets for the old LID find nobody here.
+        // The subnet manager gave the port a new LID (LID_CHANGE) and updated every node's routes: the new
+        // LID leads here from everywhere, the old one to nobody (docs/faults-model.md).
         if (q.port == 0 || q.number == 0 || q.number >= 0xc000) return EINVAL;
-        for (Port &p : objs_.ports)
-            if (selects(q, p) && (q.device >= 0 || p.device == 0)) {
-                p.lid = uint16_t(q.number);
-                (void)write_port_files(objs_.sysfs_dir(p.device), p);
-                objs_.broadcast_port_event(p, IBV_EVENT_LID_CHANGE);
-            }
+        const uint16_t lid = uint16_t(q.number);
+        for (Port &p : objs_.ports) {
+            if (!selects(q, p) || (q.device < 0 && p.device != 0) || p.lid == lid) continue;
+            for (const Port &o : objs_.ports)
+                if (&o != &p && o.lid == lid) return EADDRINUSE;  // LIDs are distinct on one node
+            if (net_ && !net_->change_lid(p.fabric, p.lid, lid)) return EADDRINUSE;
+            p.lid = lid;
+            (void)write_port_files(objs_.sysfs_dir(p.device), p);
+            objs_.broadcast_port_event(p, IBV_EVENT_LID_CHANGE);
+        }
         return 0;
     }
     if (what == "client-reregister" || what == "sm-change" || what == "pkey-change" || what == "gid-change") {

@@ -22,6 +22,8 @@ namespace {
 
 constexpr uint32_t kFrameMagic = 0x53484346;  // "SHCF"
 constexpr uint32_t kReq = 1, kResp = 2;
+// Between daemons only: a node's port has a new LID (the subnet manager's update of every node's routes).
+constexpr uint32_t kLidChange = 3;
 constexpr size_t kMaxFrame = size_t(1) << 31;  // a hostile length closes the connection
 
 struct FrameHdr {
@@ -68,6 +70,11 @@ void copy_header(To &t, const From &f) {
     std::memcpy(t.grh, f.grh, sizeof(t.grh));
 }
 
+struct WireLidChange {
+    uint16_t key, old_lid, new_lid, pad;
+    uint32_t fabric;
+};
+
 struct WireResp {
     uint32_t status;
     uint8_t rnr_timer, pad[3];
@@ -92,21 +99,46 @@ Network::Network(ObjectTable &objs, Responder &resp, Completer &comp, std::vecto
       epoll_(epoll_fd),
       kind_(kind),
       delay_(epoll_fd, tag(kind, kDelayTimerId)) {
-    for (const FabricNode &n : nodes_)
-        for (size_t r = 1; r < n.lids.size(); ++r)
-            if (n.lids[r]) key_of_lid_[n.lids[r]] = n.lid;
+    index_lids();
 }
 
 Network::~Network() = default;
 
-const FabricNode *Network::node_by_lid(uint16_t lid) const {
+void Network::index_lids() {
+    key_of_lid_.clear();
+    for (const FabricNode &n : nodes_)
+        for (uint16_t l : n.lids)
+            if (l && l != n.lid) key_of_lid_[l] = n.lid;
+}
+
+const FabricNode *Network::node_by_key(uint16_t key) const {
     for (auto &n : nodes_)
-        if (n.lid == lid) return &n;
+        if (n.lid == key) return &n;
     return nullptr;
 }
 
+bool Network::change_lid(uint32_t fabric, uint16_t old_lid, uint16_t new_lid) {
+    if (const FabricNode *other = node_on_fabric(fabric, new_lid); other && other->lid != my_lid_) return false;
+    apply_lid_change(my_lid_, fabric, old_lid, new_lid);
+    // Straight on each node's connection, past drops and delays: the subnet manager's management traffic,
+    // not the data path. Whatever this node sends to a peer afterwards travels behind it on the same
+    // connection, so no peer meets the new LID before it knows where it lives.
+    const WireLidChange w{my_lid_, old_lid, new_lid, 0, fabric};
+    for (const FabricNode &n : nodes_)
+        if (n.lid != my_lid_)
+            if (Conn *c = connect_to(n.lid)) queue(*c, kLidChange, 0, &w, sizeof(w), nullptr, 0);
+    return true;
+}
+
+void Network::apply_lid_change(uint16_t key, uint32_t fabric, uint16_t old_lid, uint16_t new_lid) {
+    for (FabricNode &n : nodes_)
+        if (n.lid == key && fabric >= 1 && fabric <= n.lids.size() && n.lids[fabric - 1] == old_lid)
+            n.lids[fabric - 1] = new_lid;
+    index_lids();
+}
+
 int Network::listen() {
-    const FabricNode *me = node_by_lid(my_lid_);
+    const FabricNode *me = node_by_key(my_lid_);
     if (!me) return ENOENT;
     listen_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!listen_) return errno;
@@ -139,7 +171,7 @@ Network::Conn *Network::connect_to(uint16_t lid) {
         if (c != conns_.end()) return c->second.get();
         out_by_lid_.erase(it);
     }
-    const FabricNode *n = node_by_lid(lid);
+    const FabricNode *n = node_by_key(lid);
     if (!n) return nullptr;
     auto c = std::make_unique<Conn>();
     c->id = next_id_++;
@@ -445,6 +477,12 @@ void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t
             hold(src, false, c.id, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());
         else
             queue(c, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());
+    } else if (type == kLidChange && !c.outgoing) {
+        if (len != sizeof(WireLidChange)) return;
+        WireLidChange w;
+        std::memcpy(&w, body, sizeof(w));
+        if (w.key != my_lid_ && w.new_lid && w.new_lid < 0xc000)
+            apply_lid_change(w.key, w.fabric, w.old_lid, w.new_lid);
     } else if (type == kResp && c.outgoing) {
         if (len < sizeof(WireResp) || dropped_.count(c.peer_lid)) return;
         if (!held && delay_.holding(c.peer_lid))

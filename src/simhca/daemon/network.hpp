@@ -40,6 +40,10 @@ public:
     // Fault injection: everything to/from that node waits `ms` (0 = off)
     // before it is sent / handled, so a round trip takes 2 * ms longer.
     bool set_delay(const std::string &node, uint32_t ms);
+    // The subnet manager moved this node's port on `fabric` from `old_lid` to `new_lid`: every daemon
+    // routes the new LID here and the old one to nobody. False (nothing changed) when another node
+    // holds `new_lid` on that fabric.
+    bool change_lid(uint32_t fabric, uint16_t old_lid, uint16_t new_lid);
 
 private:
     struct Conn {
@@ -71,9 +75,14 @@ private:
     void release_held();
     void close_conn(uint32_t id);
     void watch(Conn &c, bool want_write);
-    const FabricNode *node_by_lid(uint16_t lid) const;  // by a node's rail-1 LID (its key)
+    // A node's key is its rail-1 LID as the fabric file gave it (FabricNode::lid): a LID change updates
+    // FabricNode::lids, never the key, so connections, drops and delays keep their node.
+    const FabricNode *node_by_key(uint16_t key) const;
+    void apply_lid_change(uint16_t key, uint32_t fabric, uint16_t old_lid, uint16_t new_lid);
+    void index_lids();  // rebuilds key_of_lid_
     const FabricNode *node_on_fabric(uint32_t fabric, uint16_t lid) const;
-    // The node key (rail-1 LID) of a LID of any rail; empty map with one rail, so free on the data path.
+    // The node key of a LID of any rail; the map is empty with one rail and no LID change, so free on the
+    // data path.
     uint16_t node_key(uint16_t lid) const {
         auto it = key_of_lid_.find(lid);
         return it == key_of_lid_.end() ? lid : it->second;
@@ -90,7 +99,7 @@ private:
     uint32_t next_id_ = 1;
     std::map<uint32_t, std::unique_ptr<Conn>> conns_;
     std::map<uint16_t, uint32_t> out_by_lid_;
-    std::map<uint16_t, uint16_t> key_of_lid_;  // LIDs of rails 2.. -> their node's rail-1 LID
+    std::map<uint16_t, uint16_t> key_of_lid_;  // every LID that is not its node's key -> that key
     std::set<uint16_t> dropped_;
     DelayLine delay_;
 };

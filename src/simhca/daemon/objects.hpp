@@ -167,6 +167,7 @@ struct Qp {
     bool last_wqe_sent = false;
     // Fault injection (simhca-ctl fault misroute / bad-rkey): the next work request of that kind posted on this
     // requester carries a wrong XRC SRQ number / an rkey nobody has, as a buggy or stale sender would send it.
+    bool has_alt_path = false;  // an alternate path is loaded (IBV_QP_ALT_PATH) and not yet migrated to
     enum class Forge : uint8_t { none, misroute, bad_rkey };
     Forge forge = Forge::none;
     uint32_t forge_srqn = 0;
