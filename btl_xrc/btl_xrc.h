@@ -6,6 +6,7 @@
 #include "btl_xrc_ompi.h"
 
 #include "src/core/counters.h"
+#include "src/core/eager_manager.h"
 #include "src/core/registered_block.h"
 
 #include <infiniband/verbs.h>
@@ -64,7 +65,6 @@ struct mca_btl_xrc_params_t {
 
 namespace xrc {
 class NodeLink;
-struct EagerControl;
 class PortTransport;
 struct PortAddress;
 struct SendOp;
@@ -149,11 +149,9 @@ struct mca_btl_xrc_module_t {
     // after del_procs). The BML may hand the same endpoint to del_procs more than once (it sits in several of its
     // BTL arrays), so only endpoints still listed here are released.
     std::unique_ptr<std::unordered_map<uint32_t, struct mca_btl_base_endpoint_t *>> endpoints;
-    // Eager RDMA rings (btl_xrc_eager.cc); null when btl_xrc_use_eager_rdma is off.
-    std::unique_ptr<struct mca_btl_xrc_eager_t> eager;
-    // Ring requests from peers this module has no endpoint for yet (Open MPI adds a peer when this process first
-    // sends to it): answered when add_procs creates the endpoint. At most one per requesting peer.
-    std::vector<xrc::EagerControl> early_requests;
+    // Eager RDMA: the rings this process grants and the handshake (btl_xrc_eager.cc maps it to ob1); off when
+    // btl_xrc_use_eager_rdma is.
+    xrc::EagerManager eager;
     // Progress calls in a row that found eager RDMA messages and skipped the completion queue.
     uint32_t cq_skips;
     // Traffic, connections, receive-side events, registered memory: MPI_T pvars (btl_xrc_pvars.cc), and the

@@ -8,10 +8,17 @@
 
 #include "src/core/peer.h"
 
+#include <type_traits>
+
 struct mca_btl_base_endpoint_t {
+    // First: the core names a peer by its xrc::Peer (the writer of an eager ring), and the endpoint is that address.
+    xrc::Peer peer;
     opal_proc_t *proc;
     mca_btl_xrc_module_t *module;
-    xrc::Peer peer;
-    // The ring we granted this peer (it writes into it), or null; peer.granted points into it.
-    struct mca_btl_xrc_eager_ring_t *eager_ring = nullptr;
 };
+static_assert(std::is_standard_layout_v<mca_btl_base_endpoint_t>, "the endpoint is found from its peer's address");
+
+// The endpoint whose peer `peer` is (null for null).
+inline mca_btl_base_endpoint_t *mca_btl_xrc_endpoint_of(xrc::Peer *peer) noexcept {
+    return reinterpret_cast<mca_btl_base_endpoint_t *>(peer);
+}

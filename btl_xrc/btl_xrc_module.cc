@@ -97,7 +97,6 @@ int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
             const uint32_t guess = xrc::spread_owner_guess(rank, job.my_rank, job.local_ranks, job.size);
             const uint32_t owner = xrc::link_owner(rank, *address, guess, job.port_address(guess, m->index));
             m->transport->attach(made->peer, *address, owner);
-            mca_btl_xrc_eager_endpoint_init(m, made);
             m->endpoints->emplace(rank, made);
             endpoints[i] = made;
             mca_btl_xrc_eager_endpoint_added(m, made);

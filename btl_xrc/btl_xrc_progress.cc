@@ -1,82 +1,48 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Progress: drain each module's completion queue (receive dispatch to the tag callbacks, send/RDMA completions
-// to their owners), and the device's asynchronous events. Those are read off the async fd by the module's service
-// thread (btl_xrc_service.cc), which records them for progress to act on, or, with btl_xrc_async_progress 0, by
-// Open MPI's event loop; either way an idle process makes no system call for them, and what an event means is
-// decided here, in progress (mca_btl_xrc_async_event).
+// Progress: each module's eager RDMA rings and completion queue (the core's loops, src/core/eager_manager.h and
+// port_progress.h; here what they hand up goes to ob1's tag callbacks), and the device's asynchronous events.
+// Those are read off the async fd by the module's service thread (btl_xrc_service.cc), which records them for
+// progress to act on, or, with btl_xrc_async_progress 0, by Open MPI's event loop; either way an idle process makes no
+// system call for them, and what an event means is decided here, in progress (mca_btl_xrc_async_event).
 #include "btl_xrc_eager.h"
 #include "btl_xrc_frag.h"
 #include "btl_xrc_job.h"
 #include "btl_xrc_rdma.h"
 
-#include "src/core/port_transport.h"
-#include "src/core/wire_format.h"
+#include "src/core/port_progress.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 
 namespace {
 
-// A receive whose immediate data carries flags or is not ours: the first message over a new connection (hold our
-// own handle on the TGT QP it came through), an eager RDMA set-up message, a fence, or something to drop.
-void dispatch_flagged(mca_btl_xrc_module_t *m, const ibv_wc &wc, xrc::RecvBuffer *buffer, uint32_t imm) {
-    if ((wc.wc_flags & IBV_WC_WITH_IMM) == 0 || !xrc::imm_valid(imm)) {
-        // Malformed or unexpected traffic is dropped, never handed to a callback.
-        BTL_XRC_VERBOSE(1, "btl:xrc: dropped a %u-byte message with immediate data 0x%08x (no handler)",
-                        wc.byte_len, imm);
-        return;
-    }
-    if (imm & xrc::kImmFirst) m->transport->hold_tgt(wc.qp_num, wc.src_qp);
-    if (imm & xrc::kImmNop) return;
-    if (imm & xrc::kImmControl) {
-        mca_btl_xrc_eager_control(m, buffer->data, wc.byte_len);
-        return;
-    }
-    const mca_btl_base_tag_t tag = xrc::imm_tag(imm);
-    const mca_btl_active_message_callback_t *reg = &m->receive_callbacks[tag];
-    if (reg->cbfunc == nullptr) {
-        BTL_XRC_VERBOSE(1, "btl:xrc: dropped a %u-byte message for tag %u (no handler)", wc.byte_len, tag);
-        return;
-    }
-    ++m->counters.srq_receives;
-    m->counters.bytes_received += wc.byte_len;
-    mca_btl_xrc_deliver(m, reg, tag, buffer->data, wc.byte_len);
-}
+// What the port's completion loop (src/core/port_progress.h) tells the module: messages for ob1's callbacks,
+// eager RDMA control messages, drops and failures.
+struct CompletionSink {
+    mca_btl_xrc_module_t *m;
 
-void dispatch_receive(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
-    xrc::RecvBuffer *buffer = xrc::recv_buffer_of(wc.wr_id);
-    if (wc.status == IBV_WC_SUCCESS) {
-        const uint32_t imm = ntohl(wc.imm_data);
-        const mca_btl_base_tag_t tag = xrc::imm_tag(imm);
+    [[gnu::always_inline]] bool deliver(uint8_t tag, unsigned char *data, uint32_t length) noexcept {
         const mca_btl_active_message_callback_t *reg = &m->receive_callbacks[tag];
-        if (OPAL_LIKELY((imm & (xrc::kImmMarkerMask | xrc::kImmFlagMask)) == xrc::kImmMarker &&
-                        (wc.wc_flags & IBV_WC_WITH_IMM) != 0 && reg->cbfunc != nullptr)) {
-            ++m->counters.srq_receives;
-            m->counters.bytes_received += wc.byte_len;
-            mca_btl_xrc_deliver(m, reg, tag, buffer->data, wc.byte_len);
-        } else {
-            dispatch_flagged(m, wc, buffer, imm);
+        if (OPAL_UNLIKELY(reg->cbfunc == nullptr)) {
+            no_handler(tag, length);
+            return false;
         }
-    } else if (wc.status != IBV_WC_WR_FLUSH_ERR) {
-        BTL_XRC_VERBOSE(1, "btl:xrc: receive completion error: %s", ibv_wc_status_str(wc.status));
+        mca_btl_xrc_deliver(m, reg, tag, data, length);
+        return true;
     }
-    if (OPAL_LIKELY(wc.status != IBV_WC_WR_FLUSH_ERR && buffer->pool->repost(buffer) == 0))
-        ++m->counters.srq_reposts;
-    else
-        buffer->pool->count_lost();
-}
-
-void dispatch_send(mca_btl_xrc_module_t *m, const ibv_wc &wc) {
-    xrc::SendQueue *queue = xrc::send_queue_of(wc.wr_id);
-    // The first error of a QP is reported before its operations complete (with that status): the report names
-    // the operation that failed. Later ones are the flush.
-    if (OPAL_UNLIKELY(wc.status != IBV_WC_SUCCESS) && !queue->broken()) {
-        ++m->counters.send_errors;
-        if (wc.status == IBV_WC_RNR_RETRY_EXC_ERR) ++m->counters.rnr_retry_exceeded;
-        mca_btl_xrc_report_failed_completion(m, *queue, wc);
+    void control(const unsigned char *data, uint32_t length) noexcept { mca_btl_xrc_eager_control(m, data, length); }
+    [[gnu::cold]] void dropped(uint32_t length, uint32_t imm) noexcept {
+        BTL_XRC_VERBOSE(1, "btl:xrc: dropped a %u-byte message with immediate data 0x%08x (no handler)", length, imm);
     }
-    queue->on_completion(wc);
-}
+    [[gnu::cold]] void receive_failed(ibv_wc_status status) noexcept {
+        BTL_XRC_VERBOSE(1, "btl:xrc: receive completion error: %s", ibv_wc_status_str(status));
+    }
+    [[gnu::cold]] void send_failed(xrc::SendQueue &queue, const ibv_wc &wc) noexcept {
+        mca_btl_xrc_report_failed_completion(m, queue, wc);
+    }
+    [[gnu::cold]] void no_handler(uint8_t tag, uint32_t length) noexcept {
+        BTL_XRC_VERBOSE(1, "btl:xrc: dropped a %u-byte message for tag %u (no handler)", length, tag);
+    }
+};
 
 // Without a service thread: Open MPI's event loop (progress context) found the async fd readable.
 void async_event_cb(int, short, void *arg) {
@@ -121,17 +87,8 @@ void check_port_grace(mca_btl_xrc_module_t *m) {
     const int eager = mca_btl_xrc_eager_progress(m);
     if (eager > 0 && ++m->cq_skips < kMaxCqSkips) return eager;
     m->cq_skips = 0;
-    ibv_wc wcs[64];
-    const int batch = static_cast<int>(std::min<uint32_t>(m->transport->poll_batch(), 64));
-    const int n = ibv_poll_cq(m->transport->cq(), batch, wcs);
-    for (int i = 0; i < n; ++i) {
-        switch (xrc::completion_kind(wcs[i].wr_id)) {
-        case xrc::CompletionKind::send: dispatch_send(m, wcs[i]); break;
-        case xrc::CompletionKind::receive: dispatch_receive(m, wcs[i]); break;
-        default: m->transport->on_cm_completion(wcs[i]); break;
-        }
-    }
-    return eager + (n > 0 ? n : 0);
+    CompletionSink sink{m};
+    return eager + m->transport->progress(sink);
 }
 
 // Connection work (it makes QPs: never under the module's lock, which tick() takes itself for the queues), the
@@ -173,9 +130,13 @@ int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
     return OPAL_UNLIKELY(opal_using_threads()) ? progress_one<true>(m) : progress_one<false>(m);
 }
 
-int mca_btl_xrc_progress_unlocked() noexcept { return progress_all<false>(); }
+int mca_btl_xrc_progress_unlocked() noexcept {
+    return progress_all<false>();
+}
 
-int mca_btl_xrc_progress_locked() noexcept { return progress_all<true>(); }
+int mca_btl_xrc_progress_locked() noexcept {
+    return progress_all<true>();
+}
 
 void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *m, const xrc::NodeLink *link,
                                      const std::string &why) noexcept {
@@ -210,8 +171,7 @@ void mca_btl_xrc_report_error(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *
     if (m->finalizing) {
         ++m->finalize_errors;
         opal_output(0, "%s (during MPI_Finalize: work accepted earlier was not delivered)", message);
-    }
-    else if (m->error_cb != nullptr)
+    } else if (m->error_cb != nullptr)
         m->error_cb(&m->super, MCA_BTL_ERROR_FLAGS_FATAL, proc, message);
     else
         opal_output(0, "%s", message);

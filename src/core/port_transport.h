@@ -112,6 +112,11 @@ public:
 
     // A completion of the CQ whose kind is cm_receive or cm_send.
     void on_cm_completion(const ibv_wc &wc) noexcept;
+    // Polls the CQ once (up to poll_batch() completions): decodes each one's work request id and immediate data,
+    // completes send operations, reposts receive buffers, serves the connection manager's, and tells `sink` only
+    // what is for its owner. Returns the completions polled. Defined in port_progress.h, with what a sink provides.
+    template <class Sink>
+    int progress(Sink &sink) noexcept;
 
     // Served transports only. The fd that becomes readable when a datagram arrived or was sent (non-blocking).
     int cm_event_fd() const noexcept { return cm_channel_ ? cm_channel_->fd : -1; }

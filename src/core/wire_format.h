@@ -21,7 +21,7 @@ namespace xrc {
 inline constexpr std::uint32_t kImmMarker = 0x58520000u;
 inline constexpr std::uint32_t kImmMarkerMask = 0xffff0000u;
 inline constexpr std::uint32_t kImmFlagMask = 0x0000ff00u;
-// An eager RDMA set-up message (EagerControl), for the BTL itself.
+// An eager RDMA set-up message (EagerControl), for the eager manager (eager_manager.h), never a tag callback.
 inline constexpr std::uint32_t kImmControl = 0x0100u;
 // Carries nothing: a signaled send that retires the unsignaled ones before a connection is closed.
 inline constexpr std::uint32_t kImmNop = 0x0200u;
