@@ -117,12 +117,12 @@ int pkey_index(ibv_context *context, uint8_t port, int pkey, int table_len) {
 
 mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::ReceiveQueueSpec &spec,
                                       bool threads, int *num_btls) {
-    std::string error;
-    mca_btl_xrc_component.job = mca_btl_xrc_job_create(error);
-    if (mca_btl_xrc_component.job == nullptr) {
-        BTL_XRC_VERBOSE(1, "btl:xrc: disqualified: %s", error.c_str());
+    auto made = mca_btl_xrc_job_create();
+    if (!made) {
+        BTL_XRC_VERBOSE(1, "btl:xrc: disqualified: %s", made.error().c_str());
         return nullptr;
     }
+    mca_btl_xrc_component.job = std::move(*made);
     const auto &job = *mca_btl_xrc_component.job;
     auto &modules = mca_btl_xrc_component.modules;
     modules.reserve(report.usable_port_count());
@@ -155,11 +155,10 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
             listener.changed = [] { mca_btl_xrc_status_changed(); };
             const int index = n;
             auto lookup = [index](uint32_t rank) { return mca_btl_xrc_component.job->port_address(rank, index); };
-            auto transport = std::make_unique<xrc::PortTransport>(device, port, config, lookup, listener, error);
-            if (!error.empty()) {
-                opal_output(0, "btl:xrc: %s: %s:%u is not usable: %s", opal_process_info.nodename,
-                            port.device.c_str(), port.port, error.c_str());
-                error.clear();
+            auto transport = xrc::PortTransport::make(device, port, config, lookup, listener);
+            if (!transport) {
+                opal_output(0, "btl:xrc: %s: %s:%u is not usable: %s", opal_process_info.nodename, port.device.c_str(),
+                            port.port, transport.error().c_str());
                 OBJ_DESTRUCT(&module->lock);
                 continue;
             }
@@ -170,7 +169,7 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
                 const uint32_t mbps = xrc::port_bandwidth_mbps(port.port_attr.active_speed, port.port_attr.active_width);
                 module->super.btl_bandwidth = mbps != 0 ? mbps : kBtlXrcFallbackBandwidthMbps;
             }
-            module->transport = std::move(transport);
+            module->transport = std::move(*transport);
             module->index = n;
             if (mca_btl_xrc_module_init(module, threads) != OPAL_SUCCESS) {
                 opal_output(0, "btl:xrc: %s: %s:%u: cannot set up the registration cache or fragment lists",

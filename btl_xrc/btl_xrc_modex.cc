@@ -60,7 +60,7 @@ uint32_t mca_btl_xrc_job_size() noexcept {
     return rc == OPAL_SUCCESS ? size : 0;
 }
 
-std::unique_ptr<mca_btl_xrc_job_t> mca_btl_xrc_job_create(std::string &error) noexcept {
+xrc::Result<std::unique_ptr<mca_btl_xrc_job_t>> mca_btl_xrc_job_create() noexcept {
     try {
         auto job = std::make_unique<mca_btl_xrc_job_t>();
         job->my_rank = OPAL_PROC_MY_NAME.vpid;
@@ -69,8 +69,7 @@ std::unique_ptr<mca_btl_xrc_job_t> mca_btl_xrc_job_create(std::string &error) no
         job->my_node_id = my_node_id();
         const uint32_t size = mca_btl_xrc_job_size();
         if (size == 0) {
-            error = "the job size is not available from PMIx";
-            return nullptr;
+            return xrc::Error(xrc::ErrorKind::gone, "the job size is not available from PMIx");
         }
         job->size = size;
         opal_process_name_t wildcard = OPAL_PROC_MY_NAME;
@@ -92,8 +91,8 @@ std::unique_ptr<mca_btl_xrc_job_t> mca_btl_xrc_job_create(std::string &error) no
                 OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_HOSTNAME, &name, &host, BTL_XRC_PMIX_STRING);
                 const mca_btl_xrc_malloced_t<char> host_owned(host);
                 if (rc != OPAL_SUCCESS || host == nullptr) {
-                    error = "the host name of rank " + std::to_string(r) + " is not available from PMIx";
-                    return nullptr;
+                    return xrc::Error(xrc::ErrorKind::gone,
+                                      "the host name of rank " + std::to_string(r) + " is not available from PMIx");
                 }
                 hosts[r] = host;
             }
@@ -101,8 +100,7 @@ std::unique_ptr<mca_btl_xrc_job_t> mca_btl_xrc_job_create(std::string &error) no
         }
         return job;
     } catch (...) {
-        error = "out of memory describing the job";
-        return nullptr;
+        return xrc::Error(xrc::ErrorKind::resource, "out of memory describing the job");
     }
 }
 

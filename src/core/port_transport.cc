@@ -53,12 +53,19 @@ std::uint64_t new_token() noexcept {
 
 }  // namespace
 
+Result<std::unique_ptr<PortTransport>> PortTransport::make(std::shared_ptr<OpenedDevice> device, const UsablePort &port,
+                                                           const TransportConfig &config, AddressLookup lookup,
+                                                           Listener listener) {
+    std::unique_ptr<PortTransport> transport(
+        new PortTransport(std::move(device), port, config, std::move(lookup), std::move(listener)));
+    if (auto opened = transport->open(config); !opened) return std::move(opened).error();
+    return transport;
+}
+
 PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port,
-                             const TransportConfig &config, AddressLookup lookup, Listener listener,
-                             std::string &error)
+                             const TransportConfig &config, AddressLookup lookup, Listener listener)
     : device_(std::move(device)), port_(port), lookup_(std::move(lookup)), listener_(std::move(listener)),
       path_(config.path), health_(config.port_down_grace_us) {
-    ibv_context *ctx = device_->context.get();
     path_.port_num = port_.port;
     const ibv_mtu wanted = config.mtu_bytes != 0 ? mtu_from_bytes(config.mtu_bytes) : port_.port_attr.active_mtu;
     path_.mtu = std::min(wanted, port_.port_attr.active_mtu);
@@ -72,11 +79,14 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     max_inline_ = inline_wanted_;
     loopback_queue_ = std::make_unique<SendQueue>(depth_, signal_interval_, config.cm.my_node,
                                                   &PortTransport::loopback_blocked, this);
+}
+
+Result<void> PortTransport::open(const TransportConfig &config) {
+    ibv_context *ctx = device_->context.get();
 
     pd_.reset(ibv_alloc_pd(ctx));
     if (!pd_) {
-        error = errno_text("ibv_alloc_pd");
-        return;
+        return Error::from_errno("ibv_alloc_pd");
     }
     // One CQ takes every receive completion (at most the posted SRQ buffers), the UD channel's, and every send
     // completion (at most a full send queue per INI QP). It starts with room for the links expected at once and
@@ -86,33 +96,32 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     fixed_cqes_ = receive_entries + config.cm_receives + 64;
     const std::size_t max_cqe = static_cast<std::size_t>(device_->device_attr.max_cqe);
     if (fixed_cqes_ + 2 * std::size_t(depth_) > max_cqe) {
-        error = "the device's completion queues (" + std::to_string(max_cqe) + " entries) cannot hold " +
-                std::to_string(receive_entries) + " receive buffers plus two send queues of " +
-                std::to_string(depth_) + ": lower the counts in btl_xrc_receive_queues or btl_xrc_send_queue_depth";
-        return;
+        return Error(ErrorKind::resource,
+                     "the device's completion queues (" + std::to_string(max_cqe) + " entries) cannot hold " +
+                         std::to_string(receive_entries) + " receive buffers plus two send queues of " +
+                         std::to_string(depth_) +
+                         ": lower the counts in btl_xrc_receive_queues or btl_xrc_send_queue_depth");
     }
     const std::size_t want = fixed_cqes_ + std::size_t(depth_) * (1 + config.expected_links);
     cqe_ = static_cast<int>(std::min(max_cqe, std::max<std::size_t>(config.cq_size, want)));
     cq_.reset(ibv_create_cq(ctx, cqe_, nullptr, nullptr, 0));
     if (!cq_) {
-        error = errno_text("ibv_create_cq") + " (" + std::to_string(cqe_) + " entries)";
-        return;
+        return Error::from_errno("ibv_create_cq").wrap("", " (" + std::to_string(cqe_) + " entries)");
     }
     cqe_ = cq_->cqe;
-    domain_ = std::make_unique<XrcDomain>(ctx, config.xrcd_dir, config.job_name, device_->name, port_.port,
-                                          config.local_ranks, error);
-    if (!error.empty()) return;
+    auto domain = XrcDomain::open(ctx, config.xrcd_dir, config.job_name, device_->name, port_.port, config.local_ranks);
+    if (!domain) return std::move(domain).error();
+    domain_ = std::move(*domain);
     for (const auto &cls : config.receive_classes) {
-        pools_.push_back(std::make_unique<RecvPool>(ctx, pd_.get(), cq_.get(), domain_->get(),
-                                                    static_cast<std::uint32_t>(cls.buffer_size), cls.count,
-                                                    cls.low_watermark, error));
-        if (!error.empty()) return;
+        auto pool = RecvPool::make(ctx, pd_.get(), cq_.get(), domain_->get(),
+                                   static_cast<std::uint32_t>(cls.buffer_size), cls.count, cls.low_watermark);
+        if (!pool) return std::move(pool).error();
+        pools_.push_back(std::move(*pool));
     }
 
     ibv_gid gid{};
     if (ibv_query_gid(ctx, port_.port, path_.gid_index, &gid) != 0) {
-        error = "ibv_query_gid(index " + std::to_string(path_.gid_index) + ") failed";
-        return;
+        return Error(ErrorKind::system, "ibv_query_gid(index " + std::to_string(path_.gid_index) + ") failed");
     }
     address_.lid = port_.port_attr.lid;
     address_.port_num = port_.port;
@@ -128,26 +137,23 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
         // progress polls carries no connection manager traffic.
         cm_channel_.reset(ibv_create_comp_channel(ctx));
         if (!cm_channel_) {
-            error = errno_text("ibv_create_comp_channel");
-            return;
+            return Error::from_errno("ibv_create_comp_channel");
         }
         const int flags = fcntl(cm_channel_->fd, F_GETFL);
         if (flags < 0 || fcntl(cm_channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-            error = errno_text("making the completion channel non-blocking");
-            return;
+            return Error::from_errno("making the completion channel non-blocking");
         }
         const int entries = static_cast<int>(config.cm_receives + 64 + 16);
         cm_cq_.reset(ibv_create_cq(ctx, entries, nullptr, cm_channel_.get(), 0));
         if (!cm_cq_ || ibv_req_notify_cq(cm_cq_.get(), 0) != 0) {
-            error = errno_text("creating the connection manager's completion queue") + " (" + std::to_string(entries) +
-                    " entries)";
-            return;
+            return Error::from_errno("creating the connection manager's completion queue")
+                .wrap("", " (" + std::to_string(entries) + " entries)");
         }
         ud_cq = cm_cq_.get();
     }
-    ud_ = std::make_unique<UdChannel>(pd_.get(), ud_cq, path_, cm_qkey(address_.token), config.cm_receives,
-                                      error);
-    if (!error.empty()) return;
+    auto ud = UdChannel::make(pd_.get(), ud_cq, path_, cm_qkey(address_.token), config.cm_receives);
+    if (!ud) return std::move(ud).error();
+    ud_ = std::move(*ud);
     address_.cm_qpn = ud_->qpn();
 
     CmConfig cm = config.cm;
@@ -157,6 +163,7 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     cm.signal_interval = signal_interval_;
     CmHost &host = *this;  // (a private base: converted here, where it is accessible)
     cm_ = std::make_unique<ConnectionManager>(host, cm);
+    return {};
 }
 
 PortTransport::~PortTransport() {
