@@ -22,11 +22,6 @@ struct Serving {
     Serving &operator=(const Serving &) = delete;
 };
 
-std::string errno_text(const std::string &what) {
-    const int saved = errno;
-    return what + ": " + std::strerror(saved);
-}
-
 int modify(ibv_qp *qp, const QpTransition &t) noexcept {
     auto attr = t.attr;  // ibv_modify_qp takes a non-const attr
     return ibv_modify_qp(qp, &attr, t.mask);
@@ -406,7 +401,7 @@ void PortTransport::send_datagram(const PortAddress &to, const CmBytes &bytes) n
     (void)ud_->send(to, bytes, remote_subnet(to));
 }
 
-ibv_qp *PortTransport::create_ini(std::string &error) noexcept {
+Result<ibv_qp *> PortTransport::create_ini() noexcept {
     ibv_qp_init_attr_ex attr{};
     attr.qp_type = IBV_QPT_XRC_SEND;
     attr.send_cq = cq_.get();
@@ -421,69 +416,53 @@ ibv_qp *PortTransport::create_ini(std::string &error) noexcept {
         attr.cap.max_inline_data = 0;
         qp.reset(ibv_create_qp_ex(context(), &attr));
     }
-    if (!qp) {
-        error = errno_text("creating an XRC send (INI) QP");
-        return nullptr;
-    }
+    if (!qp) return Error::from_errno("creating an XRC send (INI) QP");
     // Every INI QP must take what the fast path inlines: keep the smallest the device granted.
     max_inline_ = std::min(max_inline_, inline_wanted_ == 0 ? 0u : attr.cap.max_inline_data);
-    if (modify(qp.get(), ini_to_init(path_)) != 0) {
-        error = errno_text("XRC send QP RESET->INIT");
-        return nullptr;
-    }
+    if (modify(qp.get(), ini_to_init(path_)) != 0) return Error::from_errno("XRC send QP RESET->INIT");
     changed();
     return qp.release();
 }
 
-std::string PortTransport::connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept {
+Result<void> PortTransport::connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept {
     const PathSettings path = path_toward(target);
     const RemoteQp remote{target.lid, gid_of(target), tgt_qpn, initial_psn(tgt_qpn)};
-    if (modify(ini, ini_to_rtr(path, remote)) != 0) return errno_text("XRC send QP INIT->RTR");
-    if (modify(ini, ini_to_rts(path, initial_psn(ini->qp_num))) != 0) return errno_text("XRC send QP RTR->RTS");
+    if (modify(ini, ini_to_rtr(path, remote)) != 0) return Error::from_errno("XRC send QP INIT->RTR");
+    if (modify(ini, ini_to_rts(path, initial_psn(ini->qp_num))) != 0) return Error::from_errno("XRC send QP RTR->RTS");
     changed();
     return {};
 }
 
-ibv_qp *PortTransport::create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn, std::string &error) noexcept {
+Result<ibv_qp *> PortTransport::create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn) noexcept {
     ibv_qp_init_attr_ex attr{};
     attr.qp_type = IBV_QPT_XRC_RECV;
     attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
     attr.xrcd = domain_->get();
     QpPtr qp(ibv_create_qp_ex(context(), &attr));
-    if (!qp) {
-        error = errno_text("creating an XRC receive (TGT) QP");
-        return nullptr;
-    }
+    if (!qp) return Error::from_errno("creating an XRC receive (TGT) QP");
     const PathSettings path = path_toward(initiator);
     const RemoteQp ini{initiator.lid, gid_of(initiator), ini_qpn, initial_psn(ini_qpn)};
     if (modify(qp.get(), tgt_to_init(path_)) != 0 || modify(qp.get(), tgt_to_rtr(path, ini)) != 0 ||
-        modify(qp.get(), tgt_to_rts(path, initial_psn(qp->qp_num))) != 0) {
-        error = errno_text("readying an XRC TGT QP");
-        return nullptr;
-    }
+        modify(qp.get(), tgt_to_rts(path, initial_psn(qp->qp_num))) != 0)
+        return Error::from_errno("readying an XRC TGT QP");
     changed();
     return qp.release();
 }
 
-ibv_qp *PortTransport::open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept {
+Result<ibv_qp *> PortTransport::open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {
     ibv_qp_open_attr attr{};
     attr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
     attr.qp_num = tgt_qpn;
     attr.xrcd = domain_->get();
     attr.qp_type = IBV_QPT_XRC_RECV;
     QpPtr qp(ibv_open_qp(context(), &attr));
-    if (!qp) {
-        error = errno_text("ibv_open_qp");
-        return nullptr;
-    }
+    if (!qp) return Error::from_errno("ibv_open_qp");
     // The QP number may have been reused by another connection since the message arrived: hold only the QP that
     // is connected to the message's initiator.
     ibv_qp_attr qattr{};
     ibv_qp_init_attr init{};
-    if (ibv_query_qp(qp.get(), &qattr, IBV_QP_DEST_QPN, &init) != 0 || qattr.dest_qp_num != ini_qpn) {
-        error = "it belongs to another connection now";
-        return nullptr;
-    }
+    if (ibv_query_qp(qp.get(), &qattr, IBV_QP_DEST_QPN, &init) != 0 || qattr.dest_qp_num != ini_qpn)
+        return Error(ErrorKind::gone, "it belongs to another connection now");
     changed();
     return qp.release();
 }
@@ -540,17 +519,20 @@ void PortTransport::open_loopback() noexcept {
     const bool wanted = !loopback_ini_ && loopback_failure_ == nullptr && !loopback_queue_->broken();
     unlock_queues();
     if (!wanted) return;
-    std::string error;
-    QpPtr ini(create_ini(error));
-    QpPtr tgt;
-    if (ini) tgt.reset(create_tgt(address_, ini->qp_num, error));
-    if (ini && tgt && !(error = connect_ini(ini.get(), address_, tgt->qp_num)).empty()) tgt.reset();
-    if (!ini || !tgt || !reserve_completions(cm_->live_ini_qps())) {
-        // Reported by tick(), with the queue's other failures.
-        loopback_error_ = error.empty() ? "the completion queue cannot grow" : error;
+    // Reported by tick(), with the queue's other failures.
+    auto failed = [this](const std::string &why) noexcept {
+        loopback_error_ = why;
         loopback_failure_ = "loopback";
-        return;
-    }
+    };
+    auto made_ini = create_ini();
+    if (!made_ini) return failed(made_ini.error().message());
+    QpPtr ini(*made_ini);
+    auto made_tgt = create_tgt(address_, ini->qp_num);
+    if (!made_tgt) return failed(made_tgt.error().message());
+    QpPtr tgt(*made_tgt);
+    if (auto connected = connect_ini(ini.get(), address_, tgt->qp_num); !connected)
+        return failed(connected.error().message());
+    if (!reserve_completions(cm_->live_ini_qps())) return failed("the completion queue cannot grow");
     loopback_ini_ = std::move(ini);
     loopback_tgt_ = std::move(tgt);
     count_connection_opened(*counters_);

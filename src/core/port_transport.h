@@ -178,10 +178,10 @@ private:
     // CmHost
     const PortAddress *address_of(std::uint32_t rank) noexcept override { return lookup_(rank); }
     void send_datagram(const PortAddress &to, const CmBytes &bytes) noexcept override;
-    ibv_qp *create_ini(std::string &error) noexcept override;
-    std::string connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept override;
-    ibv_qp *create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn, std::string &error) noexcept override;
-    ibv_qp *open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept override;
+    Result<ibv_qp *> create_ini() noexcept override;
+    Result<void> connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept override;
+    Result<ibv_qp *> create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn) noexcept override;
+    Result<ibv_qp *> open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept override;
     void destroy_qp(ibv_qp *qp) noexcept override {
         (void)ibv_destroy_qp(qp);
         changed();
