@@ -213,7 +213,8 @@ mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool 
         const auto &P = mca_btl_xrc_component.params;
         const auto include = xrc::parse_port_filter(P.if_include ? P.if_include : "");
         const auto exclude = xrc::parse_port_filter(P.if_exclude ? P.if_exclude : "");
-        auto report = xrc::discover_xrc_ports(include, exclude);
+        if (!include || !exclude) return nullptr;  // refused (and said) by mca_btl_xrc_validate_params already
+        auto report = xrc::discover_xrc_ports(*include, *exclude);
         if (!report.error.empty()) {
             const std::string devices = join_lines(report.device_names, "(no verbs device at all)");
             mca_btl_xrc_show_help("unknown-device", opal_process_info.nodename, report.error.c_str(),
@@ -228,13 +229,16 @@ mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool 
             for (const auto &note : xrc::keep_nearest_devices(report.devices))
                 BTL_XRC_VERBOSE(1, "btl:xrc: %s: passing over %s", opal_process_info.nodename, note.c_str());
         }
-        const auto spec = xrc::parse_receive_queues(P.receive_queues);
+        const auto parsed = xrc::parse_receive_queues(P.receive_queues);
+        if (!parsed) return nullptr;  // refused (and said) by mca_btl_xrc_validate_params already
+        const xrc::ReceiveQueueSpec &spec = *parsed;
         for (const auto &dev : report.devices) {
-            const auto why = xrc::check_receive_queues_fit_device(spec, static_cast<uint32_t>(dev.device_attr.max_srq_wr));
-            if (!why.empty()) {
-                mca_btl_xrc_show_help("invalid-param", opal_process_info.nodename,
-                               "btl_xrc_receive_queues", P.receive_queues, (dev.name + ": " + why).c_str(),
-                               "COUNT values within the device's max_srq_wr (see ibv_devinfo -v)");
+            const auto fits =
+                xrc::check_receive_queues_fit_device(spec, static_cast<uint32_t>(dev.device_attr.max_srq_wr));
+            if (!fits) {
+                mca_btl_xrc_show_help("invalid-param", opal_process_info.nodename, "btl_xrc_receive_queues",
+                                      P.receive_queues, (dev.name + ": " + fits.error().message()).c_str(),
+                                      "COUNT values within the device's max_srq_wr (see ibv_devinfo -v)");
                 return nullptr;
             }
         }

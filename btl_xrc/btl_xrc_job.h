@@ -42,6 +42,7 @@ struct mca_btl_xrc_job_t {
 // btl_xrc_modex.cc
 // Number of processes in the job, from PMIx (0 when unknown).
 uint32_t mca_btl_xrc_job_size() noexcept;
-// The job as PMIx describes it, or why it cannot be known (the BTL then disqualifies itself).
-xrc::Result<std::unique_ptr<mca_btl_xrc_job_t>> mca_btl_xrc_job_create() noexcept;
+// The job as PMIx describes it, or why it cannot be known (the BTL then disqualifies itself). Out of memory, it
+// throws: btl_init, its caller, catches that.
+xrc::Result<std::unique_ptr<mca_btl_xrc_job_t>> mca_btl_xrc_job_create();
 int mca_btl_xrc_modex_publish(const mca_btl_xrc_modules_t &modules) noexcept;

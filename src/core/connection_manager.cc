@@ -486,12 +486,13 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
                                     std::uint32_t src_qp) noexcept {
     Guard g(*this);
     ++counters_->cm_datagrams_received;
-    CmMessage m;
-    if (const std::string why = decode_cm(bytes, m); !why.empty()) {
+    const auto decoded = decode_cm(bytes);
+    if (!decoded) {
         ++counters_->cm_rejected;
-        host_.note("dropped a connection manager datagram: " + why);
+        host_.note("dropped a connection manager datagram: " + decoded.error().message());
         return;
     }
+    const CmMessage &m = *decoded;
     // For this process, from this job, by someone who read our token from the modex. The token is this port's
     // own, so it also says which of our ports the sender paired with (by fabric: port_index is the sender's
     // position and need not equal ours).

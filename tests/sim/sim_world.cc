@@ -234,8 +234,8 @@ World::FakeQp *World::qp_by_num(std::uint32_t qpn) noexcept {
 }
 
 void World::transmit(SimProcess &from, std::uint32_t to_rank, const xrc::CmBytes &bytes, std::uint64_t at_ns) {
-    xrc::CmMessage m;
-    if (xrc::decode_cm(bytes, m).empty()) {
+    if (const auto decoded = xrc::decode_cm(bytes)) {
+        const xrc::CmMessage &m = *decoded;
         const auto type = static_cast<std::size_t>(m.type);
         if (type < 6) ++totals.sent[type];
         if (m.type == xrc::CmType::Connect) {
@@ -404,9 +404,8 @@ void World::on_serve(SimProcess &p, std::uint64_t t) {
     });
     // What the datagram asked of progress (opening an accepted link's queue, connecting back) waits for a tick.
     if (p.cm->busy()) want_tick(p, p.busy_until);
-    xrc::CmMessage m;
-    if (xrc::decode_cm(bytes, m).empty() && (m.type == xrc::CmType::Accept || m.type == xrc::CmType::Reject))
-        if (connect_attempts_.erase((std::uint64_t{p.rank} << 32) | m.generation) != 0) --p.connecting;
+    if (const auto m = xrc::decode_cm(bytes); m && (m->type == xrc::CmType::Accept || m->type == xrc::CmType::Reject))
+        if (connect_attempts_.erase((std::uint64_t{p.rank} << 32) | m->generation) != 0) --p.connecting;
     events_.push(p.busy_until, Event{Ev::serve, p.rank, 0, 0, 0});
 }
 
