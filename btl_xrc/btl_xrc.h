@@ -245,7 +245,8 @@ void mca_btl_xrc_report_counters(const mca_btl_xrc_module_t *module) noexcept;  
 
 // btl_xrc_params.cc
 int mca_btl_xrc_register_params() noexcept;
-int mca_btl_xrc_validate_params() noexcept;
+// OPAL_SUCCESS, or a help message was shown for each invalid value. Out of memory, it throws (btl_init catches).
+int mca_btl_xrc_validate_params();
 bool mca_btl_xrc_explicitly_requested() noexcept;
 
 // btl_xrc_help.cc

@@ -120,12 +120,12 @@ int pkey_index(ibv_context *context, uint8_t port, int pkey, int table_len) {
 
 mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::ReceiveQueueSpec &spec,
                                       bool threads, int *num_btls) {
-    std::string error;
-    mca_btl_xrc_component.job = mca_btl_xrc_job_create(error);
-    if (mca_btl_xrc_component.job == nullptr) {
-        BTL_XRC_VERBOSE(1, "btl:xrc: disqualified: %s", error.c_str());
+    auto made = mca_btl_xrc_job_create();
+    if (!made) {
+        BTL_XRC_VERBOSE(1, "btl:xrc: disqualified: %s", made.error().c_str());
         return nullptr;
     }
+    mca_btl_xrc_component.job = std::move(*made);
     const auto &job = *mca_btl_xrc_component.job;
     auto &modules = mca_btl_xrc_component.modules;
     modules.reserve(report.usable_port_count());
@@ -158,11 +158,10 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
             listener.changed = [] { mca_btl_xrc_status_changed(); };
             const int index = n;
             auto lookup = [index](uint32_t rank) { return mca_btl_xrc_component.job->port_address(rank, index); };
-            auto transport = std::make_unique<xrc::PortTransport>(device, port, config, lookup, listener, error);
-            if (!error.empty()) {
-                opal_output(0, "btl:xrc: %s: %s:%u is not usable: %s", opal_process_info.nodename,
-                            port.device.c_str(), port.port, error.c_str());
-                error.clear();
+            auto transport = xrc::PortTransport::make(device, port, config, lookup, listener);
+            if (!transport) {
+                opal_output(0, "btl:xrc: %s: %s:%u is not usable: %s", opal_process_info.nodename, port.device.c_str(),
+                            port.port, transport.error().c_str());
                 OBJ_DESTRUCT(&module->lock);
                 continue;
             }
@@ -173,7 +172,7 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
                 const uint32_t mbps = xrc::port_bandwidth_mbps(port.port_attr.active_speed, port.port_attr.active_width);
                 module->super.btl_bandwidth = mbps != 0 ? mbps : kBtlXrcFallbackBandwidthMbps;
             }
-            module->transport = std::move(transport);
+            module->transport = std::move(*transport);
             module->index = n;
             if (mca_btl_xrc_module_init(module, threads) != OPAL_SUCCESS) {
                 opal_output(0, "btl:xrc: %s: %s:%u: cannot set up the registration cache or fragment lists",
@@ -217,7 +216,8 @@ mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool 
         const auto &P = mca_btl_xrc_component.params;
         const auto include = xrc::parse_port_filter(P.if_include ? P.if_include : "");
         const auto exclude = xrc::parse_port_filter(P.if_exclude ? P.if_exclude : "");
-        auto report = xrc::discover_xrc_ports(include, exclude);
+        if (!include || !exclude) return nullptr;  // refused (and said) by mca_btl_xrc_validate_params already
+        auto report = xrc::discover_xrc_ports(*include, *exclude);
         if (!report.error.empty()) {
             const std::string devices = join_lines(report.device_names, "(no verbs device at all)");
             mca_btl_xrc_show_help("unknown-device", opal_process_info.nodename, report.error.c_str(),
@@ -232,13 +232,16 @@ mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool 
             for (const auto &note : xrc::keep_nearest_devices(report.devices))
                 BTL_XRC_VERBOSE(1, "btl:xrc: %s: passing over %s", opal_process_info.nodename, note.c_str());
         }
-        const auto spec = xrc::parse_receive_queues(P.receive_queues);
+        const auto parsed = xrc::parse_receive_queues(P.receive_queues);
+        if (!parsed) return nullptr;  // refused (and said) by mca_btl_xrc_validate_params already
+        const xrc::ReceiveQueueSpec &spec = *parsed;
         for (const auto &dev : report.devices) {
-            const auto why = xrc::check_receive_queues_fit_device(spec, static_cast<uint32_t>(dev.device_attr.max_srq_wr));
-            if (!why.empty()) {
-                mca_btl_xrc_show_help("invalid-param", opal_process_info.nodename,
-                               "btl_xrc_receive_queues", P.receive_queues, (dev.name + ": " + why).c_str(),
-                               "COUNT values within the device's max_srq_wr (see ibv_devinfo -v)");
+            const auto fits =
+                xrc::check_receive_queues_fit_device(spec, static_cast<uint32_t>(dev.device_attr.max_srq_wr));
+            if (!fits) {
+                mca_btl_xrc_show_help("invalid-param", opal_process_info.nodename, "btl_xrc_receive_queues",
+                                      P.receive_queues, (dev.name + ": " + fits.error().message()).c_str(),
+                                      "COUNT values within the device's max_srq_wr (see ibv_devinfo -v)");
                 return nullptr;
             }
         }

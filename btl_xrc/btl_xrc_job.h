@@ -9,6 +9,7 @@
 #include "src/core/address.h"
 #include "src/core/node_id.h"
 #include "src/core/node_map.h"
+#include "src/core/result.h"
 
 #include <memory>
 #include <mutex>
@@ -41,5 +42,7 @@ struct mca_btl_xrc_job_t {
 // btl_xrc_modex.cc
 // Number of processes in the job, from PMIx (0 when unknown).
 uint32_t mca_btl_xrc_job_size() noexcept;
-std::unique_ptr<mca_btl_xrc_job_t> mca_btl_xrc_job_create(std::string &error) noexcept;
+// The job as PMIx describes it, or why it cannot be known (the BTL then disqualifies itself). Out of memory, it
+// throws: btl_init, its caller, catches that.
+xrc::Result<std::unique_ptr<mca_btl_xrc_job_t>> mca_btl_xrc_job_create();
 int mca_btl_xrc_modex_publish(const mca_btl_xrc_modules_t &modules) noexcept;

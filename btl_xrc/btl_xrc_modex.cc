@@ -60,50 +60,44 @@ uint32_t mca_btl_xrc_job_size() noexcept {
     return rc == OPAL_SUCCESS ? size : 0;
 }
 
-std::unique_ptr<mca_btl_xrc_job_t> mca_btl_xrc_job_create(std::string &error) noexcept {
-    try {
-        auto job = std::make_unique<mca_btl_xrc_job_t>();
-        job->my_rank = OPAL_PROC_MY_NAME.vpid;
-        job->jobid = OPAL_PROC_MY_NAME.jobid;
-        job->local_ranks = static_cast<unsigned>(opal_process_info.num_local_peers) + 1;
-        job->my_node_id = my_node_id();
-        const uint32_t size = mca_btl_xrc_job_size();
-        if (size == 0) {
-            error = "the job size is not available from PMIx";
-            return nullptr;
-        }
-        job->size = size;
-        opal_process_name_t wildcard = OPAL_PROC_MY_NAME;
-        wildcard.vpid = OPAL_VPID_WILDCARD;
-        int rc = OPAL_SUCCESS;
-        char *node_list = nullptr;
-        OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_NODE_LIST, &wildcard, &node_list, BTL_XRC_PMIX_STRING);
-        const mca_btl_xrc_malloced_t<char> node_list_owned(node_list);
-        const std::string nodes = (rc == OPAL_SUCCESS && node_list != nullptr) ? node_list : "";
-        job->node_count = std::max<std::size_t>(1, xrc::split_list(nodes, ',').size());
-        job->eager = eager_mode(job->node_count);
-        if (job->eager) {
-            // Who runs where, to start every node's connection during MPI_Init: every rank's host name, known
-            // before the fence (O(ranks), which the eager threshold bounds).
-            std::vector<std::string> hosts(size);
-            for (uint32_t r = 0; r < size; ++r) {
-                opal_process_name_t name = name_of(*job, r);
-                char *host = nullptr;
-                OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_HOSTNAME, &name, &host, BTL_XRC_PMIX_STRING);
-                const mca_btl_xrc_malloced_t<char> host_owned(host);
-                if (rc != OPAL_SUCCESS || host == nullptr) {
-                    error = "the host name of rank " + std::to_string(r) + " is not available from PMIx";
-                    return nullptr;
-                }
-                hosts[r] = host;
-            }
-            job->map = std::make_unique<xrc::NodeMap>(nodes, hosts);
-        }
-        return job;
-    } catch (...) {
-        error = "out of memory describing the job";
-        return nullptr;
+xrc::Result<std::unique_ptr<mca_btl_xrc_job_t>> mca_btl_xrc_job_create() {
+    auto job = std::make_unique<mca_btl_xrc_job_t>();
+    job->my_rank = OPAL_PROC_MY_NAME.vpid;
+    job->jobid = OPAL_PROC_MY_NAME.jobid;
+    job->local_ranks = static_cast<unsigned>(opal_process_info.num_local_peers) + 1;
+    job->my_node_id = my_node_id();
+    const uint32_t size = mca_btl_xrc_job_size();
+    if (size == 0) {
+        return xrc::Error(xrc::ErrorKind::gone, "the job size is not available from PMIx");
     }
+    job->size = size;
+    opal_process_name_t wildcard = OPAL_PROC_MY_NAME;
+    wildcard.vpid = OPAL_VPID_WILDCARD;
+    int rc = OPAL_SUCCESS;
+    char *node_list = nullptr;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_NODE_LIST, &wildcard, &node_list, BTL_XRC_PMIX_STRING);
+    const mca_btl_xrc_malloced_t<char> node_list_owned(node_list);
+    const std::string nodes = (rc == OPAL_SUCCESS && node_list != nullptr) ? node_list : "";
+    job->node_count = std::max<std::size_t>(1, xrc::split_list(nodes, ',').size());
+    job->eager = eager_mode(job->node_count);
+    if (job->eager) {
+        // Who runs where, to start every node's connection during MPI_Init: every rank's host name, known
+        // before the fence (O(ranks), which the eager threshold bounds).
+        std::vector<std::string> hosts(size);
+        for (uint32_t r = 0; r < size; ++r) {
+            opal_process_name_t name = name_of(*job, r);
+            char *host = nullptr;
+            OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_HOSTNAME, &name, &host, BTL_XRC_PMIX_STRING);
+            const mca_btl_xrc_malloced_t<char> host_owned(host);
+            if (rc != OPAL_SUCCESS || host == nullptr) {
+                return xrc::Error(xrc::ErrorKind::gone,
+                                  "the host name of rank " + std::to_string(r) + " is not available from PMIx");
+            }
+            hosts[r] = host;
+        }
+        job->map = std::make_unique<xrc::NodeMap>(nodes, hosts);
+    }
+    return job;
 }
 
 int mca_btl_xrc_modex_publish(const mca_btl_xrc_modules_t &modules) noexcept {
@@ -148,13 +142,12 @@ const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int modul
                 // The peer has no usable xrc port: not an error, it is just not reachable through xrc.
                 BTL_XRC_VERBOSE(10, "btl:xrc: rank %u published no xrc address", rank);
             } else {
-                xrc::ProcessAddress address;
-                const std::string why = xrc::decode_address({data, bytes}, address);
-                if (why.empty())
-                    decoded = std::move(address);
+                auto address = xrc::decode_address({data, bytes});
+                if (address)
+                    decoded = std::move(*address);
                 else
                     opal_output(0, "btl:xrc: %s: ignoring rank %u's malformed xrc address: %s",
-                                opal_process_info.nodename, rank, why.c_str());
+                                opal_process_info.nodename, rank, address.error().c_str());
             }
             it = addresses.emplace(rank, std::move(decoded)).first;
         }

@@ -212,86 +212,81 @@ int mca_btl_xrc_register_params() noexcept {
     return mca_btl_base_param_register(&mca_btl_xrc_component.super.btl_version, &mca_btl_xrc_module_template);
 }
 
-int mca_btl_xrc_validate_params() noexcept {
-    try {
-        int rc = OPAL_SUCCESS;
-        auto fail = [&rc](int r) {
-            if (r != OPAL_SUCCESS) rc = r;
-        };
-        const std::string inc = str_or_empty(P.if_include), exc = str_or_empty(P.if_exclude);
-        if (!inc.empty() && !exc.empty()) {
-            mca_btl_xrc_show_help("include-and-exclude", opal_process_info.nodename, inc.c_str(),
-                           exc.c_str());
-            fail(OPAL_ERR_BAD_PARAM);
-        }
-        if (const auto f = xrc::parse_port_filter(inc); !f.ok())
-            fail(invalid("btl_xrc_if_include", inc, f.error, xrc::kPortFilterSyntax));
-        if (const auto f = xrc::parse_port_filter(exc); !f.ok())
-            fail(invalid("btl_xrc_if_exclude", exc, f.error, xrc::kPortFilterSyntax));
-
-        const std::string rq = str_or_empty(P.receive_queues);
-        const auto spec = xrc::parse_receive_queues(rq);
-        if (!spec.ok()) {
-            fail(invalid("btl_xrc_receive_queues", rq, spec.error, xrc::kReceiveQueueSyntax));
-        } else if (const auto why = xrc::check_receive_queues_cover(spec, mca_btl_xrc_module_template.btl_max_send_size);
-                   !why.empty()) {
-            fail(invalid("btl_xrc_receive_queues", rq, why,
-                         "a list whose largest SIZE is at least btl_xrc_max_send_size (" +
-                             std::to_string(mca_btl_xrc_module_template.btl_max_send_size) + ")"));
-        }
-
-        fail(check_range("btl_xrc_verbose", P.verbose, 0, 100, ""));
-        fail(check_range("btl_xrc_cq_size", P.cq_size, 64, 4194304, "capped by the device's max_cqe"));
-        fail(check_range("btl_xrc_send_queue_depth", P.send_queue_depth, 16, 65536, "capped by the device's max_qp_wr"));
-        fail(check_range("btl_xrc_max_inline_data", P.max_inline_data, -1, 1024, "-1 = automatic"));
-        if (P.mtu != 0 && P.mtu != 256 && P.mtu != 512 && P.mtu != 1024 && P.mtu != 2048 && P.mtu != 4096)
-            fail(invalid("btl_xrc_mtu", std::to_string(P.mtu), "not an InfiniBand MTU",
-                         "0 (the port's active MTU), 256, 512, 1024, 2048 or 4096"));
-        fail(check_range("btl_xrc_timeout", P.timeout, 0, 31, "IB local ACK timeout exponent"));
-        fail(check_range("btl_xrc_retry_count", P.retry_count, 0, 7, ""));
-        fail(check_range("btl_xrc_rnr_retry", P.rnr_retry, 0, 7, "7 = infinite"));
-        fail(check_range("btl_xrc_min_rnr_timer", P.min_rnr_timer, 0, 31, "IB RNR timer code"));
-        fail(check_range("btl_xrc_max_rdma_dst_ops", P.max_rdma_dst_ops, 1, 255, ""));
-        fail(check_range("btl_xrc_service_level", P.service_level, 0, 15, ""));
-        fail(check_range("btl_xrc_pkey", P.pkey, 0, 65535, "0 = the pkey at index 0"));
-        fail(check_range("btl_xrc_gid_index", P.gid_index, 0, 255, ""));
-        fail(check_range("btl_xrc_signal_interval", P.signal_interval, 1, P.send_queue_depth > 0 ? P.send_queue_depth : 1,
-                         "at most btl_xrc_send_queue_depth"));
-        fail(check_range("btl_xrc_cq_poll_batch", P.cq_poll_batch, 1, 256, ""));
-        fail(check_range("btl_xrc_free_list_num", P.free_list_num, 1, 1 << 20, ""));
-        fail(check_range("btl_xrc_free_list_inc", P.free_list_inc, 1, 1 << 20, ""));
-        fail(check_range("btl_xrc_eager_rdma_threshold", P.eager_rdma_threshold, 1, 1 << 30, ""));
-        fail(check_range("btl_xrc_max_eager_rdma", P.max_eager_rdma, 0, 1024, "0 = no eager RDMA"));
-        fail(check_range("btl_xrc_eager_rdma_num", P.eager_rdma_num, 2, static_cast<int>(xrc::kEagerMaxSlots), ""));
-        if (P.eager_rdma_slot_size != 0 &&
-            (P.eager_rdma_slot_size < static_cast<int>(xrc::kEagerMinSlotSize) ||
-             P.eager_rdma_slot_size > static_cast<int>(xrc::kEagerMaxSlotSize) ||
-             P.eager_rdma_slot_size % static_cast<int>(xrc::kEagerGranule) != 0))
-            fail(invalid("btl_xrc_eager_rdma_slot_size", std::to_string(P.eager_rdma_slot_size),
-                         "not a multiple of 64 from 64 to 65536", "0 (automatic) or a multiple of 64 from 64 to 65536"));
-        const std::string mode = str_or_empty(P.connect);
-        if (mode != "auto" && mode != "eager" && mode != "on-demand")
-            fail(invalid("btl_xrc_connect", mode, "not a connection mode", "auto, eager or on-demand"));
-        const std::string node_id = str_or_empty(P.node_id);
-        if (node_id != "launcher" && node_id != "hostname")
-            fail(invalid("btl_xrc_node_id", node_id, "not a node id source", "launcher or hostname"));
-        fail(check_range("btl_xrc_eager_max_nodes", P.eager_max_nodes, 1, 1 << 20, ""));
-        fail(check_range("btl_xrc_max_ini_qps", P.max_ini_qps, 0, 1 << 24, "0 = no cap"));
-        fail(check_range("btl_xrc_connect_timeout", P.connect_timeout, 1, 86400, "seconds"));
-        fail(check_range("btl_xrc_port_down_grace", P.port_down_grace, -1, 86400,
-                         "seconds; -1 = the retry budget, 0 = no limit"));
-        fail(check_range("btl_xrc_cm_receives", P.cm_receives, 16, 65536, ""));
-        fail(check_range("btl_xrc_finalize_wait", P.finalize_wait, 1, 86400, "seconds"));
-        fail(check_range("btl_xrc_finalize_peer_wait", P.finalize_peer_wait, 0, 86400, "seconds"));
-        fail(check_range("btl_xrc_status_interval", P.status_interval, -1, 86400,
-                         "seconds; 0 = on connection events only, -1 = no status record"));
-        if (P.free_list_max != -1 && P.free_list_max < P.free_list_num)
-            fail(invalid("btl_xrc_free_list_max", std::to_string(P.free_list_max), "smaller than btl_xrc_free_list_num",
-                         "-1 (unlimited) or at least btl_xrc_free_list_num"));
-        return rc;
-    } catch (...) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
+int mca_btl_xrc_validate_params() {
+    int rc = OPAL_SUCCESS;
+    auto fail = [&rc](int r) {
+        if (r != OPAL_SUCCESS) rc = r;
+    };
+    const std::string inc = str_or_empty(P.if_include), exc = str_or_empty(P.if_exclude);
+    if (!inc.empty() && !exc.empty()) {
+        mca_btl_xrc_show_help("include-and-exclude", opal_process_info.nodename, inc.c_str(), exc.c_str());
+        fail(OPAL_ERR_BAD_PARAM);
     }
+    if (const auto f = xrc::parse_port_filter(inc); !f)
+        fail(invalid("btl_xrc_if_include", inc, f.error().message(), xrc::kPortFilterSyntax));
+    if (const auto f = xrc::parse_port_filter(exc); !f)
+        fail(invalid("btl_xrc_if_exclude", exc, f.error().message(), xrc::kPortFilterSyntax));
+
+    const std::string rq = str_or_empty(P.receive_queues);
+    const auto spec = xrc::parse_receive_queues(rq);
+    if (!spec) {
+        fail(invalid("btl_xrc_receive_queues", rq, spec.error().message(), xrc::kReceiveQueueSyntax));
+    } else if (const auto covered =
+                   xrc::check_receive_queues_cover(*spec, mca_btl_xrc_module_template.btl_max_send_size);
+               !covered) {
+        fail(invalid("btl_xrc_receive_queues", rq, covered.error().message(),
+                     "a list whose largest SIZE is at least btl_xrc_max_send_size (" +
+                         std::to_string(mca_btl_xrc_module_template.btl_max_send_size) + ")"));
+    }
+
+    fail(check_range("btl_xrc_verbose", P.verbose, 0, 100, ""));
+    fail(check_range("btl_xrc_cq_size", P.cq_size, 64, 4194304, "capped by the device's max_cqe"));
+    fail(check_range("btl_xrc_send_queue_depth", P.send_queue_depth, 16, 65536, "capped by the device's max_qp_wr"));
+    fail(check_range("btl_xrc_max_inline_data", P.max_inline_data, -1, 1024, "-1 = automatic"));
+    if (P.mtu != 0 && P.mtu != 256 && P.mtu != 512 && P.mtu != 1024 && P.mtu != 2048 && P.mtu != 4096)
+        fail(invalid("btl_xrc_mtu", std::to_string(P.mtu), "not an InfiniBand MTU",
+                     "0 (the port's active MTU), 256, 512, 1024, 2048 or 4096"));
+    fail(check_range("btl_xrc_timeout", P.timeout, 0, 31, "IB local ACK timeout exponent"));
+    fail(check_range("btl_xrc_retry_count", P.retry_count, 0, 7, ""));
+    fail(check_range("btl_xrc_rnr_retry", P.rnr_retry, 0, 7, "7 = infinite"));
+    fail(check_range("btl_xrc_min_rnr_timer", P.min_rnr_timer, 0, 31, "IB RNR timer code"));
+    fail(check_range("btl_xrc_max_rdma_dst_ops", P.max_rdma_dst_ops, 1, 255, ""));
+    fail(check_range("btl_xrc_service_level", P.service_level, 0, 15, ""));
+    fail(check_range("btl_xrc_pkey", P.pkey, 0, 65535, "0 = the pkey at index 0"));
+    fail(check_range("btl_xrc_gid_index", P.gid_index, 0, 255, ""));
+    fail(check_range("btl_xrc_signal_interval", P.signal_interval, 1, P.send_queue_depth > 0 ? P.send_queue_depth : 1,
+                     "at most btl_xrc_send_queue_depth"));
+    fail(check_range("btl_xrc_cq_poll_batch", P.cq_poll_batch, 1, 256, ""));
+    fail(check_range("btl_xrc_free_list_num", P.free_list_num, 1, 1 << 20, ""));
+    fail(check_range("btl_xrc_free_list_inc", P.free_list_inc, 1, 1 << 20, ""));
+    fail(check_range("btl_xrc_eager_rdma_threshold", P.eager_rdma_threshold, 1, 1 << 30, ""));
+    fail(check_range("btl_xrc_max_eager_rdma", P.max_eager_rdma, 0, 1024, "0 = no eager RDMA"));
+    fail(check_range("btl_xrc_eager_rdma_num", P.eager_rdma_num, 2, static_cast<int>(xrc::kEagerMaxSlots), ""));
+    if (P.eager_rdma_slot_size != 0 && (P.eager_rdma_slot_size < static_cast<int>(xrc::kEagerMinSlotSize) ||
+                                        P.eager_rdma_slot_size > static_cast<int>(xrc::kEagerMaxSlotSize) ||
+                                        P.eager_rdma_slot_size % static_cast<int>(xrc::kEagerGranule) != 0))
+        fail(invalid("btl_xrc_eager_rdma_slot_size", std::to_string(P.eager_rdma_slot_size),
+                     "not a multiple of 64 from 64 to 65536", "0 (automatic) or a multiple of 64 from 64 to 65536"));
+    const std::string mode = str_or_empty(P.connect);
+    if (mode != "auto" && mode != "eager" && mode != "on-demand")
+        fail(invalid("btl_xrc_connect", mode, "not a connection mode", "auto, eager or on-demand"));
+    const std::string node_id = str_or_empty(P.node_id);
+    if (node_id != "launcher" && node_id != "hostname")
+        fail(invalid("btl_xrc_node_id", node_id, "not a node id source", "launcher or hostname"));
+    fail(check_range("btl_xrc_eager_max_nodes", P.eager_max_nodes, 1, 1 << 20, ""));
+    fail(check_range("btl_xrc_max_ini_qps", P.max_ini_qps, 0, 1 << 24, "0 = no cap"));
+    fail(check_range("btl_xrc_connect_timeout", P.connect_timeout, 1, 86400, "seconds"));
+    fail(check_range("btl_xrc_port_down_grace", P.port_down_grace, -1, 86400,
+                     "seconds; -1 = the retry budget, 0 = no limit"));
+    fail(check_range("btl_xrc_cm_receives", P.cm_receives, 16, 65536, ""));
+    fail(check_range("btl_xrc_finalize_wait", P.finalize_wait, 1, 86400, "seconds"));
+    fail(check_range("btl_xrc_finalize_peer_wait", P.finalize_peer_wait, 0, 86400, "seconds"));
+    fail(check_range("btl_xrc_status_interval", P.status_interval, -1, 86400,
+                     "seconds; 0 = on connection events only, -1 = no status record"));
+    if (P.free_list_max != -1 && P.free_list_max < P.free_list_num)
+        fail(invalid("btl_xrc_free_list_max", std::to_string(P.free_list_max), "smaller than btl_xrc_free_list_num",
+                     "-1 (unlimited) or at least btl_xrc_free_list_num"));
+    return rc;
 }
 
 // True when the job cannot do without xrc, so a missing device is an error worth stopping for rather than a

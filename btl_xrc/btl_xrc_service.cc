@@ -55,7 +55,9 @@ int mca_btl_xrc_service_start(mca_btl_xrc_module_t *m) noexcept {
         s->thread = std::make_unique<xrc::ServiceThread>(std::move(sources), [t] { return t->serve_timers(); });
         xrc::ServiceThread *thread = s->thread.get();
         t->on_timers_changed([thread] { thread->wake(); });
-        if (s->thread->start("btl-xrc-svc", error)) return OPAL_SUCCESS;
+        const auto started = s->thread->start("btl-xrc-svc");
+        if (started) return OPAL_SUCCESS;
+        error = started.error().message();
     } catch (...) {
         error = "out of memory";
     }

@@ -85,7 +85,8 @@ struct StatusWriter {
         const std::uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
         std::string error;
         try {
-            error = xrc::replace_file(path, xrc::encode_status(snapshot()));
+            const auto written = xrc::replace_file(path, xrc::encode_status(snapshot()));
+            if (!written) error = written.error().message();
         } catch (...) {
             error = "out of memory";
         }

@@ -107,40 +107,41 @@ std::vector<std::uint8_t> encode_address(const ProcessAddress &address) {
     return out;
 }
 
-std::string decode_address(std::span<const std::uint8_t> bytes, ProcessAddress &out) {
-    out.ports.clear();
+Result<ProcessAddress> decode_address(std::span<const std::uint8_t> bytes) {
+    ProcessAddress out;
     Reader r(bytes);
     std::uint32_t magic = 0;
     std::uint16_t version = 0, ports = 0;
-    if (!r.get(magic) || magic != kAddressMagic) return "not an xrc address (bad magic)";
-    if (!r.get(version)) return "truncated header";
+    if (!r.get(magic) || magic != kAddressMagic) return malformed("not an xrc address (bad magic)");
+    if (!r.get(version)) return malformed("truncated header");
     if (version != kAddressVersion)
-        return "address version " + std::to_string(version) + ", this build speaks " + std::to_string(kAddressVersion) +
-               " (mixed btl-xrc versions in one job?)";
-    if (!r.get(ports)) return "truncated header";
-    if (ports == 0 || ports > kMaxPortsPerProcess) return "bad port count " + std::to_string(ports);
+        return malformed("address version " + std::to_string(version) + ", this build speaks " +
+                         std::to_string(kAddressVersion) + " (mixed btl-xrc versions in one job?)");
+    if (!r.get(ports)) return malformed("truncated header");
+    if (ports == 0 || ports > kMaxPortsPerProcess) return malformed("bad port count " + std::to_string(ports));
     out.ports.resize(ports);
     for (auto &p : out.ports) {
         std::uint16_t srqs = 0;
         if (!r.get(p.lid) || !r.get(p.port_num) || !r.get(p.mtu) || !r.get_bytes(p.gid, sizeof(p.gid)) ||
             !r.get(p.node_id) || !r.get(p.cm_qpn) || !r.get(p.token) || !r.get(srqs))
-            return "truncated port record";
-        if (p.mtu < 1 || p.mtu > 5) return "bad MTU code " + std::to_string(p.mtu);
-        if (p.cm_qpn < 2 || p.cm_qpn > 0xffffff) return "bad connection manager QP number";
-        if (p.token == 0) return "no connection token";
-        if (srqs == 0 || srqs > kMaxReceiveClassesOnWire) return "bad receive class count " + std::to_string(srqs);
-        if (r.remaining() < 8u * srqs) return "truncated receive classes";
+            return malformed("truncated port record");
+        if (p.mtu < 1 || p.mtu > 5) return malformed("bad MTU code " + std::to_string(p.mtu));
+        if (p.cm_qpn < 2 || p.cm_qpn > 0xffffff) return malformed("bad connection manager QP number");
+        if (p.token == 0) return malformed("no connection token");
+        if (srqs == 0 || srqs > kMaxReceiveClassesOnWire)
+            return malformed("bad receive class count " + std::to_string(srqs));
+        if (r.remaining() < 8u * srqs) return malformed("truncated receive classes");
         p.srqs.resize(srqs);
         for (auto &srq : p.srqs) {
             r.get(srq.buffer_size);
             r.get(srq.srq_num);
-            if (srq.srq_num > 0xffffff) return "bad SRQ number";
+            if (srq.srq_num > 0xffffff) return malformed("bad SRQ number");
         }
         for (std::size_t i = 1; i < p.srqs.size(); ++i)
-            if (p.srqs[i].buffer_size <= p.srqs[i - 1].buffer_size) return "receive classes not ascending";
+            if (p.srqs[i].buffer_size <= p.srqs[i - 1].buffer_size) return malformed("receive classes not ascending");
     }
-    if (r.remaining() != 0) return std::to_string(r.remaining()) + " unexpected trailing bytes";
-    return {};
+    if (r.remaining() != 0) return malformed(std::to_string(r.remaining()) + " unexpected trailing bytes");
+    return out;
 }
 
 }  // namespace xrc

@@ -9,6 +9,7 @@
 // crash.
 #pragma once
 
+#include "result.h"
 #include "wire_format.h"
 
 #include <cstddef>
@@ -85,7 +86,7 @@ constexpr std::size_t encoded_address_size(std::size_t ports, std::size_t classe
 
 std::vector<std::uint8_t> encode_address(const ProcessAddress &address);
 
-// Returns an empty string on success, otherwise why the blob is unusable.
-std::string decode_address(std::span<const std::uint8_t> bytes, ProcessAddress &out);
+// The address, or why the blob is unusable (ErrorKind::malformed).
+Result<ProcessAddress> decode_address(std::span<const std::uint8_t> bytes);
 
 }  // namespace xrc

@@ -38,23 +38,23 @@ CmBytes encode_cm(const CmMessage &m) noexcept {
     return b;
 }
 
-std::string decode_cm(std::span<const std::uint8_t> bytes, CmMessage &out) {
+Result<CmMessage> decode_cm(std::span<const std::uint8_t> bytes) {
     if (bytes.size() != kCmMessageSize)
-        return std::to_string(bytes.size()) + " bytes, a connection manager datagram has " +
-               std::to_string(kCmMessageSize);
+        return malformed(std::to_string(bytes.size()) + " bytes, a connection manager datagram has " +
+                         std::to_string(kCmMessageSize));
     const std::uint8_t *b = bytes.data();
-    if (get<std::uint32_t>(b) != kCmMagic) return "bad magic";
+    if (get<std::uint32_t>(b) != kCmMagic) return malformed("bad magic");
     if (b[4] != kCmVersion)
-        return "version " + std::to_string(b[4]) + ", this build speaks " + std::to_string(kCmVersion);
+        return malformed("version " + std::to_string(b[4]) + ", this build speaks " + std::to_string(kCmVersion));
     CmMessage m;
     const std::uint8_t type = b[5];
     if (type < static_cast<std::uint8_t>(CmType::Connect) || type > static_cast<std::uint8_t>(CmType::LeavingAck))
-        return "unknown type " + std::to_string(type);
+        return malformed("unknown type " + std::to_string(type));
     m.type = static_cast<CmType>(type);
     const std::uint16_t reason = get<std::uint16_t>(b + 6);
-    if (reason > static_cast<std::uint16_t>(CmReject::Unknown)) return "unknown reject reason";
+    if (reason > static_cast<std::uint16_t>(CmReject::Unknown)) return malformed("unknown reject reason");
     m.reason = static_cast<CmReject>(reason);
-    if ((m.type == CmType::Reject) != (m.reason != CmReject::None)) return "reject reason on the wrong type";
+    if ((m.type == CmType::Reject) != (m.reason != CmReject::None)) return malformed("reject reason on the wrong type");
     m.jobid = get<std::uint32_t>(b + 8);
     m.src_rank = get<std::uint32_t>(b + 12);
     m.dst_rank = get<std::uint32_t>(b + 16);
@@ -63,18 +63,17 @@ std::string decode_cm(std::span<const std::uint8_t> bytes, CmMessage &out) {
     m.generation = get<std::uint32_t>(b + 32);
     m.ini_qpn = get<std::uint32_t>(b + 36);
     m.tgt_qpn = get<std::uint32_t>(b + 40);
-    if (get<std::uint32_t>(b + 44) != 0) return "reserved bits set";
-    if (m.token == 0) return "no token";
-    if (m.generation == 0) return "generation 0";
-    if (m.ini_qpn < 2 || m.ini_qpn > kMaxQpn) return "bad INI QP number";
+    if (get<std::uint32_t>(b + 44) != 0) return malformed("reserved bits set");
+    if (m.token == 0) return malformed("no token");
+    if (m.generation == 0) return malformed("generation 0");
+    if (m.ini_qpn < 2 || m.ini_qpn > kMaxQpn) return malformed("bad INI QP number");
     // CLOSE (and its ACK) may name no TGT QP: an initiator that gave up before it heard which one was made.
     const bool names_tgt = m.type == CmType::Accept || m.type == CmType::Close || m.type == CmType::CloseAck ||
                            m.type == CmType::Leaving || m.type == CmType::LeavingAck;
     const bool tgt_optional = m.type == CmType::Close || m.type == CmType::CloseAck;
     if (names_tgt ? ((m.tgt_qpn < 2 && !(tgt_optional && m.tgt_qpn == 0)) || m.tgt_qpn > kMaxQpn) : m.tgt_qpn != 0)
-        return "bad TGT QP number";
-    out = m;
-    return {};
+        return malformed("bad TGT QP number");
+    return m;
 }
 
 const char *cm_type_name(CmType type) noexcept {

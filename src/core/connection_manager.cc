@@ -140,13 +140,12 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
         fail(link, "the completion queue cannot grow for another connection");
         return false;
     }
-    std::string error;
-    ibv_qp *qp = host_.create_ini(error);
-    if (qp == nullptr) {
-        fail(link, error);
+    const auto qp = host_.create_ini();
+    if (!qp) {
+        fail(link, qp.error().message());
         return false;
     }
-    link.ini_ = HostQp(&host_, qp);
+    link.ini_ = HostQp(&host_, *qp);
     ++live_ini_;
     counters_->ini_qps = live_ini_;
     counters_->ini_qps_peak = std::max<std::uint64_t>(counters_->ini_qps_peak, live_ini_);
@@ -500,12 +499,13 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
                                     std::uint32_t src_qp) noexcept {
     Guard g(*this);
     ++counters_->cm_datagrams_received;
-    CmMessage m;
-    if (const std::string why = decode_cm(bytes, m); !why.empty()) {
+    const auto decoded = decode_cm(bytes);
+    if (!decoded) {
         ++counters_->cm_rejected;
-        host_.note("dropped a connection manager datagram: " + why);
+        host_.note("dropped a connection manager datagram: " + decoded.error().message());
         return;
     }
+    const CmMessage &m = *decoded;
     // For this process, from this job, by someone who read our token from the modex. The token is this port's
     // own, so it also says which of our ports the sender paired with (by fabric: port_index is the sender's
     // position and need not equal ours).
@@ -559,14 +559,14 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
         send(from, r);
         return;
     }
-    std::string error;
-    ibv_qp *tgt = host_.create_tgt(from, m.ini_qpn, error);
-    if (tgt == nullptr) {
-        host_.note("cannot accept rank " + std::to_string(m.src_rank) + "'s connection: " + error);
+    const auto made = host_.create_tgt(from, m.ini_qpn);
+    if (!made) {
+        host_.note("cannot accept rank " + std::to_string(m.src_rank) + "'s connection: " + made.error().message());
         r.reason = CmReject::Resources;
         send(from, r);
         return;
     }
+    ibv_qp *const tgt = *made;
     // A sender has one connection to this node at a time, and its generations only grow: a TGT QP we hold for an
     // older one of its connections is stale (its CLOSE was lost, or never sent), destroyed now.
     for (auto it = owned_.begin(); it != owned_.end();) {
@@ -603,10 +603,10 @@ void ConnectionManager::on_accept(const CmMessage &m, const PortAddress &from) n
     for (NodeLink *link : connecting_) {
         if (link->generation_ != m.generation) continue;
         if (link->owner_ != m.src_rank || link->ini_qpn() != m.ini_qpn) break;
-        const std::string why = host_.connect_ini(link->ini_.get(), from, m.tgt_qpn);
-        if (!why.empty()) {
+        const auto connected = host_.connect_ini(link->ini_.get(), from, m.tgt_qpn);
+        if (!connected) {
             retract(*link, m.tgt_qpn);
-            fail(*link, why);
+            fail(*link, connected.error().message());
             return;
         }
         link->tgt_qpn_ = m.tgt_qpn;
@@ -955,14 +955,13 @@ void ConnectionManager::hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) n
         --counters_->tgt_handles;
         count_connections_closed(*counters_, 1);
     }
-    std::string error;
-    ibv_qp *handle = host_.open_tgt(tgt_qpn, ini_qpn, error);
-    if (handle == nullptr) {
+    const auto handle = host_.open_tgt(tgt_qpn, ini_qpn);
+    if (!handle) {
         // Closed already (its CLOSE overtook our poll), or never ours: nothing to hold.
-        host_.note("no handle on TGT QP " + std::to_string(tgt_qpn) + ": " + error);
+        host_.note("no handle on TGT QP " + std::to_string(tgt_qpn) + ": " + handle.error().message());
         return;
     }
-    opened_.emplace(tgt_qpn, OpenedTgt{ini_qpn, HostQp(&host_, handle)});
+    opened_.emplace(tgt_qpn, OpenedTgt{ini_qpn, HostQp(&host_, *handle)});
     ++counters_->tgt_handles;
     count_connection_opened(*counters_);
 }

@@ -44,6 +44,7 @@
 #include "cm_message.h"
 #include "counters.h"
 #include "peer.h"
+#include "result.h"
 #include "send_queue.h"
 
 #include <infiniband/verbs.h>
@@ -70,14 +71,15 @@ public:
     virtual const PortAddress *address_of(std::uint32_t rank) noexcept = 0;
     // One datagram to the connection manager at `to`. A datagram that cannot be posted is lost like any other.
     virtual void send_datagram(const PortAddress &to, const CmBytes &bytes) noexcept = 0;
-    // An INI QP in INIT; null with `error` set when it cannot be made.
-    virtual ibv_qp *create_ini(std::string &error) noexcept = 0;
-    // INIT -> RTR -> RTS toward the TGT QP `tgt_qpn` of the process at `target`. Empty, or why not.
-    virtual std::string connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept = 0;
-    // A TGT QP in RTS toward the INI QP `ini_qpn` of the process at `initiator`; null with `error` when not.
-    virtual ibv_qp *create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn, std::string &error) noexcept = 0;
-    // This process's own handle on the TGT QP `tgt_qpn` if it is connected to `ini_qpn`; null with `error` if not.
-    virtual ibv_qp *open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept = 0;
+    // The QPs below are the caller's to destroy (destroy_qp); a Result that holds one holds a non-null pointer.
+    // An INI QP in INIT, or why it cannot be made.
+    virtual Result<ibv_qp *> create_ini() noexcept = 0;
+    // INIT -> RTR -> RTS toward the TGT QP `tgt_qpn` of the process at `target`, or why not.
+    virtual Result<void> connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept = 0;
+    // A TGT QP in RTS toward the INI QP `ini_qpn` of the process at `initiator`, or why not.
+    virtual Result<ibv_qp *> create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn) noexcept = 0;
+    // This process's own handle on the TGT QP `tgt_qpn` if it is connected to `ini_qpn`, or why not.
+    virtual Result<ibv_qp *> open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept = 0;
     virtual void destroy_qp(ibv_qp *qp) noexcept = 0;
     // Room in the completion queue for `links` INI QPs with full send queues; false if it cannot grow.
     virtual bool reserve_completions(std::size_t links) noexcept = 0;

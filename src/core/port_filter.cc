@@ -21,29 +21,26 @@ bool PortFilter::names_device(std::string_view device) const noexcept {
     return false;
 }
 
-PortFilter parse_port_filter(std::string_view text) {
+Result<PortFilter> parse_port_filter(std::string_view text) {
     PortFilter filter;
     if (text.empty()) return filter;  // unset: no selectors
     for (const std::string_view field : split_list(text, ',')) {
         const std::string_view item = trim_blanks(field);
         if (item.empty()) {
-            filter.error = "empty entry in the list";
-            return filter;
+            return malformed("empty entry in the list");
         }
         PortSelector sel;
         const std::size_t colon = item.find(':');
         sel.device = std::string(item.substr(0, colon));
         if (sel.device.empty()) {
-            filter.error = "entry \"" + std::string(item) + "\" has no device name";
-            return filter;
+            return malformed("entry \"" + std::string(item) + "\" has no device name");
         }
         if (colon != std::string_view::npos) {
             const std::string_view port = item.substr(colon + 1);
             unsigned value = 0;
             const auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
             if (port.empty() || ec != std::errc() || ptr != port.data() + port.size() || value < 1 || value > 254) {
-                filter.error = "entry \"" + std::string(item) + "\": the port must be a number from 1 to 254";
-                return filter;
+                return malformed("entry \"" + std::string(item) + "\": the port must be a number from 1 to 254");
             }
             sel.port = static_cast<std::uint8_t>(value);
         }

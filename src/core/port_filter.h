@@ -3,6 +3,8 @@
 // Form: "DEV[:PORT][,DEV[:PORT]]..." e.g. "mlx5_0:1,mlx5_1" (a device without a port means all its ports).
 #pragma once
 
+#include "result.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,9 +22,7 @@ struct PortSelector {
 
 struct PortFilter {
     std::vector<PortSelector> selectors;
-    std::string error;  // empty when the text parsed
 
-    bool ok() const noexcept { return error.empty(); }
     bool empty() const noexcept { return selectors.empty(); }
     bool matches(std::string_view device, std::uint8_t port) const noexcept;
     bool names_device(std::string_view device) const noexcept;
@@ -31,6 +31,7 @@ struct PortFilter {
 inline constexpr std::string_view kPortFilterSyntax =
     "a comma-separated list of DEVICE or DEVICE:PORT (PORT 1-254), e.g. mlx5_0:1,mlx5_1";
 
-PortFilter parse_port_filter(std::string_view text);
+// The selectors (none for an empty text), or what is wrong with the text (ErrorKind::malformed).
+Result<PortFilter> parse_port_filter(std::string_view text);
 
 }  // namespace xrc

@@ -22,11 +22,6 @@ struct Serving {
     Serving &operator=(const Serving &) = delete;
 };
 
-std::string errno_text(const std::string &what) {
-    const int saved = errno;
-    return what + ": " + std::strerror(saved);
-}
-
 int modify(ibv_qp *qp, const QpTransition &t) noexcept {
     auto attr = t.attr;  // ibv_modify_qp takes a non-const attr
     return ibv_modify_qp(qp, &attr, t.mask);
@@ -53,12 +48,19 @@ std::uint64_t new_token() noexcept {
 
 }  // namespace
 
+Result<std::unique_ptr<PortTransport>> PortTransport::make(std::shared_ptr<OpenedDevice> device, const UsablePort &port,
+                                                           const TransportConfig &config, AddressLookup lookup,
+                                                           Listener listener) {
+    std::unique_ptr<PortTransport> transport(
+        new PortTransport(std::move(device), port, config, std::move(lookup), std::move(listener)));
+    if (auto opened = transport->open(config); !opened) return std::move(opened).error();
+    return transport;
+}
+
 PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port,
-                             const TransportConfig &config, AddressLookup lookup, Listener listener,
-                             std::string &error)
+                             const TransportConfig &config, AddressLookup lookup, Listener listener)
     : device_(std::move(device)), port_(port), lookup_(std::move(lookup)), listener_(std::move(listener)),
       path_(config.path), health_(config.port_down_grace_us) {
-    ibv_context *ctx = device_->context.get();
     path_.port_num = port_.port;
     const ibv_mtu wanted = config.mtu_bytes != 0 ? mtu_from_bytes(config.mtu_bytes) : port_.port_attr.active_mtu;
     path_.mtu = std::min(wanted, port_.port_attr.active_mtu);
@@ -72,11 +74,14 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     max_inline_ = inline_wanted_;
     loopback_queue_ = std::make_unique<SendQueue>(depth_, signal_interval_, config.cm.my_node,
                                                   &PortTransport::loopback_blocked, this);
+}
+
+Result<void> PortTransport::open(const TransportConfig &config) {
+    ibv_context *ctx = device_->context.get();
 
     pd_.reset(ibv_alloc_pd(ctx));
     if (!pd_) {
-        error = errno_text("ibv_alloc_pd");
-        return;
+        return Error::from_errno("ibv_alloc_pd");
     }
     // One CQ takes every receive completion (at most the posted SRQ buffers), the UD channel's, and every send
     // completion (at most a full send queue per INI QP). It starts with room for the links expected at once and
@@ -86,33 +91,32 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     fixed_cqes_ = receive_entries + config.cm_receives + 64;
     const std::size_t max_cqe = static_cast<std::size_t>(device_->device_attr.max_cqe);
     if (fixed_cqes_ + 2 * std::size_t(depth_) > max_cqe) {
-        error = "the device's completion queues (" + std::to_string(max_cqe) + " entries) cannot hold " +
-                std::to_string(receive_entries) + " receive buffers plus two send queues of " +
-                std::to_string(depth_) + ": lower the counts in btl_xrc_receive_queues or btl_xrc_send_queue_depth";
-        return;
+        return Error(ErrorKind::resource,
+                     "the device's completion queues (" + std::to_string(max_cqe) + " entries) cannot hold " +
+                         std::to_string(receive_entries) + " receive buffers plus two send queues of " +
+                         std::to_string(depth_) +
+                         ": lower the counts in btl_xrc_receive_queues or btl_xrc_send_queue_depth");
     }
     const std::size_t want = fixed_cqes_ + std::size_t(depth_) * (1 + config.expected_links);
     cqe_ = static_cast<int>(std::min(max_cqe, std::max<std::size_t>(config.cq_size, want)));
     cq_.reset(ibv_create_cq(ctx, cqe_, nullptr, nullptr, 0));
     if (!cq_) {
-        error = errno_text("ibv_create_cq") + " (" + std::to_string(cqe_) + " entries)";
-        return;
+        return Error::from_errno("ibv_create_cq").wrap("", " (" + std::to_string(cqe_) + " entries)");
     }
     cqe_ = cq_->cqe;
-    domain_ = std::make_unique<XrcDomain>(ctx, config.xrcd_dir, config.job_name, device_->name, port_.port,
-                                          config.local_ranks, error);
-    if (!error.empty()) return;
+    auto domain = XrcDomain::open(ctx, config.xrcd_dir, config.job_name, device_->name, port_.port, config.local_ranks);
+    if (!domain) return std::move(domain).error();
+    domain_ = std::move(*domain);
     for (const auto &cls : config.receive_classes) {
-        pools_.push_back(std::make_unique<RecvPool>(ctx, pd_.get(), cq_.get(), domain_->get(),
-                                                    static_cast<std::uint32_t>(cls.buffer_size), cls.count,
-                                                    cls.low_watermark, error));
-        if (!error.empty()) return;
+        auto pool = RecvPool::make(ctx, pd_.get(), cq_.get(), domain_->get(),
+                                   static_cast<std::uint32_t>(cls.buffer_size), cls.count, cls.low_watermark);
+        if (!pool) return std::move(pool).error();
+        pools_.push_back(std::move(*pool));
     }
 
     ibv_gid gid{};
     if (ibv_query_gid(ctx, port_.port, path_.gid_index, &gid) != 0) {
-        error = "ibv_query_gid(index " + std::to_string(path_.gid_index) + ") failed";
-        return;
+        return Error(ErrorKind::system, "ibv_query_gid(index " + std::to_string(path_.gid_index) + ") failed");
     }
     address_.lid = port_.port_attr.lid;
     address_.port_num = port_.port;
@@ -128,26 +132,23 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
         // progress polls carries no connection manager traffic.
         cm_channel_.reset(ibv_create_comp_channel(ctx));
         if (!cm_channel_) {
-            error = errno_text("ibv_create_comp_channel");
-            return;
+            return Error::from_errno("ibv_create_comp_channel");
         }
         const int flags = fcntl(cm_channel_->fd, F_GETFL);
         if (flags < 0 || fcntl(cm_channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-            error = errno_text("making the completion channel non-blocking");
-            return;
+            return Error::from_errno("making the completion channel non-blocking");
         }
         const int entries = static_cast<int>(config.cm_receives + 64 + 16);
         cm_cq_.reset(ibv_create_cq(ctx, entries, nullptr, cm_channel_.get(), 0));
         if (!cm_cq_ || ibv_req_notify_cq(cm_cq_.get(), 0) != 0) {
-            error = errno_text("creating the connection manager's completion queue") + " (" + std::to_string(entries) +
-                    " entries)";
-            return;
+            return Error::from_errno("creating the connection manager's completion queue")
+                .wrap("", " (" + std::to_string(entries) + " entries)");
         }
         ud_cq = cm_cq_.get();
     }
-    ud_ = std::make_unique<UdChannel>(pd_.get(), ud_cq, path_, cm_qkey(address_.token), config.cm_receives,
-                                      error);
-    if (!error.empty()) return;
+    auto ud = UdChannel::make(pd_.get(), ud_cq, path_, cm_qkey(address_.token), config.cm_receives);
+    if (!ud) return std::move(ud).error();
+    ud_ = std::move(*ud);
     address_.cm_qpn = ud_->qpn();
 
     CmConfig cm = config.cm;
@@ -157,6 +158,7 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     cm.signal_interval = signal_interval_;
     CmHost &host = *this;  // (a private base: converted here, where it is accessible)
     cm_ = std::make_unique<ConnectionManager>(host, cm);
+    return {};
 }
 
 PortTransport::~PortTransport() {
@@ -399,7 +401,7 @@ void PortTransport::send_datagram(const PortAddress &to, const CmBytes &bytes) n
     (void)ud_->send(to, bytes, remote_subnet(to));
 }
 
-ibv_qp *PortTransport::create_ini(std::string &error) noexcept {
+Result<ibv_qp *> PortTransport::create_ini() noexcept {
     ibv_qp_init_attr_ex attr{};
     attr.qp_type = IBV_QPT_XRC_SEND;
     attr.send_cq = cq_.get();
@@ -414,69 +416,53 @@ ibv_qp *PortTransport::create_ini(std::string &error) noexcept {
         attr.cap.max_inline_data = 0;
         qp.reset(ibv_create_qp_ex(context(), &attr));
     }
-    if (!qp) {
-        error = errno_text("creating an XRC send (INI) QP");
-        return nullptr;
-    }
+    if (!qp) return Error::from_errno("creating an XRC send (INI) QP");
     // Every INI QP must take what the fast path inlines: keep the smallest the device granted.
     max_inline_ = std::min(max_inline_, inline_wanted_ == 0 ? 0u : attr.cap.max_inline_data);
-    if (modify(qp.get(), ini_to_init(path_)) != 0) {
-        error = errno_text("XRC send QP RESET->INIT");
-        return nullptr;
-    }
+    if (modify(qp.get(), ini_to_init(path_)) != 0) return Error::from_errno("XRC send QP RESET->INIT");
     changed();
     return qp.release();
 }
 
-std::string PortTransport::connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept {
+Result<void> PortTransport::connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept {
     const PathSettings path = path_toward(target);
     const RemoteQp remote{target.lid, gid_of(target), tgt_qpn, initial_psn(tgt_qpn)};
-    if (modify(ini, ini_to_rtr(path, remote)) != 0) return errno_text("XRC send QP INIT->RTR");
-    if (modify(ini, ini_to_rts(path, initial_psn(ini->qp_num))) != 0) return errno_text("XRC send QP RTR->RTS");
+    if (modify(ini, ini_to_rtr(path, remote)) != 0) return Error::from_errno("XRC send QP INIT->RTR");
+    if (modify(ini, ini_to_rts(path, initial_psn(ini->qp_num))) != 0) return Error::from_errno("XRC send QP RTR->RTS");
     changed();
     return {};
 }
 
-ibv_qp *PortTransport::create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn, std::string &error) noexcept {
+Result<ibv_qp *> PortTransport::create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn) noexcept {
     ibv_qp_init_attr_ex attr{};
     attr.qp_type = IBV_QPT_XRC_RECV;
     attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
     attr.xrcd = domain_->get();
     QpPtr qp(ibv_create_qp_ex(context(), &attr));
-    if (!qp) {
-        error = errno_text("creating an XRC receive (TGT) QP");
-        return nullptr;
-    }
+    if (!qp) return Error::from_errno("creating an XRC receive (TGT) QP");
     const PathSettings path = path_toward(initiator);
     const RemoteQp ini{initiator.lid, gid_of(initiator), ini_qpn, initial_psn(ini_qpn)};
     if (modify(qp.get(), tgt_to_init(path_)) != 0 || modify(qp.get(), tgt_to_rtr(path, ini)) != 0 ||
-        modify(qp.get(), tgt_to_rts(path, initial_psn(qp->qp_num))) != 0) {
-        error = errno_text("readying an XRC TGT QP");
-        return nullptr;
-    }
+        modify(qp.get(), tgt_to_rts(path, initial_psn(qp->qp_num))) != 0)
+        return Error::from_errno("readying an XRC TGT QP");
     changed();
     return qp.release();
 }
 
-ibv_qp *PortTransport::open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept {
+Result<ibv_qp *> PortTransport::open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {
     ibv_qp_open_attr attr{};
     attr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
     attr.qp_num = tgt_qpn;
     attr.xrcd = domain_->get();
     attr.qp_type = IBV_QPT_XRC_RECV;
     QpPtr qp(ibv_open_qp(context(), &attr));
-    if (!qp) {
-        error = errno_text("ibv_open_qp");
-        return nullptr;
-    }
+    if (!qp) return Error::from_errno("ibv_open_qp");
     // The QP number may have been reused by another connection since the message arrived: hold only the QP that
     // is connected to the message's initiator.
     ibv_qp_attr qattr{};
     ibv_qp_init_attr init{};
-    if (ibv_query_qp(qp.get(), &qattr, IBV_QP_DEST_QPN, &init) != 0 || qattr.dest_qp_num != ini_qpn) {
-        error = "it belongs to another connection now";
-        return nullptr;
-    }
+    if (ibv_query_qp(qp.get(), &qattr, IBV_QP_DEST_QPN, &init) != 0 || qattr.dest_qp_num != ini_qpn)
+        return Error(ErrorKind::gone, "it belongs to another connection now");
     changed();
     return qp.release();
 }
@@ -533,17 +519,20 @@ void PortTransport::open_loopback() noexcept {
     const bool wanted = !loopback_ini_ && loopback_failure_ == nullptr && !loopback_queue_->broken();
     unlock_queues();
     if (!wanted) return;
-    std::string error;
-    QpPtr ini(create_ini(error));
-    QpPtr tgt;
-    if (ini) tgt.reset(create_tgt(address_, ini->qp_num, error));
-    if (ini && tgt && !(error = connect_ini(ini.get(), address_, tgt->qp_num)).empty()) tgt.reset();
-    if (!ini || !tgt || !reserve_completions(cm_->live_ini_qps())) {
-        // Reported by tick(), with the queue's other failures.
-        loopback_error_ = error.empty() ? "the completion queue cannot grow" : error;
+    // Reported by tick(), with the queue's other failures.
+    auto failed = [this](const std::string &why) noexcept {
+        loopback_error_ = why;
         loopback_failure_ = "loopback";
-        return;
-    }
+    };
+    auto made_ini = create_ini();
+    if (!made_ini) return failed(made_ini.error().message());
+    QpPtr ini(*made_ini);
+    auto made_tgt = create_tgt(address_, ini->qp_num);
+    if (!made_tgt) return failed(made_tgt.error().message());
+    QpPtr tgt(*made_tgt);
+    if (auto connected = connect_ini(ini.get(), address_, tgt->qp_num); !connected)
+        return failed(connected.error().message());
+    if (!reserve_completions(cm_->live_ini_qps())) return failed("the completion queue cannot grow");
     loopback_ini_ = std::move(ini);
     loopback_tgt_ = std::move(tgt);
     count_connection_opened(*counters_);

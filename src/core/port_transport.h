@@ -25,6 +25,7 @@
 #include "qp_attr.h"
 #include "receive_queue_spec.h"
 #include "recv_pool.h"
+#include "result.h"
 #include "send_queue.h"
 #include "status_record.h"
 #include "ud_channel.h"
@@ -80,8 +81,10 @@ public:
         std::function<void()> lock_queues, unlock_queues;
     };
 
-    PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port, const TransportConfig &config,
-                  AddressLookup lookup, Listener listener, std::string &error);
+    // Every verbs object of the port made, the connection manager ready; or why not (nothing is left behind).
+    static Result<std::unique_ptr<PortTransport>> make(std::shared_ptr<OpenedDevice> device, const UsablePort &port,
+                                                       const TransportConfig &config, AddressLookup lookup,
+                                                       Listener listener);
     PortTransport(const PortTransport &) = delete;
     PortTransport &operator=(const PortTransport &) = delete;
     ~PortTransport() override;
@@ -174,13 +177,18 @@ public:
     std::string drop_initiators() noexcept { return cm_->drop_initiators(); }
 
 private:
+    PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port, const TransportConfig &config,
+                  AddressLookup lookup, Listener listener);
+    // The PD, CQs, XRC domain, SRQs and UD channel, in that order; the destructor undoes whatever of it was done.
+    Result<void> open(const TransportConfig &config);
+
     // CmHost
     const PortAddress *address_of(std::uint32_t rank) noexcept override { return lookup_(rank); }
     void send_datagram(const PortAddress &to, const CmBytes &bytes) noexcept override;
-    ibv_qp *create_ini(std::string &error) noexcept override;
-    std::string connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept override;
-    ibv_qp *create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn, std::string &error) noexcept override;
-    ibv_qp *open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept override;
+    Result<ibv_qp *> create_ini() noexcept override;
+    Result<void> connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept override;
+    Result<ibv_qp *> create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn) noexcept override;
+    Result<ibv_qp *> open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept override;
     void destroy_qp(ibv_qp *qp) noexcept override {
         (void)ibv_destroy_qp(qp);
         changed();

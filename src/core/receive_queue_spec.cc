@@ -33,18 +33,16 @@ std::string class_error(std::size_t index, std::string_view cls, std::string_vie
 
 }  // namespace
 
-ReceiveQueueSpec parse_receive_queues(std::string_view text) {
+Result<ReceiveQueueSpec> parse_receive_queues(std::string_view text) {
     ReceiveQueueSpec spec;
     text = trim_blanks(text);
     if (text.empty()) {
-        spec.error = "the list is empty";
-        return spec;
+        return malformed("the list is empty");
     }
     const auto classes = split_list(text, ':');
     if (classes.size() > kMaxReceiveClasses) {
-        spec.error = "too many classes (" + std::to_string(classes.size()) + ", at most " +
-                     std::to_string(kMaxReceiveClasses) + ")";
-        return spec;
+        return malformed("too many classes (" + std::to_string(classes.size()) + ", at most " +
+                         std::to_string(kMaxReceiveClasses) + ")");
     }
     for (std::size_t i = 0; i < classes.size(); ++i) {
         const std::string_view cls = trim_blanks(classes[i]);
@@ -54,41 +52,33 @@ ReceiveQueueSpec parse_receive_queues(std::string_view text) {
             if (first == "X" || first == "x") fields.erase(fields.begin());
         }
         if (fields.size() < 2 || fields.size() > 3) {
-            spec.error = class_error(i, cls, "expected SIZE,COUNT or SIZE,COUNT,LOW");
-            return spec;
+            return malformed(class_error(i, cls, "expected SIZE,COUNT or SIZE,COUNT,LOW"));
         }
         std::uint64_t size = 0, count = 0, low = 0;
         if (!parse_number(fields[0], size, true)) {
-            spec.error = class_error(i, cls, "SIZE is not a number");
-            return spec;
+            return malformed(class_error(i, cls, "SIZE is not a number"));
         }
         if (!parse_number(fields[1], count, false)) {
-            spec.error = class_error(i, cls, "COUNT is not a number");
-            return spec;
+            return malformed(class_error(i, cls, "COUNT is not a number"));
         }
         if (size < kMinReceiveBufferSize || size > kMaxReceiveBufferSize) {
-            spec.error = class_error(i, cls, "SIZE must be between 64 bytes and 1 GiB");
-            return spec;
+            return malformed(class_error(i, cls, "SIZE must be between 64 bytes and 1 GiB"));
         }
         if (count < 1 || count > kMaxReceiveCount) {
-            spec.error = class_error(i, cls, "COUNT must be between 1 and 4194304");
-            return spec;
+            return malformed(class_error(i, cls, "COUNT must be between 1 and 4194304"));
         }
         if (fields.size() == 3) {
             if (!parse_number(fields[2], low, false)) {
-                spec.error = class_error(i, cls, "LOW is not a number");
-                return spec;
+                return malformed(class_error(i, cls, "LOW is not a number"));
             }
             if (low >= count) {
-                spec.error = class_error(i, cls, "LOW must be smaller than COUNT");
-                return spec;
+                return malformed(class_error(i, cls, "LOW must be smaller than COUNT"));
             }
         } else {
             low = count / 4;
         }
         if (!spec.classes.empty() && size <= spec.classes.back().buffer_size) {
-            spec.error = class_error(i, cls, "SIZE must be larger than the previous class's");
-            return spec;
+            return malformed(class_error(i, cls, "SIZE must be larger than the previous class's"));
         }
         spec.classes.push_back({static_cast<std::size_t>(size), static_cast<std::uint32_t>(count),
                                 static_cast<std::uint32_t>(low)});
@@ -96,20 +86,22 @@ ReceiveQueueSpec parse_receive_queues(std::string_view text) {
     return spec;
 }
 
-std::string check_receive_queues_cover(const ReceiveQueueSpec &spec, std::size_t max_send_size) {
-    if (spec.classes.empty()) return "no receive queue classes";
+Result<void> check_receive_queues_cover(const ReceiveQueueSpec &spec, std::size_t max_send_size) {
+    if (spec.classes.empty()) return Error(ErrorKind::resource, "no receive queue classes");
     if (spec.classes.back().buffer_size < max_send_size) {
-        return "the largest class holds " + std::to_string(spec.classes.back().buffer_size) +
-               " bytes, less than the largest fragment the BTL sends (" + std::to_string(max_send_size) + " bytes)";
+        return Error(ErrorKind::resource, "the largest class holds " + std::to_string(spec.classes.back().buffer_size) +
+                                              " bytes, less than the largest fragment the BTL sends (" +
+                                              std::to_string(max_send_size) + " bytes)");
     }
     return {};
 }
 
-std::string check_receive_queues_fit_device(const ReceiveQueueSpec &spec, std::uint32_t max_srq_wr) {
+Result<void> check_receive_queues_fit_device(const ReceiveQueueSpec &spec, std::uint32_t max_srq_wr) {
     for (std::size_t i = 0; i < spec.classes.size(); ++i) {
         if (spec.classes[i].count > max_srq_wr) {
-            return "class " + std::to_string(i + 1) + " posts " + std::to_string(spec.classes[i].count) +
-                   " buffers, more than the device's SRQ holds (" + std::to_string(max_srq_wr) + ")";
+            return Error(ErrorKind::resource,
+                         "class " + std::to_string(i + 1) + " posts " + std::to_string(spec.classes[i].count) +
+                             " buffers, more than the device's SRQ holds (" + std::to_string(max_srq_wr) + ")");
         }
     }
     return {};

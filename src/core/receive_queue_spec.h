@@ -10,6 +10,8 @@
 // Classes must be strictly ascending in SIZE. One XRC SRQ per class per process.
 #pragma once
 
+#include "result.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -28,9 +30,6 @@ struct ReceiveQueueClass {
 
 struct ReceiveQueueSpec {
     std::vector<ReceiveQueueClass> classes;
-    std::string error;  // empty when the text parsed; otherwise what is wrong, for the admin
-
-    bool ok() const noexcept { return error.empty(); }
 };
 
 // Limits the parser enforces without a device (the device's own limits are checked when it is opened).
@@ -44,10 +43,11 @@ inline constexpr std::string_view kReceiveQueueSyntax =
     "SIZE,COUNT[,LOW][:SIZE,COUNT[,LOW]]... with SIZE strictly ascending (64 B to 1 GiB, K/M suffixes allowed), "
     "1 <= COUNT <= 4194304, 0 <= LOW < COUNT (default COUNT/4), at most 8 classes";
 
-ReceiveQueueSpec parse_receive_queues(std::string_view text);
+// The classes, or what is wrong with the text, for the admin (ErrorKind::malformed).
+Result<ReceiveQueueSpec> parse_receive_queues(std::string_view text);
 
-// Checks that hold only together with other settings; returns an empty string when consistent.
-std::string check_receive_queues_cover(const ReceiveQueueSpec &spec, std::size_t max_send_size);
-std::string check_receive_queues_fit_device(const ReceiveQueueSpec &spec, std::uint32_t max_srq_wr);
+// Checks that hold only together with other settings (ErrorKind::resource when they do not).
+Result<void> check_receive_queues_cover(const ReceiveQueueSpec &spec, std::size_t max_send_size);
+Result<void> check_receive_queues_fit_device(const ReceiveQueueSpec &spec, std::uint32_t max_srq_wr);
 
 }  // namespace xrc

@@ -3,26 +3,30 @@
 
 #include <sys/mman.h>
 
-#include <cerrno>
-#include <cstring>
-
 namespace xrc {
 
-RecvPool::RecvPool(ibv_context *context, ibv_pd *pd, ibv_cq *cq, ibv_xrcd *xrcd, std::uint32_t buffer_size,
-                   std::uint32_t count, std::uint32_t low_watermark, std::string &error)
-    : buffer_size_(buffer_size), count_(count), low_watermark_(low_watermark) {
-    slab_bytes_ = static_cast<std::size_t>(buffer_size) * count;
+Result<std::unique_ptr<RecvPool>> RecvPool::make(ibv_context *context, ibv_pd *pd, ibv_cq *cq, ibv_xrcd *xrcd,
+                                                 std::uint32_t buffer_size, std::uint32_t count,
+                                                 std::uint32_t low_watermark) {
+    std::unique_ptr<RecvPool> pool(new RecvPool(buffer_size, count, low_watermark));
+    if (auto filled = pool->fill(context, pd, cq, xrcd); !filled) return std::move(filled).error();
+    return pool;
+}
+
+// The slab, its registration, the SRQ, every buffer posted; the destructor undoes whatever of it was done.
+Result<void> RecvPool::fill(ibv_context *context, ibv_pd *pd, ibv_cq *cq, ibv_xrcd *xrcd) {
+    const std::uint32_t count = count_;
+    slab_bytes_ = static_cast<std::size_t>(buffer_size_) * count;
     void *slab = mmap(nullptr, slab_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (slab == MAP_FAILED) {
-        error = "cannot allocate " + std::to_string(slab_bytes_) + " bytes of receive buffers";
+        const std::size_t wanted = slab_bytes_;
         slab_bytes_ = 0;
-        return;
+        return Error(ErrorKind::resource, "cannot allocate " + std::to_string(wanted) + " bytes of receive buffers");
     }
     slab_ = static_cast<std::uint8_t *>(slab);
     mr_.reset(ibv_reg_mr(pd, slab_, slab_bytes_, IBV_ACCESS_LOCAL_WRITE));
     if (!mr_) {
-        error = "cannot register the receive buffers (" + std::to_string(slab_bytes_) + " bytes): " + std::strerror(errno);
-        return;
+        return Error::from_errno("cannot register the receive buffers (" + std::to_string(slab_bytes_) + " bytes)");
     }
     ibv_srq_init_attr_ex attr{};
     attr.srq_context = this;  // lets the SRQ limit event find its pool
@@ -35,22 +39,18 @@ RecvPool::RecvPool(ibv_context *context, ibv_pd *pd, ibv_cq *cq, ibv_xrcd *xrcd,
     attr.pd = pd;
     srq_.reset(ibv_create_srq_ex(context, &attr));
     if (!srq_) {
-        error = "cannot create an XRC SRQ of " + std::to_string(count) + " entries: " + std::strerror(errno);
-        return;
+        return Error::from_errno("cannot create an XRC SRQ of " + std::to_string(count) + " entries");
     }
     if (ibv_get_srq_num(srq_.get(), &srq_num_) != 0) {
-        error = "ibv_get_srq_num failed";
-        return;
+        return Error(ErrorKind::system, "ibv_get_srq_num failed");
     }
     buffers_.resize(count);
     for (std::uint32_t i = 0; i < count; ++i) {
-        buffers_[i] = RecvBuffer{this, slab_ + static_cast<std::size_t>(i) * buffer_size};
-        if (const int rc = repost(&buffers_[i]); rc != 0) {
-            error = "cannot post receive buffers: " + std::string(std::strerror(rc));
-            return;
-        }
+        buffers_[i] = RecvBuffer{this, slab_ + static_cast<std::size_t>(i) * buffer_size_};
+        if (const int rc = repost(&buffers_[i]); rc != 0) return Error::system("cannot post receive buffers", rc);
     }
     if (low_watermark_ > 0) (void)arm_limit();
+    return {};
 }
 
 RecvPool::~RecvPool() {

@@ -4,6 +4,7 @@
 // handed up, so the SRQ stays full; the SRQ limit (low watermark) event tells when the process falls behind.
 #pragma once
 
+#include "result.h"
 #include "verbs_owners.h"
 
 #include <cstdint>
@@ -29,8 +30,10 @@ inline RecvBuffer *recv_buffer_of(std::uint64_t wr_id) noexcept {
 
 class RecvPool {
 public:
-    RecvPool(ibv_context *context, ibv_pd *pd, ibv_cq *cq, ibv_xrcd *xrcd, std::uint32_t buffer_size,
-             std::uint32_t count, std::uint32_t low_watermark, std::string &error);
+    // An SRQ in `xrcd` whose completions go to `cq`, with `count` buffers of `buffer_size` bytes, all posted.
+    static Result<std::unique_ptr<RecvPool>> make(ibv_context *context, ibv_pd *pd, ibv_cq *cq, ibv_xrcd *xrcd,
+                                                  std::uint32_t buffer_size, std::uint32_t count,
+                                                  std::uint32_t low_watermark);
     RecvPool(const RecvPool &) = delete;
     RecvPool &operator=(const RecvPool &) = delete;
     ~RecvPool();
@@ -52,6 +55,10 @@ public:
     int arm_limit() noexcept;
 
 private:
+    RecvPool(std::uint32_t buffer_size, std::uint32_t count, std::uint32_t low_watermark) noexcept
+        : buffer_size_(buffer_size), count_(count), low_watermark_(low_watermark) {}
+    Result<void> fill(ibv_context *context, ibv_pd *pd, ibv_cq *cq, ibv_xrcd *xrcd);
+
     std::uint32_t buffer_size_;
     std::uint32_t count_;
     std::uint32_t low_watermark_;

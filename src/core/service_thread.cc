@@ -12,6 +12,8 @@
 #include <climits>
 #include <cstring>
 #include <ctime>
+#include <optional>
+#include <system_error>
 
 namespace xrc {
 
@@ -33,25 +35,24 @@ ServiceThread::~ServiceThread() {
     if (wake_fd_ >= 0) close(wake_fd_);
 }
 
-bool ServiceThread::start(const char *name, std::string &error) noexcept {
+Result<void> ServiceThread::start(const char *name) {
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (wake_fd_ < 0) {
-        error = std::string("eventfd: ") + std::strerror(errno);
-        return false;
-    }
+    if (wake_fd_ < 0) return Error::from_errno("eventfd");
     // Created with every signal blocked, so the thread inherits that mask: signals go to the application's threads.
     sigset_t all, saved;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved);
+    // std::thread says "no thread" by throwing std::system_error: turned into an Error here, where it is expected.
+    std::optional<Error> refused;
     try {
         thread_ = std::thread([this] { run(); });
-    } catch (const std::exception &e) {
-        error = std::string("cannot start a thread: ") + e.what();
+    } catch (const std::system_error &e) {
+        refused.emplace(ErrorKind::system, std::string("cannot start a thread: ") + e.what());
     }
     pthread_sigmask(SIG_SETMASK, &saved, nullptr);
-    if (!thread_.joinable()) return false;
+    if (refused) return std::move(*refused);
     (void)pthread_setname_np(thread_.native_handle(), name);
-    return true;
+    return {};
 }
 
 void ServiceThread::wake() noexcept {

@@ -5,6 +5,8 @@
 // Handlers run on this thread only, one at a time; whatever they share with other threads is theirs to guard.
 #pragma once
 
+#include "result.h"
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -27,8 +29,8 @@ public:
     ServiceThread &operator=(const ServiceThread &) = delete;
     ~ServiceThread();  // stops and joins
 
-    // Starts the thread (every signal blocked in it: they stay the application's). False with `error` if not.
-    bool start(const char *name, std::string &error) noexcept;
+    // Starts the thread (every signal blocked in it: they stay the application's), or says why it could not.
+    Result<void> start(const char *name);
     // A timer was set from another thread: the sleep is recomputed. Any thread, any time.
     void wake() noexcept;
     bool running() const noexcept { return thread_.joinable(); }

@@ -6,6 +6,8 @@
 // symbolic link, and read only from a regular file of bounded size.
 #pragma once
 
+#include "result.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,10 +22,10 @@ std::string status_file_name(const std::string &job, std::uint32_t rank);
 // A name status_file_name() makes (not its temporary file).
 bool is_status_file_name(std::string_view name);
 
-// Replaces `path` by `bytes`. Empty, or why not (the temporary file is gone either way).
-std::string replace_file(const std::string &path, std::string_view bytes);
-// Reads the regular file `path` (at most `max` bytes). Empty, or why not; `missing` is set when there is no such
+// Replaces `path` by `bytes`, or says why not (the temporary file is gone either way).
+Result<void> replace_file(const std::string &path, std::string_view bytes);
+// The contents of the regular file `path` (at most `max` bytes), or why not: ErrorKind::gone when there is no such
 // file (a record whose process finished meanwhile).
-std::string read_regular_file(const std::string &path, std::size_t max, std::string &bytes, bool *missing = nullptr);
+Result<std::string> read_regular_file(const std::string &path, std::size_t max);
 
 }  // namespace xrc

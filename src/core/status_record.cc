@@ -309,13 +309,13 @@ std::string encode_status(const StatusRecord &record) {
     return out;
 }
 
-std::string decode_status(std::string_view bytes, StatusRecord &record) {
-    record = StatusRecord{};
+Result<StatusRecord> decode_status(std::string_view bytes) {
+    StatusRecord record;
     const std::string magic = kStatusMagic;
     if (bytes.substr(0, magic.size() + 1) != magic + " ")
-        return "not a btl-xrc status record (it does not start with \"" + magic + " \")";
-    if (bytes.find('\0') != std::string_view::npos) return "a NUL byte: not a text record";
-    if (bytes.back() != '\n') return "cut short: the last line is incomplete";
+        return malformed("not a btl-xrc status record (it does not start with \"" + magic + " \")");
+    if (bytes.find('\0') != std::string_view::npos) return malformed("a NUL byte: not a text record");
+    if (bytes.back() != '\n') return malformed("cut short: the last line is incomplete");
     std::vector<std::string_view> lines;
     for (std::size_t pos = 0; pos < bytes.size();) {
         const std::size_t nl = bytes.find('\n', pos);
@@ -324,22 +324,23 @@ std::string decode_status(std::string_view bytes, StatusRecord &record) {
     }
     const std::string_view version = lines[0].substr(magic.size() + 1);
     if (version != std::to_string(kStatusVersion))
-        return "format version " + std::string(version.substr(0, 20)) + " (this reader knows version " +
-               std::to_string(kStatusVersion) + ")";
+        return malformed("format version " + std::string(version.substr(0, 20)) + " (this reader knows version " +
+                         std::to_string(kStatusVersion) + ")");
     const std::string_view last = lines.back();
     std::size_t counted = 0;
-    if (last.substr(0, 4) != "end ") return "cut short: no end line";
+    if (last.substr(0, 4) != "end ") return malformed("cut short: no end line");
     const auto [end, ec] = std::from_chars(last.data() + 4, last.data() + last.size(), counted);
-    if (ec != std::errc() || end != last.data() + last.size() || last.size() == 4) return "a malformed end line";
+    if (ec != std::errc() || end != last.data() + last.size() || last.size() == 4)
+        return malformed("a malformed end line");
     if (counted != lines.size() - 1)
-        return "the end line counts " + std::to_string(counted) + " lines, the record has " +
-               std::to_string(lines.size() - 1);
+        return malformed("the end line counts " + std::to_string(counted) + " lines, the record has " +
+                         std::to_string(lines.size() - 1));
     bool have_process = false;
     for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
         LineReader r(i + 1, lines[i]);
-        if (!r.error().empty()) return r.error();
+        if (!r.error().empty()) return malformed(r.error());
         const std::string_view kind = r.kind();
-        if (i == 1 && kind != "process") return "line 2: the process line must come first";
+        if (i == 1 && kind != "process") return malformed("line 2: the process line must come first");
         if (kind == "process") {
             if (have_process) r.fail("a second process line");
             r.read(record.process, kProcessFields);
@@ -349,7 +350,8 @@ std::string decode_status(std::string_view bytes, StatusRecord &record) {
             r.read(record.ports.emplace_back(), kPortFields);
         } else if (kind == "srq" || kind == "link" || kind == "tgt" || kind == "handle" || kind == "counter") {
             if (record.ports.empty())
-                return "line " + std::to_string(i + 1) + " (" + std::string(kind) + "): before any port line";
+                return malformed("line " + std::to_string(i + 1) + " (" + std::string(kind) +
+                                 "): before any port line");
             StatusPort &port = record.ports.back();
             if (kind == "srq") {
                 StatusSrq &srq = port.srqs.emplace_back();
@@ -363,10 +365,10 @@ std::string decode_status(std::string_view bytes, StatusRecord &record) {
             if (kind == "counter") r.read(port.counters.emplace_back(), kCounterFields);
         }
         // Other kinds: written by a later btl-xrc of the same format version; skipped.
-        if (!r.error().empty()) return r.error();
+        if (!r.error().empty()) return malformed(r.error());
     }
-    if (!have_process) return "no process line";
-    return {};
+    if (!have_process) return malformed("no process line");
+    return record;
 }
 
 }  // namespace xrc

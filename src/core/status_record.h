@@ -15,6 +15,8 @@
 // bytes. Handles grow with the remote processes this one received from: at most P*(N-1).
 #pragma once
 
+#include "result.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -117,8 +119,8 @@ struct StatusRecord {
 };
 
 std::string encode_status(const StatusRecord &record);
-// Empty on success, else why `bytes` is not a status record (with the line it failed at).
-std::string decode_status(std::string_view bytes, StatusRecord &record);
+// The record, or why `bytes` is not a status record (ErrorKind::malformed, with the line it failed at).
+Result<StatusRecord> decode_status(std::string_view bytes);
 
 // Values in the record: printable ASCII except space, '%' and '=' as they are, other bytes as %XX.
 std::string status_escape(std::string_view value);

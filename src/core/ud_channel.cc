@@ -9,8 +9,6 @@
 namespace xrc {
 namespace {
 
-std::string errno_text(const std::string &what) { return what + ": " + std::strerror(errno); }
-
 int modify(ibv_qp *qp, const QpTransition &t) noexcept {
     auto attr = t.attr;
     return ibv_modify_qp(qp, &attr, t.mask);
@@ -18,21 +16,27 @@ int modify(ibv_qp *qp, const QpTransition &t) noexcept {
 
 }  // namespace
 
-UdChannel::UdChannel(ibv_pd *pd, ibv_cq *cq, const PathSettings &path, std::uint32_t qkey,
-                     std::uint32_t receives, std::string &error)
-    : pd_(pd), path_(path), receives_(receives) {
+Result<std::unique_ptr<UdChannel>> UdChannel::make(ibv_pd *pd, ibv_cq *cq, const PathSettings &path, std::uint32_t qkey,
+                                                   std::uint32_t receives) {
+    std::unique_ptr<UdChannel> channel(new UdChannel(pd, path, receives));
+    if (auto opened = channel->open(cq, qkey); !opened) return std::move(opened).error();
+    return channel;
+}
+
+// The buffers, their registration, the QP readied, every receive posted; the destructor undoes whatever of it was
+// done.
+Result<void> UdChannel::open(ibv_cq *cq, std::uint32_t qkey) {
+    ibv_pd *pd = pd_;
     bytes_ = std::size_t(receives_ + kSendSlots) * kBufferSize;
     void *memory = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory == MAP_FAILED) {
-        error = "cannot allocate the connection manager's buffers";
         bytes_ = 0;
-        return;
+        return Error(ErrorKind::resource, "cannot allocate the connection manager's buffers");
     }
     memory_ = static_cast<std::uint8_t *>(memory);
     mr_.reset(ibv_reg_mr(pd, memory_, bytes_, IBV_ACCESS_LOCAL_WRITE));
     if (!mr_) {
-        error = errno_text("registering the connection manager's buffers");
-        return;
+        return Error::from_errno("registering the connection manager's buffers");
     }
     ibv_qp_init_attr attr{};
     attr.qp_type = IBV_QPT_UD;
@@ -44,20 +48,16 @@ UdChannel::UdChannel(ibv_pd *pd, ibv_cq *cq, const PathSettings &path, std::uint
     attr.cap.max_recv_sge = 1;
     qp_.reset(ibv_create_qp(pd, &attr));
     if (!qp_) {
-        error = errno_text("creating the connection manager's UD QP");
-        return;
+        return Error::from_errno("creating the connection manager's UD QP");
     }
     if (modify(qp_.get(), ud_to_init(path_, qkey)) != 0 || modify(qp_.get(), ud_to_rtr()) != 0 ||
         modify(qp_.get(), ud_to_rts(initial_psn(qp_->qp_num))) != 0) {
-        error = errno_text("readying the connection manager's UD QP");
-        return;
+        return Error::from_errno("readying the connection manager's UD QP");
     }
     for (std::uint32_t i = 0; i < receives_; ++i)
-        if (!post_receive(i)) {
-            error = errno_text("posting the connection manager's receives");
-            return;
-        }
+        if (!post_receive(i)) return Error::from_errno("posting the connection manager's receives");
     for (std::uint32_t i = kSendSlots; i-- > 0;) free_slots_.push_back(i);
+    return {};
 }
 
 UdChannel::~UdChannel() {

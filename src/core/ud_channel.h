@@ -10,12 +10,14 @@
 #include "address.h"
 #include "completion_kind.h"
 #include "qp_attr.h"
+#include "result.h"
 #include "verbs_owners.h"
 
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -28,8 +30,8 @@ public:
     using DatagramFn = std::function<void(std::span<const std::uint8_t>, std::uint16_t slid, std::uint32_t src_qp)>;
 
     // `qkey`: this process's Q_Key (from its token). `receives`: datagrams it can hold before it drops new ones.
-    UdChannel(ibv_pd *pd, ibv_cq *cq, const PathSettings &path, std::uint32_t qkey,
-              std::uint32_t receives, std::string &error);
+    static Result<std::unique_ptr<UdChannel>> make(ibv_pd *pd, ibv_cq *cq, const PathSettings &path, std::uint32_t qkey,
+                                                   std::uint32_t receives);
     UdChannel(const UdChannel &) = delete;
     UdChannel &operator=(const UdChannel &) = delete;
     ~UdChannel();
@@ -48,6 +50,9 @@ private:
     static constexpr std::uint32_t kBufferSize = 128;  // 40 bytes of GRH, then the datagram
     static constexpr std::uint32_t kGrhBytes = 40;
 
+    UdChannel(ibv_pd *pd, const PathSettings &path, std::uint32_t receives) noexcept
+        : pd_(pd), path_(path), receives_(receives) {}
+    Result<void> open(ibv_cq *cq, std::uint32_t qkey);
     bool post_receive(std::uint32_t index) noexcept;
     ibv_ah *address_handle(const PortAddress &to, bool use_grh) noexcept;
 

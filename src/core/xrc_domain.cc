@@ -6,20 +6,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-
 namespace xrc {
 
-XrcDomain::XrcDomain(ibv_context *context, const std::string &dir, const std::string &job, const std::string &device,
-                     int port, unsigned local_ranks, std::string &error)
-    : path_(dir + "/btl_xrc_xrcd." + job + "." + device + "." + std::to_string(port)),
-      local_ranks_(local_ranks == 0 ? 1 : local_ranks) {
+Result<std::unique_ptr<XrcDomain>> XrcDomain::open(ibv_context *context, const std::string &dir, const std::string &job,
+                                                   const std::string &device, int port, unsigned local_ranks) {
+    std::unique_ptr<XrcDomain> domain(
+        new XrcDomain(dir + "/btl_xrc_xrcd." + job + "." + device + "." + std::to_string(port), local_ranks));
+    if (auto joined = domain->join(context); !joined) return std::move(joined).error();
+    return domain;
+}
+
+XrcDomain::XrcDomain(std::string path, unsigned local_ranks)
+    : path_(std::move(path)), local_ranks_(local_ranks == 0 ? 1 : local_ranks) {}
+
+// What a domain file holder does, in order; the destructor undoes whatever of it was done.
+Result<void> XrcDomain::join(ibv_context *context) {
     // O_NOFOLLOW: a link planted in a shared directory must not redirect us into someone else's domain.
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, S_IRUSR | S_IWUSR);
     if (fd_ < 0) {
-        error = "cannot open the XRC domain file " + path_ + ": " + std::strerror(errno);
-        return;
+        return Error::from_errno("cannot open the XRC domain file " + path_);
     }
     struct stat st{};
     if (::fstat(fd_, &st) == 0) {
@@ -32,19 +37,17 @@ XrcDomain::XrcDomain(ibv_context *context, const std::string &dir, const std::st
     attr.oflags = O_CREAT;
     xrcd_.reset(ibv_open_xrcd(context, &attr));
     if (!xrcd_) {
-        error = "ibv_open_xrcd on " + path_ + " failed: " + std::strerror(errno);
-        return;
+        return Error::from_errno("ibv_open_xrcd on " + path_ + " failed");
     }
     if (::flock(fd_, LOCK_SH) != 0) {
-        error = "cannot lock the XRC domain file " + path_ + ": " + std::strerror(errno);
-        return;
+        return Error::from_errno("cannot lock the XRC domain file " + path_);
     }
     const char joined = 'j';
     if (::write(fd_, &joined, 1) != 1) {
-        error = "cannot write the XRC domain file " + path_ + ": " + std::strerror(errno);
-        return;
+        return Error::from_errno("cannot write the XRC domain file " + path_);
     }
     (void)everyone_joined();
+    return {};
 }
 
 XrcDomain::~XrcDomain() {

@@ -9,9 +9,11 @@
 // join (they use another device), the last rank to close it unlinks it (every holder keeps a shared lock on it).
 #pragma once
 
+#include "result.h"
 #include "verbs_owners.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace xrc {
@@ -21,8 +23,8 @@ public:
     // Opens (creating if needed) <dir>/btl_xrc_xrcd.<job>.<device>.<port> and the XRCD on it, and joins: takes
     // the shared lock and appends this rank's byte. `job` names the job (and user) so that even a shared directory
     // (btl_xrc_xrcd_dir) never puts two jobs in one domain; `local_ranks` is the job's rank count on this node.
-    XrcDomain(ibv_context *context, const std::string &dir, const std::string &job, const std::string &device,
-              int port, unsigned local_ranks, std::string &error);
+    static Result<std::unique_ptr<XrcDomain>> open(ibv_context *context, const std::string &dir, const std::string &job,
+                                                   const std::string &device, int port, unsigned local_ranks);
     XrcDomain(const XrcDomain &) = delete;
     XrcDomain &operator=(const XrcDomain &) = delete;
     ~XrcDomain();
@@ -36,6 +38,8 @@ public:
     bool everyone_joined() noexcept;
 
 private:
+    XrcDomain(std::string path, unsigned local_ranks);
+    Result<void> join(ibv_context *context);
     void unlink_file() noexcept;
 
     std::string path_;

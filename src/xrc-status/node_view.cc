@@ -132,10 +132,12 @@ NodeView merge_records(const std::vector<std::pair<std::string, std::string>> &r
     for (const auto &[path, bytes] : records) {
         ProcessView p;
         p.path = path;
-        if (std::string why = xrc::decode_status(bytes, p.record); !why.empty()) {
-            view.problems.push_back({path, why});
+        auto record = xrc::decode_status(bytes);
+        if (!record) {
+            view.problems.push_back({path, record.error().message()});
             continue;
         }
+        p.record = std::move(*record);
         const xrc::StatusProcess &proc = p.record.process;
         p.liveness = env.liveness ? env.liveness(proc) : live_process(proc, env.host, env.boot_id);
         p.age_s = env.now_us > proc.written_us ? double(env.now_us - proc.written_us) / 1e6 : 0.0;
@@ -165,15 +167,13 @@ NodeView build_node_view(const std::vector<std::string> &files,
     std::vector<std::pair<std::string, std::string>> records;
     std::vector<Problem> problems;
     for (const std::string &path : files) {
-        std::string bytes;
-        bool missing = false;
-        const std::string why = xrc::read_regular_file(path, xrc::kMaxStatusFileBytes, bytes, &missing);
-        if (missing) continue;  // its process finished while we looked
-        if (!why.empty()) {
-            problems.push_back({path, why});
+        auto bytes = xrc::read_regular_file(path, xrc::kMaxStatusFileBytes);
+        if (!bytes) {
+            if (bytes.error().kind() == xrc::ErrorKind::gone) continue;  // its process finished while we looked
+            problems.push_back({path, bytes.error().message()});
             continue;
         }
-        records.emplace_back(path, std::move(bytes));
+        records.emplace_back(path, std::move(*bytes));
     }
     NodeView view = merge_records(records, env);
     view.problems.insert(view.problems.begin(), problems.begin(), problems.end());

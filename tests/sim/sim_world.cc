@@ -72,19 +72,20 @@ void SimProcess::send_datagram(const xrc::PortAddress &to, const xrc::CmBytes &b
     world.transmit(*this, to.cm_qpn - World::kUdQpnBase, bytes, clock + cost);
 }
 
-ibv_qp *SimProcess::create_ini(std::string &) noexcept {
+xrc::Result<ibv_qp *> SimProcess::create_ini() noexcept {
     AllocScope none(nullptr);
     cost += world.params().qp_create_ns;
     World::FakeQp *f = world.new_qp(0, *this);
     return &f->qp;
 }
 
-std::string SimProcess::connect_ini(ibv_qp *ini, const xrc::PortAddress &target, std::uint32_t tgt_qpn) noexcept {
+xrc::Result<void> SimProcess::connect_ini(ibv_qp *ini, const xrc::PortAddress &target, std::uint32_t tgt_qpn) noexcept {
     AllocScope none(nullptr);
     cost += 2 * world.params().qp_modify_ns;
     World::FakeQp *f = World::fake_of(ini);
     World::FakeQp *t = world.qp_by_num(tgt_qpn);
-    if (t == nullptr || t->kind != 1 || t->peer_qpn != ini->qp_num) return "no such TGT QP toward this INI QP";
+    if (t == nullptr || t->kind != 1 || t->peer_qpn != ini->qp_num)
+        return xrc::Error(xrc::ErrorKind::gone, "no such TGT QP toward this INI QP");
     f->peer_qpn = tgt_qpn;
     f->dest_node = target.node_id;
     f->connected = true;
@@ -93,7 +94,7 @@ std::string SimProcess::connect_ini(ibv_qp *ini, const xrc::PortAddress &target,
     return {};
 }
 
-ibv_qp *SimProcess::create_tgt(const xrc::PortAddress &, std::uint32_t ini_qpn, std::string &) noexcept {
+xrc::Result<ibv_qp *> SimProcess::create_tgt(const xrc::PortAddress &, std::uint32_t ini_qpn) noexcept {
     AllocScope none(nullptr);
     cost += world.params().qp_create_ns + 3 * world.params().qp_modify_ns;  // RESET->INIT->RTR->RTS
     World::FakeQp *f = world.new_qp(1, *this);
@@ -102,14 +103,12 @@ ibv_qp *SimProcess::create_tgt(const xrc::PortAddress &, std::uint32_t ini_qpn, 
     return &f->qp;
 }
 
-ibv_qp *SimProcess::open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept {
+xrc::Result<ibv_qp *> SimProcess::open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {
     AllocScope none(nullptr);
     cost += world.params().qp_open_ns;
     World::FakeQp *t = world.qp_by_num(tgt_qpn);
-    if (t == nullptr || t->kind != 1 || world.procs[t->proc]->node != node || t->peer_qpn != ini_qpn) {
-        error = "no such TGT QP in this domain";
-        return nullptr;
-    }
+    if (t == nullptr || t->kind != 1 || world.procs[t->proc]->node != node || t->peer_qpn != ini_qpn)
+        return xrc::Error(xrc::ErrorKind::gone, "no such TGT QP in this domain");
     World::FakeQp *h = world.new_qp(2, *this);
     h->peer_qpn = tgt_qpn;
     h->qp.qp_num = tgt_qpn;  // ibv_open_qp: the same QP, a handle of our own
@@ -235,8 +234,8 @@ World::FakeQp *World::qp_by_num(std::uint32_t qpn) noexcept {
 }
 
 void World::transmit(SimProcess &from, std::uint32_t to_rank, const xrc::CmBytes &bytes, std::uint64_t at_ns) {
-    xrc::CmMessage m;
-    if (xrc::decode_cm(bytes, m).empty()) {
+    if (const auto decoded = xrc::decode_cm(bytes)) {
+        const xrc::CmMessage &m = *decoded;
         const auto type = static_cast<std::size_t>(m.type);
         if (type < 6) ++totals.sent[type];
         if (m.type == xrc::CmType::Connect) {
@@ -405,9 +404,8 @@ void World::on_serve(SimProcess &p, std::uint64_t t) {
     });
     // What the datagram asked of progress (opening an accepted link's queue, connecting back) waits for a tick.
     if (p.cm->busy()) want_tick(p, p.busy_until);
-    xrc::CmMessage m;
-    if (xrc::decode_cm(bytes, m).empty() && (m.type == xrc::CmType::Accept || m.type == xrc::CmType::Reject))
-        if (connect_attempts_.erase((std::uint64_t{p.rank} << 32) | m.generation) != 0) --p.connecting;
+    if (const auto m = xrc::decode_cm(bytes); m && (m->type == xrc::CmType::Accept || m->type == xrc::CmType::Reject))
+        if (connect_attempts_.erase((std::uint64_t{p.rank} << 32) | m->generation) != 0) --p.connecting;
     events_.push(p.busy_until, Event{Ev::serve, p.rank, 0, 0, 0});
 }
 

@@ -83,10 +83,10 @@ public:
 
     const xrc::PortAddress *address_of(std::uint32_t rank) noexcept override;
     void send_datagram(const xrc::PortAddress &to, const xrc::CmBytes &bytes) noexcept override;
-    ibv_qp *create_ini(std::string &error) noexcept override;
-    std::string connect_ini(ibv_qp *ini, const xrc::PortAddress &target, std::uint32_t tgt_qpn) noexcept override;
-    ibv_qp *create_tgt(const xrc::PortAddress &initiator, std::uint32_t ini_qpn, std::string &error) noexcept override;
-    ibv_qp *open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept override;
+    xrc::Result<ibv_qp *> create_ini() noexcept override;
+    xrc::Result<void> connect_ini(ibv_qp *ini, const xrc::PortAddress &target, std::uint32_t tgt_qpn) noexcept override;
+    xrc::Result<ibv_qp *> create_tgt(const xrc::PortAddress &initiator, std::uint32_t ini_qpn) noexcept override;
+    xrc::Result<ibv_qp *> open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept override;
     void destroy_qp(ibv_qp *qp) noexcept override;
     bool reserve_completions(std::size_t) noexcept override { return true; }
     std::uint64_t now_us() noexcept override;

@@ -71,10 +71,10 @@ public:
 
     const PortAddress *address_of(std::uint32_t rank) noexcept override;
     void send_datagram(const PortAddress &to, const CmBytes &bytes) noexcept override;
-    ibv_qp *create_ini(std::string &error) noexcept override;
-    std::string connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept override;
-    ibv_qp *create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn, std::string &error) noexcept override;
-    ibv_qp *open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept override;
+    Result<ibv_qp *> create_ini() noexcept override;
+    Result<void> connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept override;
+    Result<ibv_qp *> create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn) noexcept override;
+    Result<ibv_qp *> open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept override;
     void destroy_qp(ibv_qp *qp) noexcept override;
     bool reserve_completions(std::size_t) noexcept override { return true; }
     std::uint64_t now_us() noexcept override;
@@ -200,7 +200,7 @@ inline void Process::send_datagram(const PortAddress &to, const CmBytes &bytes) 
     net_.wire.push_back({rank_, dst, bytes, net_.clock + net_.delay_us});
 }
 
-inline ibv_qp *Process::create_ini(std::string &) noexcept {
+inline Result<ibv_qp *> Process::create_ini() noexcept {
     std::lock_guard<std::mutex> g(net_.mutex);
     auto f = std::make_unique<FakeQp>();
     f->kind = FakeQp::Kind::ini;
@@ -212,22 +212,19 @@ inline ibv_qp *Process::create_ini(std::string &) noexcept {
     return qp;
 }
 
-inline std::string Process::connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept {
+inline Result<void> Process::connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept {
     std::lock_guard<std::mutex> g(net_.mutex);
     FakeQp *f = fake_of(ini);
-    if (net_.tgt_users[tgt_qpn] == 0) return "no such TGT QP";
-    if (target.node_id == node_) return "INI toward its own node";
+    if (net_.tgt_users[tgt_qpn] == 0) return Error(ErrorKind::gone, "no such TGT QP");
+    if (target.node_id == node_) return Error(ErrorKind::system, "INI toward its own node");
     f->peer_qpn = tgt_qpn;
     f->connected = true;
     return {};
 }
 
-inline ibv_qp *Process::create_tgt(const PortAddress &, std::uint32_t ini_qpn, std::string &error) noexcept {
+inline Result<ibv_qp *> Process::create_tgt(const PortAddress &, std::uint32_t ini_qpn) noexcept {
     std::lock_guard<std::mutex> g(net_.mutex);
-    if (fail_tgt_creation) {
-        error = "out of QPs";
-        return nullptr;
-    }
+    if (fail_tgt_creation) return Error(ErrorKind::resource, "out of QPs");
     auto f = std::make_unique<FakeQp>();
     f->kind = FakeQp::Kind::tgt;
     f->owner_rank = rank_;
@@ -240,14 +237,12 @@ inline ibv_qp *Process::create_tgt(const PortAddress &, std::uint32_t ini_qpn, s
     return qp;
 }
 
-inline ibv_qp *Process::open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn, std::string &error) noexcept {
+inline Result<ibv_qp *> Process::open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {
     std::lock_guard<std::mutex> g(net_.mutex);
     auto it = net_.qps.find(tgt_qpn);
     if (it == net_.qps.end() || net_.tgt_users[tgt_qpn] == 0 || it->second->node != node_ ||
-        it->second->peer_qpn != ini_qpn) {
-        error = "no such TGT QP in this domain";
-        return nullptr;
-    }
+        it->second->peer_qpn != ini_qpn)
+        return Error(ErrorKind::gone, "no such TGT QP in this domain");
     auto f = std::make_unique<FakeQp>();
     f->kind = FakeQp::Kind::handle;
     f->owner_rank = rank_;

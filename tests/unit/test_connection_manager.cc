@@ -650,9 +650,8 @@ TEST(ConnectionManager, AnOwnerOnAnotherPortIsRefusedNotConnected) {
 
 namespace {
 CmMessage decoded(const Datagram &d) {
-    CmMessage m;
-    (void)decode_cm(d.bytes, m);
-    return m;
+    const auto m = decode_cm(d.bytes);
+    return m ? *m : CmMessage{};
 }
 }  // namespace
 

@@ -39,8 +39,8 @@ TEST(ServiceThread, ReadableFdRunsItsHandlerOnTheThread) {
                               other_thread = std::this_thread::get_id() != caller;
                           }}},
                         [] { return UINT64_MAX; });
-        std::string error;
-        ASSERT_TRUE(t.start("test-svc", error)) << error;
+        const auto started = t.start("test-svc");
+        ASSERT_TRUE(started) << started.error().message();
         ASSERT_EQ(write(fds[1], "x", 1), 1);
         EXPECT_TRUE(eventually([&] { return seen.load() == 1; }));
         ASSERT_EQ(write(fds[1], "y", 1), 1);
@@ -62,8 +62,8 @@ TEST(ServiceThread, TimersRunWhenDueAndWakeMakesItLookAgain) {
         }
         return deadline.load();
     });
-    std::string error;
-    ASSERT_TRUE(t.start("test-svc", error)) << error;
+    const auto started = t.start("test-svc");
+    ASSERT_TRUE(started) << started.error().message();
     ASSERT_TRUE(eventually([&] { return calls.load() >= 1; }));
     // Idle: no timer, nothing readable: the thread sleeps, the handler is not called again.
     const int idle_calls = calls.load();

@@ -59,11 +59,11 @@ TEST(StatusFile, Names) {
 TEST(StatusFile, ReplaceAndRead) {
     TempDir dir;
     const std::string path = dir.path() + "/btl_xrc_status.1.0.0";
-    ASSERT_EQ(replace_file(path, "first"), "");
-    ASSERT_EQ(replace_file(path, "second, longer"), "");
-    std::string bytes;
-    ASSERT_EQ(read_regular_file(path, 1024, bytes), "");
-    EXPECT_EQ(bytes, "second, longer");
+    ASSERT_TRUE(replace_file(path, "first").has_value());
+    ASSERT_TRUE(replace_file(path, "second, longer").has_value());
+    const auto bytes = read_regular_file(path, 1024);
+    ASSERT_TRUE(bytes.has_value()) << bytes.error().message();
+    EXPECT_EQ(*bytes, "second, longer");
     EXPECT_EQ(dir.entries(), std::vector<std::string>{"btl_xrc_status.1.0.0"});  // no temporary file left
     struct stat st{};
     ASSERT_EQ(stat(path.c_str(), &st), 0);
@@ -76,30 +76,34 @@ TEST(StatusFile, NoWriteThroughALink) {
     std::ofstream(target) << "keep";
     const std::string path = dir.path() + "/btl_xrc_status.1.0.0";
     ASSERT_EQ(symlink(target.c_str(), (dir.path() + "/.btl_xrc_status.1.0.0.tmp").c_str()), 0);
-    EXPECT_NE(replace_file(path, "planted"), "");
-    std::string bytes;
-    ASSERT_EQ(read_regular_file(target, 1024, bytes), "");
-    EXPECT_EQ(bytes, "keep");
+    EXPECT_FALSE(replace_file(path, "planted").has_value());
+    const auto bytes = read_regular_file(target, 1024);
+    ASSERT_TRUE(bytes.has_value()) << bytes.error().message();
+    EXPECT_EQ(*bytes, "keep");
 }
 
 TEST(StatusFile, ReadRefusesLinksFifosAndLargeFiles) {
     TempDir dir;
     const std::string file = dir.path() + "/big";
     std::ofstream(file) << std::string(100, 'x');
-    std::string bytes;
-    EXPECT_NE(read_regular_file(file, 99, bytes).find("too large"), std::string::npos);
-    EXPECT_TRUE(bytes.empty());
-    ASSERT_EQ(read_regular_file(file, 100, bytes), "");
-    EXPECT_EQ(bytes.size(), 100u);
+    // The complaint about `path`, empty when it was read.
+    auto complaint = [](const std::string &path, std::size_t max) {
+        const auto bytes = read_regular_file(path, max);
+        return bytes ? std::string() : bytes.error().message();
+    };
+    EXPECT_NE(complaint(file, 99).find("too large"), std::string::npos);
+    const auto whole = read_regular_file(file, 100);
+    ASSERT_TRUE(whole.has_value()) << whole.error().message();
+    EXPECT_EQ(whole->size(), 100u);
     const std::string link = dir.path() + "/link";
     ASSERT_EQ(symlink(file.c_str(), link.c_str()), 0);
-    EXPECT_NE(read_regular_file(link, 1024, bytes).find("symbolic link"), std::string::npos);
+    EXPECT_NE(complaint(link, 1024).find("symbolic link"), std::string::npos);
     const std::string fifo = dir.path() + "/fifo";
     ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-    EXPECT_NE(read_regular_file(fifo, 1024, bytes).find("not a regular file"), std::string::npos);
-    bool missing = false;
-    EXPECT_NE(read_regular_file(dir.path() + "/none", 1024, bytes, &missing), "");
-    EXPECT_TRUE(missing);
+    EXPECT_NE(complaint(fifo, 1024).find("not a regular file"), std::string::npos);
+    const auto none = read_regular_file(dir.path() + "/none", 1024);
+    ASSERT_FALSE(none.has_value());
+    EXPECT_EQ(none.error().kind(), ErrorKind::gone);
 }
 
 TEST(ProcessIdentity, StartTimeOfStatLines) {
