@@ -751,8 +751,8 @@ std::size_t posts_to(const std::vector<ibv_send_wr> &posted, std::uint32_t srqn)
 std::vector<CmMessage> on_wire(Net &net, CmType type, std::uint32_t from, std::uint32_t to) {
     std::vector<CmMessage> found;
     for (const Datagram &d : net.wire) {
-        CmMessage m;
-        if (d.from == from && d.to == to && decode_cm(d.bytes, m).empty() && m.type == type) found.push_back(m);
+        if (d.from != from || d.to != to) continue;
+        if (const auto m = decode_cm(d.bytes); m.has_value() && m->type == type) found.push_back(*m);
     }
     return found;
 }
