@@ -44,8 +44,14 @@ build_deps() {
         tr ',' '\n' | sed 's/|.*//; s/([^)]*)//; s/\[[^]]*\]//; s/<[^>]*>//; s/[[:space:]]//g' | grep -v '^$' |
         sed 's/^debhelper-compat$/debhelper/'
 }
+# With DEBIAN_PACKAGE_CCACHE=DIR (debian13-package.sh sets it) the build root also holds ccache, and the package
+# build compiles through it into DIR on the host, so that a rebuild after a change of the tree recompiles only what
+# changed. The packages are the same with a cold, a warm or no cache: ccache only saves time.
+ccache_dir=${DEBIAN_PACKAGE_CCACHE:-}
+[ -z "$ccache_dir" ] || mkdir -p "$ccache_dir" || die "cannot make the compiler cache $ccache_dir"
 # shellcheck disable=SC2046
-buildroot=$("$debroot" ensure "$suite" build-essential $(build_deps)) || die "the $suite build root (scripts/debroot)"
+buildroot=$("$debroot" ensure "$suite" build-essential $(build_deps) ${ccache_dir:+ccache}) ||
+    die "the $suite build root (scripts/debroot)"
 testroot=$("$debroot" ensure "$suite") || die "the fresh $suite root (scripts/debroot)"
 note "roots ready after $((SECONDS - start)) s"
 
@@ -61,19 +67,29 @@ if [ -f "$built/complete" ]; then
     note "reusing the packages built from the same tree ($built)"
 else
     t0=$SECONDS
-    "$debroot" run --ephemeral --bind "$tmp" "$buildroot" sh -c '
-        cd "$1/src" || exit 1
+    # Through ccache, the tree is built at the same path in every run (in the overlay, gone with it): the compiler's
+    # command lines, which name the build directory, then stay the same from run to run, as ccache's keys need.
+    "$debroot" run --ephemeral --bind "$tmp" ${ccache_dir:+--bind "$ccache_dir"} "$buildroot" sh -c '
+        if [ -n "$2" ]; then
+            mkdir /build && cp -a "$1/src" /build/btl-xrc && cd /build/btl-xrc || exit 1
+            export PATH="/usr/lib/ccache:$PATH" CCACHE_DIR="$2" CCACHE_MAXSIZE=2G
+            ccache --zero-stats >/dev/null
+        else
+            cd "$1/src" || exit 1
+        fi
         DEB_BUILD_OPTIONS="nocheck parallel=$(nproc)" nice -n 10 dpkg-buildpackage -b -us -uc >"$1/build.log" 2>&1 ||
             { tail -40 "$1/build.log"; exit 1; }
+        [ -z "$2" ] || ccache --show-stats >"$1/ccache.stats" 2>&1
+        mv ../*.deb ../*.changes ../*.buildinfo "$1/debs/" &&
         # the job of the test, compiled against the same Open MPI as the packages
-        mpicc -O2 -o "$1/debs/allpairs" tests/mpi/allpairs.c tests/mpi/xrc_pvars.c' sh "$tmp" ||
+        mpicc -O2 -o "$1/debs/allpairs" tests/mpi/allpairs.c tests/mpi/xrc_pvars.c' sh "$tmp" "$ccache_dir" ||
         die "dpkg-buildpackage -b in the $suite build root (log above)"
-    mv "$tmp"/*.deb "$tmp"/*.changes "$tmp"/*.buildinfo "$tmp/debs/"
     rm -rf --one-file-system "$cache/$suite"-*
     mkdir -p "$built"
     cp -a "$tmp/debs/." "$built/"
     touch "$built/complete"
     note "built $(cd "$built" && ls ./*.deb | tr '\n' ' ')in $((SECONDS - t0)) s"
+    [ -z "$ccache_dir" ] || note "compiler cache $ccache_dir: $(grep -m1 -E '^ *Hits:' "$tmp/ccache.stats" | tr -s ' ' | sed 's/^ //')"
 fi
 [ $build_only = 0 ] || { note "packages ready after $((SECONDS - start)) s"; exit 0; }
 cp -a "$built/." "$tmp/debs/"
