@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "every_peer.h"
+
 enum { kMaxBurst = 256 };
 
 static double seconds_now(void) {
@@ -25,13 +27,7 @@ int main(int argc, char **argv) {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    long errors = 0;
-    for (int peer = 0; peer < size; ++peer) {
-        if (peer == rank) continue;
-        int out = rank * 1000 + peer, in = -1;
-        MPI_Sendrecv(&out, 1, MPI_INT, peer, 7, &in, 1, MPI_INT, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        errors += in != peer * 1000 + rank;
-    }
+    long errors = exchange_with_every_peer(rank, size);
     const char *count_text = getenv("LATE_BURST_COUNT");
     int count = count_text != NULL ? atoi(count_text) : 16;
     if (count < 1 || count > kMaxBurst) count = 16;
