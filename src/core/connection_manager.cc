@@ -152,7 +152,6 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     link.generation_ = ++next_generation_;
     link.tgt_qpn_ = 0;
     link.fence_posted_ = false;
-    link.target_left_ = false;
     link.leave_ = NodeLink::Leave::none;
     link.state_ = NodeLink::State::connecting;
     const std::uint64_t now = host_.now_us();
@@ -274,6 +273,7 @@ void ConnectionManager::finish_close(NodeLink &link) noexcept {
     unlist(draining_, link);
     // Idle: whatever was posted before LEAVING is retired, so its answer goes now if it has not yet.
     if (link.leave_ == NodeLink::Leave::retiring || link.leave_ == NodeLink::Leave::fenced) answer_leaving(link);
+    const bool target_left = link.target_left();
     link.leave_ = NodeLink::Leave::none;
     link.queue_.detach();
     const std::uint32_t ini_qpn = link.ini_qpn();
@@ -287,8 +287,7 @@ void ConnectionManager::finish_close(NodeLink &link) noexcept {
         notices_.push_back({rank, link.generation_, ini_qpn, link.tgt_qpn_, 0, now, config_.first_retry_us,
                             now + config_.connect_timeout_us});
     };
-    if (!link.target_left_) notify(link.owner_);
-    link.target_left_ = false;
+    if (!target_left) notify(link.owner_);
     for (const Peer *peer : link.peers_)
         if (peer->rank != link.owner_ && (peer->imm_flags & kImmFirst) == 0) notify(peer->rank);
     resend_notices(now);
@@ -432,9 +431,9 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
         // was posted before was retired by the fence its answer waited for; only when that answer came too late
         // for a fence (this process did not progress while the creator waited) are unsignaled sends still
         // outstanding not waited for (docs/admin.md: finalize's bound).
-        if (link.target_left_ && link.leave_ == NodeLink::Leave::answered && !link.fence_posted_)
+        if (link.leave_ == NodeLink::Leave::answered && !link.fence_posted_)
             link.queue_.forget_unsignaled();
-        if (link.queue_.needs_fence() && !link.fence_posted_ && !held_ && !link.target_left_) {
+        if (link.queue_.needs_fence() && !link.fence_posted_ && !held_ && !link.target_left()) {
             const PortAddress *owner = host_.address_of(link.owner_);
             make_fence(link.fence_, owner != nullptr ? owner->srqs.front().srq_num : 0, &NodeLink::fence_done);
             link.fence_posted_ = link.queue_.post_fence(link.fence_) == 0;
@@ -708,12 +707,11 @@ void ConnectionManager::on_leaving(const CmMessage &m) noexcept {
         if (link->owner_ != m.src_rank || link->generation_ != m.generation || link->ini_qpn() != m.ini_qpn ||
             link->tgt_qpn_ != m.tgt_qpn)
             continue;
-        if (link->target_left_) {  // a retransmission: our answer was lost, or is not due yet
+        if (link->target_left()) {  // a retransmission: our answer was lost, or is not due yet
             ++counters_->cm_duplicates;
             if (link->leave_ == NodeLink::Leave::answered) answer_leaving(*link);
             return;
         }
-        link->target_left_ = true;
         link->queue_.signal_every_post();
         link->left_at_us_ = host_.now_us();
         link->leave_ = NodeLink::Leave::retiring;

@@ -193,12 +193,11 @@ private:
     std::vector<Peer *> peers_;
     SendOp fence_;
     bool fence_posted_ = false;
-    // The TGT QP's creator is leaving (LEAVING): every send is signaled from then on, the link closes without a
-    // fence and without a CLOSE.
-    bool target_left_ = false;
-    // The answer to LEAVING: what was posted before it is retired (a fence toward the creator's SRQ while the
-    // creator still waits, posted at `leave_mark_`), then LEAVING_ACK.
+    // The TGT QP's creator is leaving (LEAVING, any state but none): every send is signaled from then on, the link
+    // closes without a fence and without a CLOSE. The answer to LEAVING: what was posted before it is retired (a
+    // fence toward the creator's SRQ while the creator still waits, posted at `leave_mark_`), then LEAVING_ACK.
     enum class Leave : std::uint8_t { none, retiring, fenced, answered } leave_ = Leave::none;
+    bool target_left() const noexcept { return leave_ != Leave::none; }
     std::uint32_t leave_mark_ = 0;
     std::uint64_t left_at_us_ = 0;
     bool opening_ = false;  // accepted; tick() has yet to open its queue

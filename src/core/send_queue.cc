@@ -21,7 +21,7 @@ SendQueue::SendQueue(std::uint32_t depth, std::uint32_t signal_interval, std::ui
                      void *owner)
     : depth_(depth),
       signal_interval_(signal_interval == 0 ? 1 : signal_interval),
-      base_signal_interval_(signal_interval == 0 ? 1 : signal_interval),
+      base_signal_interval_(signal_interval_.load(std::memory_order_relaxed)),
       node_(node),
       blocked_(blocked),
       owner_(owner),
