@@ -96,7 +96,6 @@ public:
     ibv_cq *cq() const noexcept { return cq_.get(); }
     ibv_context *context() const noexcept { return device_->context.get(); }
     std::uint32_t max_inline() const noexcept { return max_inline_; }
-    std::uint32_t poll_batch() const noexcept { return poll_batch_; }
     TransportCounts counts() const noexcept;
     // What this port holds now, for the process's status record: device, XRC domain, SRQs, the connection
     // manager's QP, INI QPs per node, TGT QPs made, handles held. Host names are left empty, counters out.
@@ -113,11 +112,10 @@ public:
     // counters; they outlive the transport).
     void count_into(Counters *counters) noexcept;
 
-    // A completion of the CQ whose kind is cm_receive or cm_send.
-    void on_cm_completion(const ibv_wc &wc) noexcept;
-    // Polls the CQ once (up to poll_batch() completions): decodes each one's work request id and immediate data,
-    // completes send operations, reposts receive buffers, serves the connection manager's, and tells `sink` only
-    // what is for its owner. Returns the completions polled. Defined in port_progress.h, with what a sink provides.
+    // Polls the CQ once (up to the configured poll_batch completions): decodes each one's work request id and
+    // immediate data, completes send operations, reposts receive buffers, serves the connection manager's, and
+    // tells `sink` only what is for its owner. Returns the completions polled. Defined in port_progress.h, with
+    // what a sink provides.
     template <class Sink>
     int progress(Sink &sink) noexcept;
 
@@ -177,6 +175,8 @@ public:
     std::string drop_initiators() noexcept { return cm_->drop_initiators(); }
 
 private:
+    // A completion of the CQ whose kind is cm_receive or cm_send (progress() and the served channel's loop).
+    void on_cm_completion(const ibv_wc &wc) noexcept;
     PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port, const TransportConfig &config,
                   AddressLookup lookup, Listener listener);
     // The PD, CQs, XRC domain, SRQs and UD channel, in that order; the destructor undoes whatever of it was done.
