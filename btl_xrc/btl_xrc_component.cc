@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -101,8 +102,9 @@ xrc::TransportConfig transport_config(const xrc::ReceiveQueueSpec &spec, const m
     c.cm.max_ini_qps = static_cast<uint32_t>(P.max_ini_qps);
     c.cm.connect_timeout_us = static_cast<uint64_t>(P.connect_timeout) * 1000000u;
     // A creator leaving finalize waits for its slow senders' LEAVING_ACK half as long again as it waited for their
-    // CLOSE: a sender in MPI answers within a round trip, and one that is not must not hold finalize much longer.
-    c.cm.leaving_wait_us = static_cast<uint64_t>(P.finalize_peer_wait) * 500000u;
+    // CLOSE (finalize's peer wait: btl_xrc_finalize_peer_wait, at most btl_xrc_finalize_wait): a sender in MPI
+    // answers within a round trip, and one that is not must not hold finalize much longer.
+    c.cm.leaving_wait_us = static_cast<uint64_t>(std::min(P.finalize_wait, P.finalize_peer_wait)) * 500000u;
     c.served = P.async_progress;
     c.port_down_grace_us = mca_btl_xrc_port_down_grace_us();
     return c;

@@ -363,9 +363,9 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     if (!failed() && !progress_until(m, [&] { return m->transport->finished() || failed(); }, peer_wait)) {
         // Each is told, and retires what it posted toward this node with a fence toward our SRQ, which must still
         // be there: its answer is waited for, but not beyond half of peer_wait again (a sender that does not
-        // progress, or is gone, does not answer).
+        // progress, or is gone, does not answer; the connection manager's leaving wait, set at btl_init).
         const std::string left = m->transport->leave_initiators();
-        const std::int64_t answer_wait_ms = static_cast<std::int64_t>(peer_wait) * 500;
+        const std::int64_t answer_wait_ms = static_cast<std::int64_t>(m->transport->leaving_wait_us() / 1000);
         const std::int64_t asked = monotonic_ms();
         if (!left.empty())
             (void)progress_until_ms(

@@ -173,6 +173,8 @@ public:
     // each answered. Then the TGT QPs of those that did not are dropped (ConnectionManager::drop_initiators).
     std::string leave_initiators() noexcept { return cm_->leave_initiators(); }
     std::string drop_initiators() noexcept { return cm_->drop_initiators(); }
+    // How long finalize waits for their answers before drop_initiators() (CmConfig::leaving_wait_us).
+    std::uint64_t leaving_wait_us() const noexcept { return cm_->config().leaving_wait_us; }
 
 private:
     // A completion of the CQ whose kind is cm_receive or cm_send (progress() and the served channel's loop).
