@@ -1,26 +1,27 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Needs root (returns 77 otherwise) and the software HCA. A port that goes down and comes back (a link flap) is
-# ridden through: verified all-to-all traffic at 2x2 while nodeB's port goes down for 0.5 s and then 2 s; the job
-# completes with every byte verified, and nodeB's ranks counted each hold and resume (their counters at finalize).
-# A port that stays down longer than btl_xrc_port_down_grace ends the job with a message naming host, device and
-# port. Open MPI's openib over the same flaps is a comparison line when this Open MPI has it. Nothing stays in any
-# node's HCA afterwards.
+# ridden through with the default grace: verified all-to-all traffic at 2x2 and at 4x2 while nodeB's port goes down
+# for 0.5 s, 2 s and 10 s in turn; each job completes with every byte verified, and nodeB's ranks counted each hold
+# and resume (their counters at finalize). A port that stays down longer than btl_xrc_port_down_grace ends the job
+# with a message naming host, device and port. Open MPI's openib and UCX (rc_v) over the same flaps at 2x2 are
+# comparison lines when this Open MPI has them. Nothing stays in any node's HCA afterwards.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
-up_cluster 2 2
+up_cluster 4 2
 
-# flapped_run OUT BTLS SECONDS DOWN... : steady traffic on nodeA:2,nodeB:2 over BTLS for SECONDS at least and until
-# the flaps are over: once it flows, nodeB's port goes down for each DOWN seconds in turn (1 s apart), and the job
-# runs on for 1 s after the last. Leaves the job's exit status in $rc (noflow: no traffic within 60 s; the job is
-# then left to MPIRUN_TIMEOUT)
-# and the seconds from the last port-down to the job's end in $elapsed.
+# flapped_run OUT HOSTS ARGS SECONDS DOWN... : steady traffic on HOSTS with mpirun's ARGS (the transport, as words)
+# for SECONDS at least and until the flaps are over: once it flows, nodeB's port goes down for each DOWN seconds in
+# turn (1 s apart), and the job runs on for 1 s after the last. Leaves the job's exit status in $rc (noflow: no
+# traffic within 60 s; the job is then left to MPIRUN_TIMEOUT) and the seconds from the last port-down to the job's
+# end in $elapsed.
 flapped_run() {
-    local out=$1 btls=$2 seconds=$3 down start
-    shift 3
+    local out=$1 hosts=$2 args=$3 seconds=$4 down start
+    shift 4
     rm -f "$WORKDIR/stop" "$WORKDIR/ended"
     (
-        xrc_run "$out" nodeA:2,nodeB:2 "$btls" "$MPI_DIR/steady" "$seconds" "$WORKDIR/stop"
+        # shellcheck disable=SC2086  # the transport's arguments are words
+        mpirun_sim "$out" $args --host "$hosts" "$MPI_DIR/steady" "$seconds" "$WORKDIR/stop"
         status=$?
         date +%s.%N >"$WORKDIR/ended"
         exit $status
@@ -47,21 +48,31 @@ flapped_run() {
     elapsed=$(echo "$(cat "$WORKDIR/ended") - $start" | bc)
 }
 
-# Ridden through: 0.5 s and 2 s down, default grace (the retry budget, 34 s).
-XRC_MPIRUN_ARGS="--mca btl_xrc_verbose 10" flapped_run "$WORKDIR/out" self,vader,xrc 4 0.5 2
-[ $rc != noflow ] || die "no traffic in the xrc job"
-[ $rc = 0 ] || die "the job did not ride through the flaps (exit $rc)"
-expect_line "$WORKDIR/out" '^steady: OK .*errors=0' "xrc, nodeB's port down 0.5 s and 2 s"
-grep -q 'btl:xrc: nodeB: simhca0:1: the port went down' "$WORKDIR/out" || die "no message naming the port going down"
-grep -q 'btl:xrc: nodeB: simhca0:1: the port is active again' "$WORKDIR/out" || die "no message naming the port back"
-holds=$(grep 'btl:xrc: .* counters:' "$WORKDIR/out" | grep -c ' port_downs=2 port_ups=2 ')
-[ "$holds" = 2 ] || die "$holds of nodeB's 2 ranks counted 2 holds and 2 resumes"
-info "held and resumed twice on both of nodeB's ranks: $(grep 'btl:xrc: .* counters:' "$WORKDIR/out" |
-    grep -o ' port_downs=2 port_ups=2 port_down_ms=[0-9]*' | tr '\n' ';')"
-grep -q 'btl:xrc: .* error\|MPI_ABORT\|btl:xrc: .*failed' "$WORKDIR/out" && die "an error was reported during the flaps"
+flaps=(0.5 2 10)
+xrc="--mca pml ob1 --mca btl self,vader,xrc"
+# ridden_through HOSTS WHAT: xrc over the flaps with the default grace (the retry budget, 34 s): the job completes
+# with every byte verified, and each of nodeB's two ranks counted one hold and one resume per flap.
+ridden_through() {
+    local hosts=$1 what=$2 n=${#flaps[@]} holds
+    flapped_run "$WORKDIR/out" "$hosts" "$xrc --mca btl_xrc_verbose 10" 4 "${flaps[@]}"
+    [ $rc != noflow ] || die "$what: no traffic in the xrc job"
+    [ $rc = 0 ] || die "$what: the job did not ride through the flaps (exit $rc)"
+    expect_line "$WORKDIR/out" '^steady: OK .*errors=0' "xrc $what, nodeB's port down ${flaps[*]} s"
+    grep -q 'btl:xrc: nodeB: simhca0:1: the port went down' "$WORKDIR/out" || die "$what: no message naming the port going down"
+    grep -q 'btl:xrc: nodeB: simhca0:1: the port is active again' "$WORKDIR/out" ||
+        die "$what: no message naming the port back"
+    holds=$(grep 'btl:xrc: .* counters:' "$WORKDIR/out" | grep -c " port_downs=$n port_ups=$n ")
+    [ "$holds" = 2 ] || die "$what: $holds of nodeB's 2 ranks counted $n holds and $n resumes"
+    info "$what: held and resumed $n times on both of nodeB's ranks: $(grep 'btl:xrc: .* counters:' "$WORKDIR/out" |
+        grep -o " port_downs=$n port_ups=$n port_down_ms=[0-9]*" | tr '\n' ';')"
+    grep -q 'btl:xrc: .* error\|MPI_ABORT\|btl:xrc: .*failed' "$WORKDIR/out" && die "$what: an error was reported during the flaps"
+    return 0
+}
+ridden_through nodeA:2,nodeB:2 2x2
+ridden_through "$(hosts_spec 4 2)" 4x2
 
 # Down longer than the grace: the job ends, naming host, device and port.
-MPIRUN_TIMEOUT=60 XRC_MPIRUN_ARGS="--mca btl_xrc_port_down_grace 2" flapped_run "$WORKDIR/long" self,vader,xrc 30 5
+MPIRUN_TIMEOUT=60 flapped_run "$WORKDIR/long" nodeA:2,nodeB:2 "$xrc --mca btl_xrc_port_down_grace 2" 30 5
 [ $rc != noflow ] || die "no traffic in the xrc job with a 2 s grace"
 [ $rc != 0 ] && [ $rc != 124 ] || die "a port down past the grace did not end the job cleanly (exit $rc)"
 grep -q 'btl:xrc: nodeB: simhca0:1: the port has been down for more than 2 s' "$WORKDIR/long" ||
@@ -69,16 +80,27 @@ grep -q 'btl:xrc: nodeB: simhca0:1: the port has been down for more than 2 s' "$
 info "port down 5 s with a 2 s grace: the job ended (exit $rc), $elapsed s after the port went down:" \
     "$(grep -m1 'btl:xrc: nodeB: simhca0:1: the port has been down' "$WORKDIR/long")"
 
-# Comparison: openib over the same flaps (Open MPI 4.1 only).
-if "$(dirname "$(command -v "$MPIRUN")")/ompi_info" --parsable 2>/dev/null | grep -q '^mca:btl:openib:'; then
-    MPIRUN_TIMEOUT=70 XRC_MPIRUN_ARGS="--mca btl_openib_allow_ib 1 --mca btl_openib_warn_no_device_params_found 0" \
-        flapped_run "$WORKDIR/openib" self,vader,openib 4 0.5 2
+# Comparison lines, not checks: openib (Open MPI 4.1 only) and UCX's rc_v over the same flaps at 2x2.
+# compare NAME MPIRUN-ARGS: one run, its outcome in one line
+compare() {
+    local name=$1 args=$2
+    MPIRUN_TIMEOUT=90 flapped_run "$WORKDIR/$name" nodeA:2,nodeB:2 "$args" 4 "${flaps[@]}"
     if [ $rc = noflow ]; then
-        info "comparison: openib carried no traffic within 60 s (a comparison, not a check)"
+        info "comparison: $name carried no traffic within 60 s"
     else
-        info "comparison: openib, nodeB's port down 0.5 s and 2 s: exit $rc," \
-            "$(grep -m1 -E '^steady: (OK|FAILED)' "$WORKDIR/openib" || echo 'no result line')"
+        # its result line, or else the first error it printed
+        local result
+        result=$(grep -a -m1 -E '^steady: (OK|FAILED)' "$WORKDIR/$name") ||
+            result=$(grep -a -m1 -iE 'completion with error|retry|error' "$WORKDIR/$name") || result='no result line'
+        info "comparison: $name, nodeB's port down ${flaps[*]} s: exit $rc ($elapsed s after the last port-down): $result"
     fi
+}
+ompi_info=$(dirname "$(command -v "$MPIRUN")")/ompi_info
+if "$ompi_info" --parsable 2>/dev/null | grep -q '^mca:btl:openib:'; then
+    compare openib "--mca pml ob1 --mca btl self,vader,openib --mca btl_openib_allow_ib 1 --mca btl_openib_warn_no_device_params_found 0"
+fi
+if "$ompi_info" --parsable 2>/dev/null | grep -q '^mca:pml:ucx:'; then
+    compare ucx "--mca pml ucx --mca btl self,vader -x UCX_TLS=rc_v,self,sm"
 fi
 sleep 1
 expect_no_objects
