@@ -54,10 +54,11 @@ XRC_MPIRUN_ARGS="--mca btl_xrc_verbose 10" flapped_run "$WORKDIR/out" self,vader
 expect_line "$WORKDIR/out" '^steady: OK .*errors=0' "xrc, nodeB's port down 0.5 s and 2 s"
 grep -q 'btl:xrc: nodeB: simhca0:1: the port went down' "$WORKDIR/out" || die "no message naming the port going down"
 grep -q 'btl:xrc: nodeB: simhca0:1: the port is active again' "$WORKDIR/out" || die "no message naming the port back"
-holds=$(grep 'btl:xrc: .* counters:' "$WORKDIR/out" | grep -c ' port_downs=2 port_ups=2 ')
+holds=$(paste <(counter "$WORKDIR/out" port_downs) <(counter "$WORKDIR/out" port_ups) | grep -c '^2	2$')
 [ "$holds" = 2 ] || die "$holds of nodeB's 2 ranks counted 2 holds and 2 resumes"
-info "held and resumed twice on both of nodeB's ranks: $(grep 'btl:xrc: .* counters:' "$WORKDIR/out" |
-    grep -o ' port_downs=2 port_ups=2 port_down_ms=[0-9]*' | tr '\n' ';')"
+info "held and resumed twice on both of nodeB's ranks: $(paste -d' ' <(counter "$WORKDIR/out" port_downs) \
+    <(counter "$WORKDIR/out" port_ups) <(counter "$WORKDIR/out" port_down_ms) | grep '^2 2 ' |
+    awk '{ printf " port_downs=%s port_ups=%s port_down_ms=%s;", $1, $2, $3 }')"
 grep -q 'btl:xrc: .* error\|MPI_ABORT\|btl:xrc: .*failed' "$WORKDIR/out" && die "an error was reported during the flaps"
 
 # Down longer than the grace: the job ends, naming host, device and port.
