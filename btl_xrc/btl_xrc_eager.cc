@@ -100,10 +100,11 @@ int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *m) noexcept {
         config.inline_reports = m->transport->max_inline() >= sizeof(uint64_t);
     }
     if (!m->eager.init(config, m->counters)) return OPAL_ERR_OUT_OF_RESOURCE;
-    if (m->eager.enabled() && !m->eager.register_on(m->transport->pd())) {
+    if (!m->eager.enabled()) return OPAL_SUCCESS;
+    if (const xrc::Result<void> registered = m->eager.register_on(m->transport->pd()); !registered) {
         // Not fatal: every message takes the SRQ path.
         BTL_XRC_VERBOSE(1, "btl:xrc: cannot register %zu bytes for eager RDMA (%s); not using it",
-                        m->eager.block_bytes(), strerror(errno));
+                        m->eager.block_bytes(), strerror(registered.error().errnum()));
         m->eager.off();
     }
     return OPAL_SUCCESS;

@@ -8,6 +8,7 @@
 // (opal/mca/base/mca_base_pvar.h), so nothing here is version-specific.
 #include "btl_xrc.h"
 
+#include "btl_xrc_job.h"
 #include "src/core/port_transport.h"
 
 #include <string>
@@ -52,7 +53,9 @@ int mca_btl_xrc_register_pvars() noexcept {
 void mca_btl_xrc_report_counters(const mca_btl_xrc_module_t *m) noexcept {
     if (opal_output_get_verbosity(mca_btl_xrc_component.output) < 10) return;
     try {
-        std::string line;
+        // The rank first: the tests read a named counter of a named rank from this one line (tests/lib/counters.sh).
+        std::string line =
+            " rank=" + std::to_string(mca_btl_xrc_component.job != nullptr ? mca_btl_xrc_component.job->my_rank : 0);
         for (const xrc::CounterInfo &info : xrc::kCounterInfo)
             line += std::string(" ") + info.name + "=" + std::to_string(m->counters.*(info.field));
         BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u counters:%s", m->transport->device_name().c_str(), m->transport->port_num(),

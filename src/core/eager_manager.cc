@@ -5,22 +5,26 @@
 
 namespace xrc {
 
-bool EagerManager::init(const EagerConfig &config, Counters &counters) noexcept {
+Result<void> EagerManager::init(const EagerConfig &config, Counters &counters) noexcept {
     off();
     counters_ = &counters;
     my_rank_ = config.my_rank;
-    if (config.max_peers == 0) return true;
+    if (config.max_peers == 0) return {};
     try {
         rings_ = std::make_unique<GrantedRing[]>(config.max_peers);
     } catch (const std::bad_alloc &) {
-        return false;
+        return Error::out_of_memory("cannot allocate the eager RDMA rings' state");
+    }
+    if (!credit_words_.init(config.max_peers)) {
+        off();
+        return Error::out_of_memory("cannot allocate the eager RDMA credit words' state");
     }
     const std::size_t ring_bytes = std::size_t(config.max_peers) * config.slots * config.slot_size;
     const std::size_t words_bytes = std::size_t(config.max_peers) * kWordStride * sizeof(std::uint64_t);
     // Zeroed: a zero sequence number never matches, so every ring starts empty.
-    if (!credit_words_.init(config.max_peers) || !block_.allocate(ring_bytes + 2 * words_bytes)) {
+    if (Result<void> allocated = block_.allocate(ring_bytes + 2 * words_bytes); !allocated) {
         off();
-        return false;
+        return allocated;
     }
     credit_words_base_ = reinterpret_cast<std::uint64_t *>(block_.data() + ring_bytes);
     auto *report_words = reinterpret_cast<std::uint64_t *>(block_.data() + ring_bytes + words_bytes);
@@ -30,14 +34,15 @@ bool EagerManager::init(const EagerConfig &config, Counters &counters) noexcept 
     slot_size_ = config.slot_size;
     threshold_ = config.threshold;
     inline_reports_ = config.inline_reports;
-    return true;
+    return {};
 }
 
-bool EagerManager::register_on(ibv_pd *pd) noexcept {
-    if (!block_.register_on(pd, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, *counters_)) return false;
+Result<void> EagerManager::register_on(ibv_pd *pd) noexcept {
+    Result<void> registered = block_.register_on(pd, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, *counters_);
+    if (!registered) return registered;
     lkey_ = block_.lkey();
     rkey_ = block_.rkey();
-    return true;
+    return {};
 }
 
 void EagerManager::off() noexcept {

@@ -24,6 +24,7 @@
 #include "eager_rdma.h"
 #include "peer.h"
 #include "registered_block.h"
+#include "result.h"
 #include "send_queue.h"
 #include "wire_format.h"
 
@@ -79,11 +80,12 @@ public:
     EagerManager &operator=(const EagerManager &) = delete;
 
     // Lays out and allocates the block for `config` (off when max_peers is 0: every request is refused). Counts
-    // into `counters`, which must outlive the manager. False when out of memory (then off).
-    bool init(const EagerConfig &config, Counters &counters) noexcept;
-    // Registers the block on `pd` for local and remote writes. False when the provider refuses (errno says
-    // why): the caller then calls off().
-    bool register_on(ibv_pd *pd) noexcept;
+    // into `counters`, which must outlive the manager. Out of memory: an Error of kind resource, made without
+    // allocating (then off).
+    Result<void> init(const EagerConfig &config, Counters &counters) noexcept;
+    // Registers the block on `pd` for local and remote writes. When the provider refuses: a system Error with its
+    // errno (errnum()); the caller then calls off().
+    Result<void> register_on(ibv_pd *pd) noexcept;
     // Off from here on: every ring and word released, the block deregistered (before its PD goes).
     void off() noexcept;
 

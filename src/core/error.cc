@@ -16,7 +16,8 @@ Error Error::from_errno(const std::string &what) {
 }
 
 Error &Error::wrap(const std::string &prefix, const std::string &suffix) {
-    message_ = prefix + message_ + suffix;
+    message_ = prefix + c_str() + suffix;
+    static_message_ = nullptr;
     return *this;
 }
 

@@ -5,9 +5,11 @@
 #pragma once
 
 #include "counters.h"
+#include "result.h"
 
 #include <infiniband/verbs.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -23,25 +25,27 @@ public:
     RegisteredBlock &operator=(const RegisteredBlock &) = delete;
     ~RegisteredBlock() { reset(); }
 
-    // Allocates `bytes` zeroed bytes on a page boundary (whatever it held before is released). False when out of
-    // memory.
-    bool allocate(std::size_t bytes) noexcept {
+    // Allocates `bytes` zeroed bytes on a page boundary (whatever it held before is released). Out of memory: an
+    // Error of kind resource, made without allocating.
+    Result<void> allocate(std::size_t bytes) noexcept {
         reset();
         memory_.reset(static_cast<unsigned char *>(::operator new[](bytes, std::align_val_t{kPage}, std::nothrow)));
-        if (memory_ == nullptr) return false;
+        if (memory_ == nullptr) return Error::out_of_memory("cannot allocate memory to register");
         std::memset(memory_.get(), 0, bytes);
         bytes_ = bytes;
-        return true;
+        return {};
     }
     // Registers the allocated bytes on `pd` with `access`, counted in `counters` (which must outlive the
-    // registration). False when the provider refuses (errno says why); the memory stays allocated.
-    bool register_on(ibv_pd *pd, int access, Counters &counters) noexcept {
-        if (memory_ == nullptr || mr_ != nullptr) return false;
+    // registration). A system Error (errnum(): the provider's errno) when the provider refuses; the memory stays
+    // allocated.
+    Result<void> register_on(ibv_pd *pd, int access, Counters &counters) noexcept {
+        if (memory_ == nullptr || mr_ != nullptr)
+            return Error::fixed(ErrorKind::gone, "nothing allocated to register, or registered already");
         mr_ = ibv_reg_mr(pd, memory_.get(), bytes_, access);
-        if (mr_ == nullptr) return false;
+        if (mr_ == nullptr) return Error::fixed(ErrorKind::system, "ibv_reg_mr failed", errno);
         counters_ = &counters;
         count_registration(counters, bytes_);
-        return true;
+        return {};
     }
     // Deregisters (counted only when the provider agrees, as the registered bytes are then really gone) and frees.
     void reset() noexcept {

@@ -15,6 +15,7 @@ MPI="$BTL_XRC_BUILDDIR/tests/mpi"
 sanitizer_report() { grep -qE '^(==[0-9]+==ERROR: AddressSanitizer|.*runtime error:)' "$1"; }
 work=$(mktemp -d)
 . "$(dirname "${BASH_SOURCE[0]}")/hca.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/counters.sh"  # counter_sum, ... of the jobs run with btl_xrc_verbose 10
 trap 'stop_daemon; rm -rf "$work"' EXIT
 trap 'exit 1' INT TERM
 

@@ -38,7 +38,9 @@ expect_no_objects() {
     fi
 }
 
-# pvar_sum NAME FILE: the sum over the ranks of btl_xrc_NAME as the MPI programs print it ("pvar RANK NAME VALUE")
+# pvar_sum NAME FILE: the sum over the ranks of btl_xrc_NAME as the MPI programs print it ("pvar RANK NAME VALUE"),
+# for the checks of the MPI_T interface itself (tests/package: the installed component publishes its variables).
+# A test that checks what a job did by its counters reads tests/lib/counters.sh's one counters line instead.
 pvar_sum() { awk -v n="$1" '$1 == "pvar" && $3 == n { s += $4 } END { print s + 0 }' "$2"; }
 
 finish() {

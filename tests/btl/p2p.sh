@@ -21,22 +21,22 @@ run_check "allpairs 3 ranks, small queues" '^allpairs: OK .*errors=0' -np 3 --mc
     --mca btl_xrc_send_queue_depth 16 --mca btl_xrc_signal_interval 4 \
     --mca btl_xrc_receive_queues 256,16,4:16384,16,4:65536,8,2 "$MPI/allpairs"
 # Eager RDMA (rings the receiver polls): from the first message, 2-slot rings of 256 bytes, so slots wrap and
-# senders run out of credit all the time. The MPI_T counters (summed over the ranks) must show how many rings
+# senders run out of credit all the time. The counters at finalize (summed over the ranks) must show how many rings
 # were asked for (granted + refused), that at least MIN were granted, that every grant and every refusal reached
 # the asker, and that every message written into a ring was read from one.
 run_eager() {
     local name=$1 want_asked=$2 want_min_granted=$3
     shift 3
-    run_check "$name" '^allpairs: OK .*errors=0' "$@" ${rank_env[@]+"${rank_env[@]}"} "$MPI/allpairs" --iters 3 \
-        --storm 64 --pvars
+    run_check "$name" '^allpairs: OK .*errors=0' "$@" --mca btl_xrc_verbose 10 ${rank_env[@]+"${rank_env[@]}"} \
+        "$MPI/allpairs" --iters 3 --storm 64
     local asked granted refused used refusals ring_sent ring_read
-    asked=$(pvar_sum eager_ring_requests "$work/out")
-    granted=$(pvar_sum eager_rings_granted "$work/out")
-    refused=$(pvar_sum eager_rings_refused "$work/out")
-    used=$(pvar_sum eager_rings_used "$work/out")
-    refusals=$(pvar_sum eager_ring_refusals "$work/out")
-    ring_sent=$(pvar_sum ring_sends "$work/out")
-    ring_read=$(pvar_sum ring_receives "$work/out")
+    asked=$(counter_sum "$work/out" eager_ring_requests)
+    granted=$(counter_sum "$work/out" eager_rings_granted)
+    refused=$(counter_sum "$work/out" eager_rings_refused)
+    used=$(counter_sum "$work/out" eager_rings_used)
+    refusals=$(counter_sum "$work/out" eager_ring_refusals)
+    ring_sent=$(counter_sum "$work/out" ring_sends)
+    ring_read=$(counter_sum "$work/out" ring_receives)
     if [ "$asked" = "$want_asked" ] && [ $((granted + refused)) = "$asked" ] && [ "$granted" -ge "$want_min_granted" ] &&
        [ "$used" = "$granted" ] && [ "$refusals" = "$refused" ] && [ "$ring_sent" = "$ring_read" ] &&
        { { [ "$granted" = 0 ] && [ "$ring_sent" = 0 ]; } || { [ "$granted" != 0 ] && [ "$ring_sent" -gt 0 ]; }; }; then

@@ -18,7 +18,7 @@ od="--mca btl_xrc_connect on-demand --mca btl_xrc_verbose 10"
 XRC_MPIRUN_ARGS="$od" xrc_run "$WORKDIR/out" "$(hosts_spec 8 4)" self,vader,xrc "$MPI_DIR/collectives" ||
     die "collectives on 8x4 (a connection storm) failed"
 expect_line "$WORKDIR/out" '^collectives: OK .*errors=0' "collectives 8x4 from cold, on demand"
-info "storm: $(counter "$WORKDIR/out" connection_attempts | awk '{s += $1} END {print s}') connections made by 32 processes, $(counter "$WORKDIR/out" cm_retransmissions | awk '{s += $1} END {print s}') datagrams sent again"
+info "storm: $(counter_sum "$WORKDIR/out" connection_attempts) connections made by 32 processes, $(counter_sum "$WORKDIR/out" cm_retransmissions) datagrams sent again"
 
 sc exec nodeA "$SIMHCA_CTL" fault delay nodeB 100 >/dev/null || die "fault delay failed"
 rm -f "$WORKDIR/release"
@@ -29,7 +29,7 @@ rc=$?
 sc exec nodeA "$SIMHCA_CTL" fault undelay nodeB >/dev/null
 [ $rc = 0 ] || die "hold with nodeB's traffic 100 ms late failed"
 expect_line "$WORKDIR/out" '^hold: connected .*errors=0' "every pair of 2x2 connected and checked, nodeB 100 ms late each way"
-info "delayed: $(counter "$WORKDIR/out" cm_retransmissions | awk '{s += $1} END {print s + 0}') datagrams retransmitted in all, $(counter "$WORKDIR/out" cm_duplicates | awk '{s += $1} END {print s + 0}') duplicates answered or ignored"
+info "delayed: $(counter_sum "$WORKDIR/out" cm_retransmissions) datagrams retransmitted in all, $(counter_sum "$WORKDIR/out" cm_duplicates) duplicates answered or ignored"
 
 sc exec nodeA "$SIMHCA_CTL" fault drop nodeB >/dev/null || die "fault drop failed"
 XRC_MPIRUN_ARGS="$od" xrc_run "$WORKDIR/out" nodeA:2,nodeB:2 self,vader,xrc "$MPI_DIR/allpairs" --expect nodeA:2,nodeB:2 &

@@ -7,6 +7,7 @@ SIMHCA_CTL=${SIMHCA_CTL:-$TOP_BUILDDIR/src/simhca/simhca-ctl}
 [ -e "$TOP_BUILDDIR/components/mca_btl_xrc.so" ] || die "the plugin is not built ($TOP_BUILDDIR/components)"
 export OMPI_MCA_mca_base_component_path="$TOP_BUILDDIR/components:${OMPI_PKGLIBDIR:?}"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/hca.sh"   # hca_is_empty (simcluster starts the nodes' daemons)
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/counters.sh"   # counter, counter_sum, ... (run with btl_xrc_verbose 10)
 
 # xrc_run OUT HOSTS BTLS PROGRAM [ARGS...] [-- extra mpirun args are given through XRC_MPIRUN_ARGS]
 xrc_run() {
@@ -97,15 +98,11 @@ osc_rdma_setup() {
     OSC_DYNAMIC_BLOCKER+=" open-mpi/ompi#10518, in 5.0 by #10473); set OSC_RDMA_COMPONENT_DIR to run them"
 }
 
-# counter OUT NAME: the value of btl xrc's counter NAME in each process's summary at finalize (btl_xrc_verbose 10:
-# "btl:xrc: DEV:PORT counters: name=value ..."), one line per process
-counter() { sed -n "s/.*btl:xrc: .* counters:.* $2=\([0-9]*\).*/\1/p" "$1"; }
-
 # expect_xrc_one_sided OUT RANKS WHAT: every rank's xrc module posted one-sided operations (its counters at
 # finalize, btl_xrc_verbose 10), so osc/rdma really ran over xrc
 expect_xrc_one_sided() {
     local lines busy
-    lines=$(grep -c 'btl:xrc: .* counters: ' "$1")
+    lines=$(counters_modules "$1")
     busy=$(paste <(counter "$1" rdma_reads) <(counter "$1" rdma_writes) <(counter "$1" atomics) |
         awk '$1 + $2 + $3 > 0' | wc -l)
     [ "$lines" = "$2" ] && [ "$busy" = "$2" ] || die "$3: $busy of $2 ranks show one-sided operations over xrc"

@@ -13,9 +13,9 @@ MPIRUN_TIMEOUT=240 XRC_MPIRUN_ARGS="--mca btl_xrc_connect on-demand --mca btl_xr
     xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/allpairs" --expect "$hosts" ||
     die "allpairs with btl_xrc_max_ini_qps 2 failed"
 expect_line "$WORKDIR/out" '^allpairs: OK .*errors=0' "allpairs 6x1, at most 2 INI QPs per process"
-[ "$(counter "$WORKDIR/out" ini_qps_peak | grep -c .)" = 6 ] || die "expected the counters of each of the 6 processes"
+[ "$(counters_modules "$WORKDIR/out")" = 6 ] || die "expected the counters of each of the 6 processes"
 most=$(counter "$WORKDIR/out" ini_qps_peak | sort -n | tail -1)
-evicted=$(counter "$WORKDIR/out" evictions | awk '{s += $1} END {print s + 0}')
+evicted=$(counter_sum "$WORKDIR/out" evictions)
 [ "$most" -le 2 ] || die "a process held $most INI QPs (cap 2)"
 [ "$evicted" -gt 0 ] || die "no connection was ever evicted"
 info "INI QPs per process at most $most (cap 2); $evicted evictions in all, every payload verified"

@@ -20,10 +20,8 @@ done
 
 # rail_bytes OUT PORT: how many processes' module on port PORT moved bytes (sent, written or read)
 rail_bytes() {
-    grep -E "btl:xrc: simhca0:$2 counters:" "$1" | awk '{
-        n = 0
-        for (i = 1; i <= NF; i++) if ($i ~ /^(bytes_sent|rdma_bytes_written|rdma_bytes_read)=/) { split($i, kv, "="); n += kv[2] }
-        if (n > 0) moved++ } END { print moved + 0 }'
+    paste <(counter "$1" bytes_sent --port "$2") <(counter "$1" rdma_bytes_written --port "$2") \
+        <(counter "$1" rdma_bytes_read --port "$2") | awk '$1 + $2 + $3 > 0' | grep -c .
 }
 
 # 1. Both rails used, each at its own rate.
@@ -38,8 +36,7 @@ expect_line "$WORKDIR/out" '^allpairs: OK .*errors=0' "allpairs 4x2, two rails"
 r1=$(rail_bytes "$WORKDIR/out" 1) r2=$(rail_bytes "$WORKDIR/out" 2)
 [ "$r1" = 8 ] && [ "$r2" = 8 ] || die "bytes moved on rail 1 by $r1 and on rail 2 by $r2 of 8 processes"
 info "every process advertised 100000 and 54544 Mb/s and moved bytes on both rails; rail 1 / rail 2 bytes sent:" \
-    "$(grep -E 'btl:xrc: simhca0:[12] counters:' "$WORKDIR/out" | grep -oE 'simhca0:[12]|bytes_sent=[0-9]+' |
-        paste -d' ' - - | awk '{ split($2, kv, "="); s[$1] += kv[2] } END { print s["simhca0:1"], "/", s["simhca0:2"] }')"
+    "$(counter_sum "$WORKDIR/out" bytes_sent --port 1) / $(counter_sum "$WORKDIR/out" bytes_sent --port 2)"
 
 # 1b. What the receiver writes (RPUT) is split by rate: ob1 weighs the rails by the bandwidth each module
 # advertises (an RGET, the default protocol, reads a message over one rail: docs/admin.md, "Several rails").
@@ -47,9 +44,7 @@ XRC_MPIRUN_ARGS="--mca btl_xrc_verbose 10 --mca btl_xrc_flags send,put,inplace" 
     xrc_run "$WORKDIR/put" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/allpairs" --max-size 4194304 ||
     die "allpairs over RPUT on two rails failed"
 expect_line "$WORKDIR/put" '^allpairs: OK .*errors=0' "allpairs 2x1 to 4 MiB over RPUT, two rails"
-written() { grep -E "btl:xrc: simhca0:$1 counters:" "$WORKDIR/put" | grep -oE 'rdma_bytes_written=[0-9]+' | cut -d= -f2 |
-    awk '{ s += $1 } END { print s + 0 }'; }
-w1=$(written 1) w2=$(written 2)
+w1=$(counter_sum "$WORKDIR/put" rdma_bytes_written --port 1) w2=$(counter_sum "$WORKDIR/put" rdma_bytes_written --port 2)
 # 54544 / 100000 of rail 1's share, give or take what rounding to whole fragments moves
 awk -v a="$w1" -v b="$w2" 'BEGIN { exit !(a > 0 && b / a > 0.45 && b / a < 0.65) }' ||
     die "RDMA writes not split by rate: rail 1 $w1 bytes, rail 2 $w2 bytes"
@@ -65,7 +60,7 @@ XRC_MPIRUN_ARGS="--mca btl_xrc_verbose 10 --mca btl_xrc_connect_timeout 10" \
     xrc_run "$WORKDIR/down" "$(hosts_spec 4 2)" self,vader,xrc "$MPI_DIR/allpairs" --expect "$(hosts_spec 4 2)" ||
     die "allpairs 4x2 with nodeB's rail 2 down failed"
 expect_line "$WORKDIR/down" '^allpairs: OK .*errors=0' "allpairs 4x2, nodeB's rail 2 down at start-up"
-grep -q ' connection_failures=[1-9]' "$WORKDIR/down" && die "a connection failed with nodeB's rail 2 down"
+[ "$(counter_nonzero "$WORKDIR/down" connection_failures)" = 0 ] || die "a connection failed with nodeB's rail 2 down"
 [ "$(grep -c 'using simhca0:2 ' "$WORKDIR/down")" = 6 ] || die "expected rail 2 on the 6 processes outside nodeB"
 info "rail 2 used by the 6 processes outside nodeB; no connection failed; rail 2 moved bytes in $(rail_bytes "$WORKDIR/down" 2)"
 sc exec nodeB "$SIMHCA_CTL" fault port-up --port 2 >/dev/null || die "port-up failed"
@@ -85,8 +80,9 @@ wait $job || die "the job did not ride through rail 2's flap"
 expect_line "$WORKDIR/flap" '^steady: OK .*errors=0' "steady 2x2 through a flap of nodeB's rail 2"
 grep -q 'btl:xrc: nodeB: simhca0:2: the port went down' "$WORKDIR/flap" || die "no message naming rail 2 going down"
 grep -q 'simhca0:1: the port went down' "$WORKDIR/flap" && die "rail 1 was reported down"
-grep -E 'btl:xrc: simhca0:1 counters:' "$WORKDIR/flap" | grep -q ' port_downs=[1-9]' && die "rail 1's module held sends"
-[ "$(grep -E 'btl:xrc: simhca0:2 counters:' "$WORKDIR/flap" | grep -c ' port_downs=1 port_ups=1 ')" = 2 ] ||
+[ "$(counter_nonzero "$WORKDIR/flap" port_downs --port 1)" = 0 ] || die "rail 1's module held sends"
+[ "$(paste <(counter "$WORKDIR/flap" port_downs --port 2) <(counter "$WORKDIR/flap" port_ups --port 2) |
+    grep -c '^1	1$')" = 2 ] ||
     die "nodeB's 2 rail-2 modules did not count one hold and one resume each"
 info "rail 2 held and resumed on nodeB's ranks; rail 1 never held"
 expect_no_objects

@@ -61,10 +61,13 @@ ridden_through() {
     grep -q 'btl:xrc: nodeB: simhca0:1: the port went down' "$WORKDIR/out" || die "$what: no message naming the port going down"
     grep -q 'btl:xrc: nodeB: simhca0:1: the port is active again' "$WORKDIR/out" ||
         die "$what: no message naming the port back"
-    holds=$(grep 'btl:xrc: .* counters:' "$WORKDIR/out" | grep -c " port_downs=$n port_ups=$n ")
+    holds=$(paste <(counter "$WORKDIR/out" port_downs --host nodeB) <(counter "$WORKDIR/out" port_ups --host nodeB) |
+        grep -c "^$n	$n\$")
     [ "$holds" = 2 ] || die "$what: $holds of nodeB's 2 ranks counted $n holds and $n resumes"
-    info "$what: held and resumed $n times on both of nodeB's ranks: $(grep 'btl:xrc: .* counters:' "$WORKDIR/out" |
-        grep -o " port_downs=$n port_ups=$n port_down_ms=[0-9]*" | tr '\n' ';')"
+    info "$what: held and resumed $n times on both of nodeB's ranks: $(paste -d' ' \
+        <(counter "$WORKDIR/out" port_downs --host nodeB) <(counter "$WORKDIR/out" port_ups --host nodeB) \
+        <(counter "$WORKDIR/out" port_down_ms --host nodeB) |
+        awk '{ printf " port_downs=%s port_ups=%s port_down_ms=%s;", $1, $2, $3 }')"
     grep -q 'btl:xrc: .* error\|MPI_ABORT\|btl:xrc: .*failed' "$WORKDIR/out" && die "$what: an error was reported during the flaps"
     return 0
 }

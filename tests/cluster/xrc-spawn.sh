@@ -55,11 +55,11 @@ stop() { touch "$release"; wait $job; tail -40 "$out.raw"; die "$*"; }
 # Each child reports its xrc counters in MPI_Finalize, after the disconnect that let the parents go on: wait for
 # both reports (the parents are held and report only at their own finalize).
 for ((i = 0; i < 300; i++)); do
-    [ "$(grep -c 'btl:xrc: .* counters: ' "$out.raw")" -ge 2 ] && break
+    [ "$(counters_modules "$out.raw")" -ge 2 ] && break
     sleep 0.2
 done
-children_lines=$(grep -c 'btl:xrc: .* counters: ' "$out.raw")
-busy=$(counter "$out.raw" bytes_sent | awk '$1 > 0' | wc -l)
+children_lines=$(counters_modules "$out.raw")
+busy=$(counter_nonzero "$out.raw" bytes_sent)
 [ "$children_lines" = 2 ] && [ "$busy" = 2 ] || stop "$busy of $children_lines children sent over xrc (expected 2 of 2)"
 info "the 2 children exchanged messages over xrc: bytes_sent $(counter "$out.raw" bytes_sent | paste -sd' ')"
 for node in nodeA nodeB; do

@@ -16,8 +16,9 @@ run_threads() {
         die "threads ($hosts, $threads threads, $mode${rma:+, $rma}) failed: $(grep -m3 'threads:\|btl:xrc' "$WORKDIR/out" | tr '\n' ' ')"
     expect_line "$WORKDIR/out" '^threads: OK .*errors=0' "threads $hosts x $threads, $mode${rma:+, $rma}"
     # the windows' traffic went over xrc: RDMA writes, reads and atomics in every process's counters
-    [ -z "$rma" ] || [ "$(grep -cE 'btl:xrc: .* counters:.* rdma_writes=[1-9].* rdma_reads=[1-9].* atomics=[1-9]' \
-        "$WORKDIR/out")" = "$(echo "$hosts" | tr ',' '\n' | cut -d: -f2 | paste -sd+ | bc)" ] ||
+    [ -z "$rma" ] || [ "$(paste <(counter "$WORKDIR/out" rdma_writes) <(counter "$WORKDIR/out" rdma_reads) \
+        <(counter "$WORKDIR/out" atomics) | awk '$1 > 0 && $2 > 0 && $3 > 0' | grep -c .)" = \
+        "$(echo "$hosts" | tr ',' '\n' | cut -d: -f2 | paste -sd+ | bc)" ] ||
         die "not every process put, got and fetched-and-added over xrc"
 }
 run_threads nodeA:2,nodeB:2 4 eager
