@@ -99,6 +99,10 @@ xrc::TransportConfig transport_config(const xrc::ReceiveQueueSpec &spec, const m
     c.cm.my_rank = job.my_rank;
     c.cm.jobid = static_cast<uint32_t>(job.jobid);
     c.cm.my_node = xrc::value_of(job.my_node_id);
+    // A LID change of this node's port is told to the job by its ranks together, each to a share of it.
+    c.cm.job_size = job.size;
+    c.cm.local_count = job.local_ranks;
+    c.cm.local_index = static_cast<uint32_t>(std::max(0, static_cast<int>(opal_process_info.my_local_rank)));
     c.cm.max_ini_qps = static_cast<uint32_t>(P.max_ini_qps);
     c.cm.connect_timeout_us = static_cast<uint64_t>(P.connect_timeout) * 1000000u;
     // A creator leaving finalize waits for its slow senders' LEAVING_ACK half as long again as it waited for their
@@ -158,6 +162,9 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
             };
             listener.note = [](const std::string &what) { BTL_XRC_VERBOSE(10, "btl:xrc: %s", what.c_str()); };
             listener.changed = [] { mca_btl_xrc_status_changed(); };
+            listener.address_moved = [](uint64_t port, uint16_t old_lid, uint16_t new_lid) {
+                mca_btl_xrc_component.job->move_port(port, old_lid, new_lid);
+            };
             const int index = n;
             auto lookup = [index](uint32_t rank) { return mca_btl_xrc_component.job->port_address(rank, index); };
             auto transport = xrc::PortTransport::make(device, port, config, lookup, listener);

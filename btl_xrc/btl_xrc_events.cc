@@ -33,23 +33,25 @@ std::string where(const mca_btl_xrc_module_t *m) {
 }
 
 // The port's state as the device says now: LID, SM LID, state. Also brings the hold in line with it (an event
-// may have been missed or reordered).
+// may have been missed or reordered). A new LID (LID_CHANGE, CLIENT_REREGISTER after a re-sweep) is announced to
+// the job through the connection manager, which moves every path toward it (docs/connections.md); the same LID
+// again changes nothing.
 void requery_port(mca_btl_xrc_module_t *m, const std::string &why) {
     ibv_port_attr attr{};
     if (ibv_query_port(m->transport->context(), m->transport->port_num(), &attr) != 0) {
         opal_output(0, "btl:xrc: %s: %s; the port cannot be queried", where(m).c_str(), why.c_str());
         return;
     }
-    const uint16_t published = m->transport->address().lid;
-    opal_output(0, "btl:xrc: %s: %s: port state %s, LID %u (published %u), SM LID %u%s", where(m).c_str(), why.c_str(),
-                ibv_port_state_str(attr.state), attr.lid, published, attr.sm_lid,
-                attr.lid != published ? "; connections made from now on still use the published address, existing "
-                                        "ones keep their path"
-                                      : "");
+    const uint16_t known = m->transport->address().lid;
+    const bool moved = attr.state == IBV_PORT_ACTIVE && attr.lid != 0 && attr.lid != known;
+    opal_output(0, "btl:xrc: %s: %s: port state %s, LID %u (was %u), SM LID %u%s", where(m).c_str(), why.c_str(),
+                ibv_port_state_str(attr.state), attr.lid, known, attr.sm_lid,
+                moved ? "; telling the job the new LID, connections move their paths to it" : "");
     if (attr.state == IBV_PORT_ACTIVE)
         (void)m->transport->port_up();
     else
         (void)m->transport->port_down();
+    if (moved) (void)m->transport->lid_changed(attr.lid);
 }
 
 }  // namespace

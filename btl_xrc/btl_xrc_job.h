@@ -28,13 +28,19 @@ struct mca_btl_xrc_job_t {
     std::unique_ptr<xrc::NodeMap> map;                                           // eager mode only (null on demand)
     xrc::ProcessAddress mine;  // what this process published: one entry per module, in module order
     std::unordered_map<uint32_t, std::optional<xrc::ProcessAddress>> addresses;  // nullopt: none, or malformed
-    // Guards `addresses`: the service thread looks up the senders of connection requests.
+    // Ports whose LID changed since they published it (announced through the connection manager): port_identity()
+    // -> the LID it has now, applied to every address fetched later. O(ports that changed).
+    std::unordered_map<uint64_t, uint16_t> moved_lids;
+    // Guards `addresses`, `mine` and `moved_lids`: the service thread looks up the senders of connection requests.
     std::mutex addresses_mutex;
 
     // The address of the port of `rank` that my module `module_index` talks to (the one on the same fabric:
     // xrc::paired_port), fetching the peer's blob from the modex on first use; nullptr if the peer published none
     // (or a malformed one: reported once) or has no port on that module's fabric.
     const xrc::PortAddress *port_address(uint32_t rank, int module_index) noexcept;
+    // The HCA port `port` (port_identity()) moved from LID `old_lid` to `new_lid`: every address of it fetched so far
+    // or later says `new_lid` (the pointers port_address() gave out stay valid: updated in place).
+    void move_port(uint64_t port, uint16_t old_lid, uint16_t new_lid) noexcept;
     // The host `rank` runs on, for messages ("?" when PMIx does not say).
     std::string hostname_of(uint32_t rank) noexcept;
 };

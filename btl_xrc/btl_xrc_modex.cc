@@ -143,9 +143,12 @@ const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int modul
                 BTL_XRC_VERBOSE(10, "btl:xrc: rank %u published no xrc address", rank);
             } else {
                 auto address = xrc::decode_address({data, bytes});
-                if (address)
+                if (address) {
                     decoded = std::move(*address);
-                else
+                    for (auto &port : decoded->ports)
+                        if (auto moved = moved_lids.find(xrc::port_identity(port)); moved != moved_lids.end())
+                            port.lid = moved->second;
+                } else
                     opal_output(0, "btl:xrc: %s: ignoring rank %u's malformed xrc address: %s",
                                 opal_process_info.nodename, rank, address.error().c_str());
             }
@@ -156,6 +159,21 @@ const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int modul
     } catch (...) {
         return nullptr;
     }
+}
+
+void mca_btl_xrc_job_t::move_port(uint64_t port, uint16_t old_lid, uint16_t new_lid) noexcept {
+    std::lock_guard<std::mutex> guard(addresses_mutex);
+    try {
+        moved_lids[port] = new_lid;
+    } catch (...) {  // out of memory: addresses fetched later keep the published LID (their connections time out)
+    }
+    auto move = [&](xrc::ProcessAddress &address) {
+        for (auto &p : address.ports)
+            if (xrc::port_identity(p) == port && p.lid == old_lid) p.lid = new_lid;
+    };
+    move(mine);
+    for (auto &[rank, address] : addresses)
+        if (address) move(*address);
 }
 
 std::string mca_btl_xrc_job_t::hostname_of(uint32_t rank) noexcept {

@@ -17,6 +17,15 @@ T get(const std::uint8_t *at) noexcept {
 }
 
 constexpr std::uint32_t kMaxQpn = 0xffffff;
+// Unicast LIDs: 0 is no LID, 0xc000 and up are multicast, 0xffff the permissive LID.
+constexpr std::uint16_t kFirstMulticastLid = 0xc000;
+
+bool is_address(CmType type) noexcept {
+    return type == CmType::Address || type == CmType::AddressAck;
+}
+bool unicast_lid(std::uint16_t lid) noexcept {
+    return lid != 0 && lid < kFirstMulticastLid;
+}
 
 }  // namespace
 
@@ -32,6 +41,12 @@ CmBytes encode_cm(const CmMessage &m) noexcept {
     put<std::uint32_t>(&b[20], m.port_index);
     put<std::uint64_t>(&b[24], m.token);
     put<std::uint32_t>(&b[32], m.generation);
+    if (is_address(m.type)) {
+        put<std::uint64_t>(&b[36], m.port_guid);
+        put<std::uint16_t>(&b[44], m.old_lid);
+        put<std::uint16_t>(&b[46], m.new_lid);
+        return b;
+    }
     put<std::uint32_t>(&b[36], m.ini_qpn);
     put<std::uint32_t>(&b[40], m.tgt_qpn);
     put<std::uint32_t>(&b[44], 0);  // reserved
@@ -48,7 +63,7 @@ Result<CmMessage> decode_cm(std::span<const std::uint8_t> bytes) {
         return malformed("version " + std::to_string(b[4]) + ", this build speaks " + std::to_string(kCmVersion));
     CmMessage m;
     const std::uint8_t type = b[5];
-    if (type < static_cast<std::uint8_t>(CmType::Connect) || type > static_cast<std::uint8_t>(CmType::LeavingAck))
+    if (type < static_cast<std::uint8_t>(CmType::Connect) || type > static_cast<std::uint8_t>(CmType::AddressAck))
         return malformed("unknown type " + std::to_string(type));
     m.type = static_cast<CmType>(type);
     const std::uint16_t reason = get<std::uint16_t>(b + 6);
@@ -61,11 +76,20 @@ Result<CmMessage> decode_cm(std::span<const std::uint8_t> bytes) {
     m.port_index = get<std::uint32_t>(b + 20);
     m.token = get<std::uint64_t>(b + 24);
     m.generation = get<std::uint32_t>(b + 32);
+    if (m.token == 0) return malformed("no token");
+    if (m.generation == 0) return malformed("generation 0");
+    if (is_address(m.type)) {
+        m.port_guid = get<std::uint64_t>(b + 36);
+        m.old_lid = get<std::uint16_t>(b + 44);
+        m.new_lid = get<std::uint16_t>(b + 46);
+        if (m.port_guid == 0) return malformed("no port identity");
+        if (!unicast_lid(m.old_lid) || !unicast_lid(m.new_lid) || m.old_lid == m.new_lid)
+            return malformed("bad LIDs " + std::to_string(m.old_lid) + " -> " + std::to_string(m.new_lid));
+        return m;
+    }
     m.ini_qpn = get<std::uint32_t>(b + 36);
     m.tgt_qpn = get<std::uint32_t>(b + 40);
     if (get<std::uint32_t>(b + 44) != 0) return malformed("reserved bits set");
-    if (m.token == 0) return malformed("no token");
-    if (m.generation == 0) return malformed("generation 0");
     if (m.ini_qpn < 2 || m.ini_qpn > kMaxQpn) return malformed("bad INI QP number");
     // CLOSE (and its ACK) may name no TGT QP: an initiator that gave up before it heard which one was made.
     const bool names_tgt = m.type == CmType::Accept || m.type == CmType::Close || m.type == CmType::CloseAck ||
@@ -85,6 +109,8 @@ const char *cm_type_name(CmType type) noexcept {
     case CmType::CloseAck: return "CLOSE_ACK";
     case CmType::Leaving: return "LEAVING";
     case CmType::LeavingAck: return "LEAVING_ACK";
+    case CmType::Address: return "ADDRESS";
+    case CmType::AddressAck: return "ADDRESS_ACK";
     }
     return "?";
 }

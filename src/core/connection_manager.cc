@@ -398,6 +398,8 @@ std::uint64_t ConnectionManager::tick_timers() noexcept {
     }
     resend_notices(now);
     for (const CloseNotice &n : notices_) next = std::min(next, n.next_retry_us);
+    resend_addresses(now);
+    for (const AddressNotice &n : address_notices_) next = std::min(next, n.next_retry_us);
     resend_leaving(now);
     for (const auto &[k, t] : owned_)
         if (t.leaving) next = std::min(next, t.next_leaving_us);
@@ -453,6 +455,7 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
     if (!waiting_.empty() && draining_.empty()) (void)make_room();
     resend_notices(now);
     resend_leaving(now);
+    resend_addresses(now);
 }
 
 void ConnectionManager::resend_notices(std::uint64_t now) noexcept {
@@ -514,9 +517,11 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
                    "port or token differ)");
         return;
     }
-    // From the process it names: its modex address has this UD source.
+    // From the process it names: its modex address has this UD source. An ADDRESS comes from the LID it announces:
+    // that source is accepted when the stored address still has the LID it says the port had.
     const PortAddress *from = m.src_rank != config_.my_rank ? host_.address_of(m.src_rank) : nullptr;
-    if (from == nullptr || from->lid != slid || from->cm_qpn != src_qp) {
+    const bool moved = from != nullptr && m.type == CmType::Address && from->lid == m.old_lid && slid == m.new_lid;
+    if (from == nullptr || (from->lid != slid && !moved) || from->cm_qpn != src_qp) {
         ++counters_->cm_rejected;
         host_.note(std::string("dropped a ") + cm_type_name(m.type) + " claiming to come from rank " +
                    std::to_string(m.src_rank) + ": its address does not match the datagram's source");
@@ -530,6 +535,8 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
     case CmType::CloseAck: on_close_ack(m); break;
     case CmType::Leaving: on_leaving(m); break;
     case CmType::LeavingAck: on_leaving_ack(m); break;
+    case CmType::Address: on_address(m, *from); break;
+    case CmType::AddressAck: on_address_ack(m); break;
     }
 }
 

@@ -81,6 +81,13 @@ public:
     // This process's own handle on the TGT QP `tgt_qpn` if it is connected to `ini_qpn`, or why not.
     virtual Result<ibv_qp *> open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept = 0;
     virtual void destroy_qp(ibv_qp *qp) noexcept = 0;
+    // The HCA port `port` (port_identity()) of other processes moved from LID `old_lid` to `new_lid`: every stored
+    // address of it (any rank) says `new_lid` from now on, and so does one fetched later.
+    virtual void address_moved(std::uint64_t port, std::uint16_t old_lid, std::uint16_t new_lid) noexcept = 0;
+    // `qp` (an INI QP, a TGT QP or a handle on one) moves to a path toward `new_lid` if its path goes to `old_lid`
+    // and it is in RTS: the alternate path is loaded and armed, then migrated to (what it had unacknowledged is
+    // resent on the new path by the HCA). True: moved; false: nothing to do; or why it could not be moved.
+    virtual Result<bool> migrate_path(ibv_qp *qp, std::uint16_t old_lid, std::uint16_t new_lid) noexcept = 0;
     // Room in the completion queue for `links` INI QPs with full send queues; false if it cannot grow.
     virtual bool reserve_completions(std::size_t links) noexcept = 0;
     virtual std::uint64_t now_us() noexcept = 0;
@@ -151,6 +158,11 @@ struct CmConfig {
     // Accepting a connection from a node this process has no connection to starts one back (MPI traffic almost
     // always goes both ways: replies, rendezvous acknowledgements), unless the cap would need an eviction.
     bool reciprocate = true;
+    // Who hears of a LID change of this process's port besides its own links' peers (announce_lid): the ranks
+    // r < job_size with r % local_count == local_index, so that the node's ranks together tell the whole job.
+    std::uint32_t job_size = 0;
+    std::uint32_t local_index = 0;
+    std::uint32_t local_count = 1;
 };
 
 class NodeLink {
@@ -237,6 +249,18 @@ public:
     void on_datagram(std::span<const std::uint8_t> bytes, std::uint16_t slid, std::uint32_t src_qp) noexcept;
     // A message flagged kImmFirst arrived through the TGT QP `tgt_qpn` from the INI QP `ini_qpn`.
     void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept;
+
+    // This process's port now has LID `new_lid` (it published `old_lid`, or announced it last): the stored addresses
+    // of this port (the node's other ranks) are updated, and ADDRESS goes, retransmitted until answered or the
+    // connect timeout, to every process with a link to or from this process and to the ranks of the job this
+    // process speaks for (CmConfig::local_index): O(links + job_size / local_count). Nothing if `new_lid` is the
+    // LID announced already. The QPs of this process need nothing: the HCA sends from the port's LID of the moment.
+    void announce_lid(std::uint16_t old_lid, std::uint16_t new_lid) noexcept;
+    // Processes told ADDRESS that have not answered yet.
+    std::size_t unanswered_addresses() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return address_notices_.size();
+    }
 
     // Timers are running (connections being made or drained, CLOSEs unacknowledged) or recorded work waits:
     // tick() wants calling. One relaxed load: progress asks on every call.
@@ -353,7 +377,8 @@ private:
     bool own_work_finished_locked() const noexcept { return drained_locked() && notices_.empty() && deferred_.empty(); }
     void refresh_due() noexcept {
         due_.store(held_ || !connecting_.empty() || !draining_.empty() || !waiting_.empty() || !notices_.empty() ||
-                       !deferred_.empty() || !to_start_.empty() || !leaving_.empty() || awaiting_leaving_ack_ != 0,
+                       !deferred_.empty() || !to_start_.empty() || !leaving_.empty() || awaiting_leaving_ack_ != 0 ||
+                       !address_notices_.empty(),
                    std::memory_order_relaxed);
     }
     // A connection is to be started: tick() makes its INI QP, outside the send queues' lock.
@@ -415,6 +440,10 @@ private:
     void on_close_ack(const CmMessage &m) noexcept;
     void on_leaving(const CmMessage &m) noexcept;
     void on_leaving_ack(const CmMessage &m) noexcept;
+    void on_address(const CmMessage &m, const PortAddress &from) noexcept;
+    void on_address_ack(const CmMessage &m) noexcept;
+    void resend_addresses(std::uint64_t now) noexcept;
+    void migrate_toward(std::uint64_t port, std::uint16_t old_lid, std::uint16_t new_lid) noexcept;
     void settle_leaving(NodeLink &link, std::uint64_t now) noexcept;
     void answer_leaving(NodeLink &link) noexcept;
     void resend_leaving(std::uint64_t now) noexcept;
@@ -445,6 +474,19 @@ private:
     std::unordered_map<std::uint32_t, std::uint32_t> closed_generation_;  // by sender: newest generation closed
     std::unordered_map<std::uint32_t, OpenedTgt> opened_;        // by TGT QPN
     std::vector<CloseNotice> notices_;
+    // ADDRESS to one rank, until it answers. `old_lid`: the LID that rank last heard of (an earlier change it has
+    // not acknowledged keeps its own old LID, so that it still recognises the port).
+    struct AddressNotice {
+        std::uint32_t rank;
+        std::uint16_t old_lid;
+        std::uint32_t attempts;
+        std::uint64_t next_retry_us;
+        std::uint64_t retry_us;
+        std::uint64_t deadline_us;
+    };
+    std::vector<AddressNotice> address_notices_;
+    std::uint16_t announced_lid_ = 0;                    // this port's LID as last announced (0: never changed)
+    std::uint32_t announcements_ = 0;                    // ADDRESS generations
     std::vector<NodeLink *> leaving_;                    // links whose creator said LEAVING, not answered yet
     std::size_t awaiting_leaving_ack_ = 0;               // owned TGT QPs told LEAVING, not answered yet
     std::unordered_set<std::uint32_t> finalized_ranks_;  // refused us as finalizing: not chosen again

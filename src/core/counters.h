@@ -50,6 +50,10 @@ struct Counters {
     std::uint64_t cm_rejected = 0;    // malformed, foreign (job, token) or from a source that is not the sender's
     std::uint64_t cm_duplicates = 0;  // answered again or ignored: a retransmission crossed an answer
     std::uint64_t cm_stale = 0;       // for a connection that no longer exists
+    // LID changes (LID_CHANGE, CLIENT_REREGISTER): ours announced, others' heard, QP paths moved for either.
+    std::uint64_t lid_changes = 0;       // this port got a new LID: ADDRESS sent to the job
+    std::uint64_t peer_lid_changes = 0;  // ADDRESS accepted: a peer port's stored addresses moved to its new LID
+    std::uint64_t paths_migrated = 0;    // QPs moved to a path toward a new LID (INI, TGT, handles, loopback)
     // Receive side and device.
     std::uint64_t srq_reposts = 0;         // receive buffers posted back to an SRQ
     std::uint64_t srq_limit_events = 0;    // an SRQ fell to its low watermark (btl_xrc_receive_queues LOW)
@@ -180,6 +184,14 @@ inline constexpr CounterInfo kCounterInfo[] = {
      "ignored"},
     {"cm_stale", &Counters::cm_stale, CounterKind::Count,
      "Datagrams about a connection that no longer exists (a late copy of a closed one): ignored"},
+    {"lid_changes", &Counters::lid_changes, CounterKind::Count,
+     "Times this port got a new LID (LID_CHANGE or CLIENT_REREGISTER with a changed LID): the new address was "
+     "announced to the job through the connection manager"},
+    {"peer_lid_changes", &Counters::peer_lid_changes, CounterKind::Count,
+     "Announcements accepted of a peer port's new LID: the stored addresses of that port were updated"},
+    {"paths_migrated", &Counters::paths_migrated, CounterKind::Count,
+     "QPs moved to a path toward a new LID (path migration: INI QPs, TGT QPs and handles toward a peer port that "
+     "moved, and this port's loopback pair when it moved itself)"},
     {"srq_reposts", &Counters::srq_reposts, CounterKind::Count,
      "Receive buffers posted back to an SRQ after their message was handed up"},
     {"srq_limit_events", &Counters::srq_limit_events, CounterKind::Count,

@@ -401,6 +401,37 @@ void PortTransport::send_datagram(const PortAddress &to, const CmBytes &bytes) n
     (void)ud_->send(to, bytes, remote_subnet(to));
 }
 
+Result<bool> PortTransport::migrate_path(ibv_qp *qp, std::uint16_t old_lid, std::uint16_t new_lid) noexcept {
+    ibv_qp_attr current{};
+    ibv_qp_init_attr init{};
+    if (ibv_query_qp(qp, &current, kMigrationQueryMask, &init) != 0) return Error::from_errno("querying its path");
+    if (current.qp_state != IBV_QPS_RTS || current.ah_attr.dlid != old_lid) return false;
+    if (modify(qp, load_alternate_path(current, new_lid)) != 0)
+        return Error::from_errno("loading the alternate path (RTS->RTS, REARM)");
+    if (modify(qp, migrate_to_alternate_path()) != 0)
+        return Error::from_errno("migrating to the alternate path (RTS->RTS, MIGRATED)");
+    return true;
+}
+
+bool PortTransport::lid_changed(std::uint16_t new_lid) noexcept {
+    const std::uint16_t old_lid = address_.lid;
+    if (new_lid == 0 || new_lid == old_lid) return false;
+    address_.lid = new_lid;
+    // The loopback pair's path goes to this port's own LID. Our other QPs need nothing: the HCA sends from the
+    // port's LID of the moment, and their destinations did not move.
+    for (ibv_qp *qp : {loopback_ini_.get(), loopback_tgt_.get()}) {
+        if (qp == nullptr) continue;
+        const auto moved = migrate_path(qp, old_lid, new_lid);
+        if (!moved)
+            note("cannot move loopback QP " + std::to_string(qp->qp_num) + " to LID " + std::to_string(new_lid) + ": " +
+                 moved.error().message());
+        else if (*moved)
+            ++counters_->paths_migrated;
+    }
+    cm_->announce_lid(old_lid, new_lid);
+    return true;
+}
+
 Result<ibv_qp *> PortTransport::create_ini() noexcept {
     ibv_qp_init_attr_ex attr{};
     attr.qp_type = IBV_QPT_XRC_SEND;

@@ -79,6 +79,9 @@ public:
         // The lock the send queues' users hold (MPI_THREAD_MULTIPLE), taken by tick() around what it does to the
         // queues; null: none. Recursive: tick() may run inside a callback that holds it.
         std::function<void()> lock_queues, unlock_queues;
+        // The port `port` (port_identity()) moved from LID `old_lid` to `new_lid`: the stored addresses of it, and
+        // those fetched later, must say `new_lid` (CmHost::address_moved). From the serving thread or progress.
+        std::function<void(std::uint64_t port, std::uint16_t old_lid, std::uint16_t new_lid)> address_moved;
     };
 
     // Every verbs object of the port made, the connection manager ready; or why not (nothing is left behind).
@@ -146,6 +149,10 @@ public:
     // The port is active again: what was held goes out. True when it was down.
     bool port_up() noexcept;
     const PortHealth &health() const noexcept { return health_; }
+    // The port now has LID `new_lid` (LID_CHANGE, CLIENT_REREGISTER, or a query found it): this process's address
+    // says so, its loopback pair moves to it, and the job is told (ConnectionManager::announce_lid). Progress only.
+    // False when the LID is the one it had.
+    bool lid_changed(std::uint16_t new_lid) noexcept;
     // The port has been down longer than the grace period (port_down_grace_us).
     bool port_grace_expired() noexcept { return health_.grace_expired(now_us()); }
     // What `op` is when the transport itself posted it (a link's drain fence, the loopback fence): a description;
@@ -191,6 +198,10 @@ private:
     Result<void> connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept override;
     Result<ibv_qp *> create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn) noexcept override;
     Result<ibv_qp *> open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept override;
+    void address_moved(std::uint64_t port, std::uint16_t old_lid, std::uint16_t new_lid) noexcept override {
+        if (listener_.address_moved) listener_.address_moved(port, old_lid, new_lid);
+    }
+    Result<bool> migrate_path(ibv_qp *qp, std::uint16_t old_lid, std::uint16_t new_lid) noexcept override;
     void destroy_qp(ibv_qp *qp) noexcept override {
         (void)ibv_destroy_qp(qp);
         changed();

@@ -108,6 +108,28 @@ QpTransition ud_to_rts(std::uint32_t my_psn) noexcept {
     return t;
 }
 
+QpTransition load_alternate_path(const ibv_qp_attr &current, std::uint16_t new_lid) noexcept {
+    QpTransition t;
+    t.attr.qp_state = IBV_QPS_RTS;
+    t.attr.alt_ah_attr = current.ah_attr;  // service level, GRH and port as before: only the LID moved
+    t.attr.alt_ah_attr.dlid = new_lid;
+    t.attr.alt_port_num = current.ah_attr.port_num != 0 ? current.ah_attr.port_num : current.port_num;
+    t.attr.alt_ah_attr.port_num = t.attr.alt_port_num;
+    t.attr.alt_pkey_index = current.pkey_index;
+    t.attr.alt_timeout = current.timeout;
+    t.attr.path_mig_state = IBV_MIG_REARM;
+    t.mask = IBV_QP_STATE | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE;
+    return t;
+}
+
+QpTransition migrate_to_alternate_path() noexcept {
+    QpTransition t;
+    t.attr.qp_state = IBV_QPS_RTS;
+    t.attr.path_mig_state = IBV_MIG_MIGRATED;
+    t.mask = IBV_QP_STATE | IBV_QP_PATH_MIG_STATE;
+    return t;
+}
+
 ibv_mtu mtu_from_bytes(int bytes) noexcept {
     switch (bytes) {
     case 256: return IBV_MTU_256;

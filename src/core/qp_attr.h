@@ -53,6 +53,14 @@ QpTransition ud_to_init(const PathSettings &path, std::uint32_t qkey) noexcept;
 QpTransition ud_to_rtr() noexcept;
 QpTransition ud_to_rts(std::uint32_t my_psn) noexcept;
 
+// Path migration toward a peer port's new LID (software-controlled migration, IB spec 17.2.8), RTS->RTS twice:
+// load the alternate path (the QP's current primary path, `current` from ibv_query_qp with kMigrationQueryMask,
+// with `new_lid`) and arm it; then MIGRATED makes it the primary one and the HCA resends there what was not
+// acknowledged.
+inline constexpr int kMigrationQueryMask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_TIMEOUT;
+QpTransition load_alternate_path(const ibv_qp_attr &current, std::uint16_t new_lid) noexcept;
+QpTransition migrate_to_alternate_path() noexcept;
+
 // The initial packet sequence number of a QP, derived from its number so both ends compute it without an
 // extra exchange (24 bits).
 constexpr std::uint32_t initial_psn(std::uint32_t qp_num) noexcept { return (qp_num * 2654435761u) & 0xffffffu; }

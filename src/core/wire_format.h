@@ -69,7 +69,7 @@ inline constexpr std::uint32_t kEagerControlMagic = 0x58454302u;  // "XEC" versi
 //   REJECT    -> initiator: `reason` (CmReject)
 //   CLOSE     initiator -> the TGT's creator and every rank that may hold a handle on it: drop it
 //   CLOSE_ACK -> initiator
-//   LEAVING, LEAVING_ACK: below
+//   LEAVING, LEAVING_ACK, ADDRESS, ADDRESS_ACK: below
 // `token` is the destination's random token from its modex blob: only the job's processes can read it, so a
 // datagram from anyone else (another job, garbage) is rejected before it can create anything. `generation`
 // counts the initiator's connection attempts (per process, from 1), so a duplicate of an old CONNECT is told
@@ -90,6 +90,12 @@ inline constexpr std::uint32_t cm_qkey(std::uint64_t token) noexcept {
 // completed (at once when nothing was outstanding); it later closes the link without a fence and without a CLOSE.
 // The creator retransmits LEAVING until the answer or its bound, then drops the TGT QP.
 // LEAVING_ACK: initiator -> creator, names the same connection and TGT QP.
+// ADDRESS: the sender's HCA port got a new LID (LID_CHANGE, CLIENT_REREGISTER): `port_guid` (port_identity() of
+// its address, which a LID change leaves alone), `old_lid` and `new_lid` take the place of the QP numbers and the
+// reserved word; `generation` counts the sender's announcements (from 1). It arrives from the new LID: the
+// receiver accepts that source only when its stored address of the sender still has `old_lid`. The receiver
+// updates every stored address of that port and moves the paths of its QPs toward it (connections.md).
+// ADDRESS_ACK: -> the announcer, the same port, LIDs and generation. ADDRESS is retransmitted until then (bounded).
 enum class CmType : std::uint8_t {
     Connect = 1,
     Accept = 2,
@@ -97,7 +103,9 @@ enum class CmType : std::uint8_t {
     Close = 4,
     CloseAck = 5,
     Leaving = 6,
-    LeavingAck = 7
+    LeavingAck = 7,
+    Address = 8,
+    AddressAck = 9
 };
 enum class CmReject : std::uint16_t {
     None = 0,
@@ -117,6 +125,10 @@ struct CmMessage {
     std::uint32_t ini_qpn = 0;
     std::uint32_t tgt_qpn = 0;
     std::uint32_t port_index = 0;  // the sender's port (module) position, for messages: pairing is by fabric
+    // ADDRESS and ADDRESS_ACK only (zero in every other type).
+    std::uint64_t port_guid = 0;
+    std::uint16_t old_lid = 0;
+    std::uint16_t new_lid = 0;
 
     bool operator==(const CmMessage &) const = default;
 };

@@ -88,6 +88,9 @@ public:
     xrc::Result<ibv_qp *> create_tgt(const xrc::PortAddress &initiator, std::uint32_t ini_qpn) noexcept override;
     xrc::Result<ibv_qp *> open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept override;
     void destroy_qp(ibv_qp *qp) noexcept override;
+    // The simulated fabric never changes a LID: nothing is announced, so nothing moves.
+    void address_moved(std::uint64_t, std::uint16_t, std::uint16_t) noexcept override {}
+    xrc::Result<bool> migrate_path(ibv_qp *, std::uint16_t, std::uint16_t) noexcept override { return false; }
     bool reserve_completions(std::size_t) noexcept override { return true; }
     std::uint64_t now_us() noexcept override;
     void link_failed(const xrc::NodeLink &link, const std::string &why) noexcept override;

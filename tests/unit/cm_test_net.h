@@ -36,6 +36,8 @@ struct FakeQp {
     std::uint32_t node = 0;
     std::uint32_t peer_qpn = 0;  // INI: the TGT it is connected to; TGT/handle: the INI
     bool connected = false;
+    std::uint16_t dlid = 0;  // INI, TGT: the path's destination LID (a handle's is its TGT QP's)
+    int migrations = 0;
     std::vector<ibv_send_wr> posted;
     FakeQp() {
         context.ops.post_send = fake_post_send;
@@ -76,6 +78,8 @@ public:
     Result<ibv_qp *> create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn) noexcept override;
     Result<ibv_qp *> open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept override;
     void destroy_qp(ibv_qp *qp) noexcept override;
+    void address_moved(std::uint64_t port, std::uint16_t old_lid, std::uint16_t new_lid) noexcept override;
+    Result<bool> migrate_path(ibv_qp *qp, std::uint16_t old_lid, std::uint16_t new_lid) noexcept override;
     bool reserve_completions(std::size_t) noexcept override { return true; }
     std::uint64_t now_us() noexcept override;
     void link_failed(const NodeLink &, const std::string &why) noexcept override;
@@ -85,6 +89,12 @@ public:
 
     // The launcher's node id this process publishes (a label: it may collide with another node's).
     void relabel(std::uint32_t node_id) { address_.node_id = node_id; }
+    // The subnet manager gives this process's port a new LID: its datagrams come from it from now on (what the
+    // BTL's requery_port then does is the caller's: cm().announce_lid()). Its published address keeps the old one.
+    void take_lid(std::uint16_t lid) { address_.lid = lid; }
+    std::uint16_t published_lid() const { return published_lid_; }
+    // The LID this process's stored address of `rank` says (what it sends to).
+    std::uint16_t lid_seen(std::uint32_t rank) { return address_of(rank)->lid; }
     // A peer object for `rank` attached to its node's link (what the BTL's add_procs does).
     Peer &peer(std::uint32_t rank);
     std::vector<std::string> failures;  // under Net::mutex
@@ -96,7 +106,11 @@ public:
 private:
     Net &net_;
     std::uint32_t rank_, node_;
-    PortAddress address_;
+    PortAddress address_;  // the truth: its lid is the port's LID of the moment (the datagrams' source)
+    std::uint16_t published_lid_ = 0;
+    // What the modex gave this process, as the BTL's job keeps it: published LIDs, moved by address_moved().
+    std::map<std::uint32_t, PortAddress> seen_;
+    std::map<std::uint64_t, std::uint16_t> moved_;
     std::map<std::uint32_t, std::unique_ptr<Peer>> peers_;
     std::unique_ptr<ConnectionManager> cm_;
 };
@@ -126,6 +140,9 @@ public:
                 c.my_rank = n * ppn + p;
                 c.my_node = n;
                 c.jobid = 7;
+                c.job_size = nodes * ppn;
+                c.local_index = p;
+                c.local_count = ppn;
                 procs.push_back(std::make_unique<Process>(*this, c.my_rank, n, c));
             }
     }
@@ -185,13 +202,40 @@ inline Process::Process(Net &net, std::uint32_t rank, std::uint32_t node, CmConf
     address_.cm_qpn = 0x10000 + rank;
     address_.token = 0xabc0000000000000ull + rank * 7919 + 1;
     address_.srqs = {{256, 0x500 + rank * 4}, {65536, 0x501 + rank * 4}};
+    published_lid_ = address_.lid;
     config.my_token = address_.token;
     config.my_port = port_identity(address_);
     cm_ = std::make_unique<ConnectionManager>(*this, config);
 }
 
 inline const PortAddress *Process::address_of(std::uint32_t rank) noexcept {
-    return rank < net_.procs.size() ? &net_.procs[rank]->address() : nullptr;
+    if (rank >= net_.procs.size()) return nullptr;
+    PortAddress a = net_.procs[rank]->address();
+    a.lid = net_.procs[rank]->published_lid();
+    if (auto it = moved_.find(port_identity(a)); it != moved_.end()) a.lid = it->second;
+    PortAddress &stored = seen_[rank];  // stable: the manager keeps pointers
+    stored = a;
+    return &stored;
+}
+
+inline void Process::address_moved(std::uint64_t port, std::uint16_t, std::uint16_t new_lid) noexcept {
+    moved_[port] = new_lid;
+    for (auto &[rank, a] : seen_)
+        if (port_identity(a) == port) a.lid = new_lid;
+}
+
+inline Result<bool> Process::migrate_path(ibv_qp *qp, std::uint16_t old_lid, std::uint16_t new_lid) noexcept {
+    std::lock_guard<std::mutex> g(net_.mutex);
+    FakeQp *f = fake_of(qp);
+    if (f->kind == FakeQp::Kind::handle) {  // one QP, whichever handle moves it
+        auto it = net_.qps.find(f->peer_qpn);
+        if (it == net_.qps.end()) return Error(ErrorKind::gone, "no such TGT QP");
+        f = it->second.get();
+    }
+    if ((f->kind == FakeQp::Kind::ini && !f->connected) || f->dlid != old_lid) return false;
+    f->dlid = new_lid;
+    ++f->migrations;
+    return true;
 }
 
 inline void Process::send_datagram(const PortAddress &to, const CmBytes &bytes) noexcept {
@@ -219,10 +263,11 @@ inline Result<void> Process::connect_ini(ibv_qp *ini, const PortAddress &target,
     if (target.node_id == node_) return Error(ErrorKind::system, "INI toward its own node");
     f->peer_qpn = tgt_qpn;
     f->connected = true;
+    f->dlid = target.lid;
     return {};
 }
 
-inline Result<ibv_qp *> Process::create_tgt(const PortAddress &, std::uint32_t ini_qpn) noexcept {
+inline Result<ibv_qp *> Process::create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn) noexcept {
     std::lock_guard<std::mutex> g(net_.mutex);
     if (fail_tgt_creation) return Error(ErrorKind::resource, "out of QPs");
     auto f = std::make_unique<FakeQp>();
@@ -230,6 +275,7 @@ inline Result<ibv_qp *> Process::create_tgt(const PortAddress &, std::uint32_t i
     f->owner_rank = rank_;
     f->node = node_;
     f->peer_qpn = ini_qpn;
+    f->dlid = initiator.lid;
     f->qp.qp_num = net_.next_qpn++;
     ibv_qp *qp = &f->qp;
     net_.tgt_users[qp->qp_num] = 1;

@@ -22,13 +22,19 @@ CmMessage sample(CmType type) {
     m.ini_qpn = 0x1234;
     m.tgt_qpn = (type == CmType::Connect || type == CmType::Reject) ? 0 : 0x5678;
     m.port_index = 1;
+    if (type == CmType::Address || type == CmType::AddressAck) {
+        m.ini_qpn = m.tgt_qpn = 0;
+        m.port_guid = 0x0002c90300a1b2c3ull;
+        m.old_lid = 0x11;
+        m.new_lid = 0xbfff;
+    }
     return m;
 }
 }  // namespace
 
 TEST(CmMessage, EveryTypeRoundTrips) {
     for (CmType t : {CmType::Connect, CmType::Accept, CmType::Reject, CmType::Close, CmType::CloseAck, CmType::Leaving,
-                     CmType::LeavingAck}) {
+                     CmType::LeavingAck, CmType::Address, CmType::AddressAck}) {
         const CmMessage m = sample(t);
         const CmBytes b = encode_cm(m);
         const auto out = decode_cm(b);
@@ -55,7 +61,7 @@ TEST(CmMessage, EachBadFieldIsNamed) {
     EXPECT_NE(why([](CmBytes &b) { b[0] ^= 1; }).find("magic"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[4] = 9; }).find("version 9"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[5] = 0; }).find("type"), std::string::npos);
-    EXPECT_NE(why([](CmBytes &b) { b[5] = 8; }).find("type"), std::string::npos);
+    EXPECT_NE(why([](CmBytes &b) { b[5] = 10; }).find("type"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[6] = 1; }).find("reason"), std::string::npos);  // a reason on an ACCEPT
     EXPECT_NE(why([](CmBytes &b) { b[47] = 1; }).find("reserved"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { std::fill(b.begin() + 24, b.begin() + 32, 0); }).find("token"), std::string::npos);
@@ -63,6 +69,34 @@ TEST(CmMessage, EachBadFieldIsNamed) {
               std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[39] = 1; }).find("INI"), std::string::npos);  // a 25-bit QP number
     EXPECT_NE(why([](CmBytes &b) { std::fill(b.begin() + 40, b.begin() + 44, 0); }).find("TGT"), std::string::npos);
+}
+
+// ADDRESS and ADDRESS_ACK carry a port identity and two unicast LIDs where the others carry QP numbers.
+TEST(CmMessage, AnAddressNamesItsPortAndTwoDifferentUnicastLids) {
+    for (CmType t : {CmType::Address, CmType::AddressAck}) {
+        const CmBytes good = encode_cm(sample(t));
+        EXPECT_EQ(good[36], 0xc3);  // the port GUID, little endian, where the INI QP number is otherwise
+        EXPECT_EQ(good[44], 0x11);
+        EXPECT_EQ(good[46], 0xff);
+        auto why = [&](auto mutate) {
+            CmMessage m = sample(t);
+            mutate(m);
+            const auto out = decode_cm(encode_cm(m));
+            return out ? std::string() : out.error().message();
+        };
+        EXPECT_NE(why([](CmMessage &m) { m.port_guid = 0; }).find("port identity"), std::string::npos);
+        EXPECT_NE(why([](CmMessage &m) { m.old_lid = 0; }).find("LIDs"), std::string::npos);
+        EXPECT_NE(why([](CmMessage &m) { m.new_lid = 0; }).find("LIDs"), std::string::npos);
+        EXPECT_NE(why([](CmMessage &m) { m.new_lid = 0xc000; }).find("LIDs"), std::string::npos);  // multicast
+        EXPECT_NE(why([](CmMessage &m) { m.old_lid = 0xffff; }).find("LIDs"), std::string::npos);  // permissive
+        EXPECT_NE(why([](CmMessage &m) { m.new_lid = m.old_lid; }).find("LIDs"), std::string::npos);
+        EXPECT_NE(why([](CmMessage &m) { m.generation = 0; }).find("generation"), std::string::npos);
+        EXPECT_NE(why([](CmMessage &m) { m.token = 0; }).find("token"), std::string::npos);
+    }
+    // The other types keep their reserved word: an ADDRESS's LID bytes on a CLOSE are malformed.
+    CmBytes b = encode_cm(sample(CmType::Close));
+    b[46] = 0x22;
+    EXPECT_FALSE(decode_cm(b).has_value());
 }
 
 TEST(CmMessage, AConnectNamesNoTgtQp) {
