@@ -32,23 +32,21 @@ moved_run() {
     rc=$?
 }
 
-# sum_counter OUT NAME: the counter NAME summed over the job's processes
-sum_counter() { counter "$1" "$2" | awk '{s += $1} END {print s + 0}'; }
 
 # expect_moved OUT WHAT MIN-MIGRATED LID: nodeB's 2 ranks announced once each, nodeA's 2 ranks heard it once each, paths moved.
 expect_moved() {
     local announced heard migrated
     announced=$(counter "$1" lid_changes | grep -c '^1$')
     heard=$(counter "$1" peer_lid_changes | grep -c '^1$')
-    migrated=$(sum_counter "$1" paths_migrated)
+    migrated=$(counter_sum "$1" paths_migrated)
     [ "$announced" = 2 ] || die "$2: $announced of nodeB's 2 ranks counted one LID change"
     [ "$heard" = 2 ] || die "$2: $heard of nodeA's 2 ranks counted one peer LID change"
     [ "$migrated" -ge "$3" ] || die "$2: $migrated QP paths moved, expected at least $3"
     grep -q "btl:xrc: nodeB: simhca0:1: .*LID $(($4)) (was [0-9]*).*telling the job the new LID" "$1" ||
         die "$2: no message naming the new LID"
     grep -q 'btl:xrc: .* error\|MPI_ABORT\|btl:xrc: .*failed' "$1" && die "$2: an error was reported"
-    info "$2: lid_changes=$(sum_counter "$1" lid_changes) peer_lid_changes=$(sum_counter "$1" peer_lid_changes)" \
-        "paths_migrated=$migrated cm_rejected=$(sum_counter "$1" cm_rejected)"
+    info "$2: lid_changes=$(counter_sum "$1" lid_changes) peer_lid_changes=$(counter_sum "$1" peer_lid_changes)" \
+        "paths_migrated=$migrated cm_rejected=$(counter_sum "$1" cm_rejected)"
 }
 
 # Steady all-to-all (eager connections): every INI QP toward nodeB and every TGT QP for nodeB's senders moves.
