@@ -32,7 +32,6 @@ moved_run() {
     rc=$?
 }
 
-
 # expect_moved OUT WHAT MIN-MIGRATED LID: nodeB's 2 ranks announced once each, nodeA's 2 ranks heard it once each, paths moved.
 expect_moved() {
     local announced heard migrated
