@@ -132,10 +132,3 @@ void mca_btl_xrc_eager_control(mca_btl_xrc_module_t *m, const void *data, size_t
     mca_btl_xrc_eager_sink_t sink{m};
     m->eager.on_control(data, length, sink);
 }
-
-int mca_btl_xrc_eager_progress(mca_btl_xrc_module_t *m) noexcept {
-    mca_btl_xrc_eager_sink_t sink{m};
-    const int handled = m->eager.poll(sink);
-    m->counters.ring_receives += uint64_t(handled);
-    return handled;
-}

@@ -242,9 +242,9 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     if (descriptor != nullptr) *descriptor = nullptr;
     xrc::Peer &peer = endpoint->peer;
     if (total > btl->btl_eager_limit) return OPAL_ERR_OUT_OF_RESOURCE;
-    if (!peer.queue->can_post()) {
+    if (!peer.queue->ready()) {
         // Not now (no credit, sends queued, or the connection is not made yet): hand ob1 a descriptor to fill and
-        // send, which queues in order and makes the connection if there is none.
+        // send, which queues in order and makes the connection if there is none (or reports a broken one).
         if (descriptor != nullptr) *descriptor = xrc_alloc(btl, endpoint, order, total, flags);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -263,10 +263,10 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
         // Small: assemble on the stack and send inline; nothing to release afterwards.
         alignas(8) unsigned char buffer[kInlineBufferSize];
         if (!assemble(buffer, header, header_size, convertor, payload_size)) return OPAL_ERROR;
-        xrc::SendOp op;
+        xrc::SendOp op(xrc::SendOp::Unfilled::tag);
         const bool ring = peer.prepare_routed(op, ring_room, buffer, length, 0, tag);
         op.wr.send_flags = IBV_SEND_INLINE;
-        if (peer.queue->try_post(op) == 0) {
+        if (peer.queue->post_ready(op) == 0) {
             mca_btl_xrc_sent(m, endpoint, ring, length);
             return OPAL_SUCCESS;
         }
@@ -285,7 +285,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     const bool ring = peer.prepare_routed(frag->op, ring_room && xrc::eager_wire_size(length) <= frag->capacity, data,
                                           length, frag->lkey, tag);
     frag->op.on_complete = mca_btl_xrc_frag_return_on_complete;  // sendi: nobody waits, the BTL owns it
-    if (peer.queue->try_post(frag->op) != 0) {
+    if (peer.queue->post_ready(frag->op) != 0) {
         peer.unprepare(frag->op, ring);
         mca_btl_xrc_frag_return(frag);
         rewind();

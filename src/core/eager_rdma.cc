@@ -10,26 +10,10 @@ void EagerRing::init(unsigned char *base, std::uint32_t slots, std::uint32_t slo
     geometry_ = EagerRingGeometry(slots, slot_size);
     report_every_ = geometry_.bytes() / 2 > 0 ? geometry_.bytes() / 2 : 1;
     position_ = 0;
+    span_end_ = base + geometry_.bytes();
     seq_ = 0;
     reported_ = 0;
     broken_ = false;
-}
-
-void EagerRing::release(const Message &message) noexcept {
-    if (!message.well_formed) {
-        broken_ = true;  // the length is nonsense: nobody knows where the next message ends
-        return;
-    }
-    // Zero the last word of every granule of the span: any of them may be a future footer's sequence number,
-    // and payload bytes could hold any value. The data was handed on already. The span ends where peek() found
-    // the footer, right behind the padded payload.
-    const std::uint32_t span = eager_span(message.length);
-    unsigned char *span_end =
-        const_cast<unsigned char *>(message.data) + eager_padded(message.length) + kEagerFooterSize;
-    for (std::uint32_t off = kEagerGranule; off <= span; off += kEagerGranule)
-        __atomic_store_n(reinterpret_cast<std::uint64_t *>(span_end - off + kEagerGranule - 8), 0, __ATOMIC_RELAXED);
-    position_ = geometry_.advance(position_, span);
-    ++seq_;
 }
 
 void EagerChannel::activate(std::uint64_t remote_base, std::uint32_t rkey, std::uint32_t slots,
@@ -39,21 +23,10 @@ void EagerChannel::activate(std::uint64_t remote_base, std::uint32_t rkey, std::
     geometry_ = EagerRingGeometry(slots, slot_size);
     max_payload_ = eager_max_payload(slot_size);
     position_ = previous_position_ = 0;
+    end_ = previous_end_ = geometry_.bytes();
     seq_ = 0;
     acked_ = 0;
     consumed_word_ = consumed_word;
-}
-
-std::uint64_t EagerChannel::claim(std::uint32_t length, std::uint8_t tag, std::uint64_t ack,
-                                  EagerFooter *footer) noexcept {
-    footer->length = length;
-    footer->marker_tag = kEagerMarker | tag;
-    footer->ack = ack;
-    footer->seq = ++seq_;
-    const std::uint64_t span_end = remote_base_ + geometry_.end_offset(position_);
-    previous_position_ = position_;
-    position_ = geometry_.advance(position_, eager_span(length));
-    return span_end - eager_wire_size(length);
 }
 
 bool decode_eager_control(const void *data, std::size_t length, EagerControl &out) noexcept {

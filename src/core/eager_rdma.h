@@ -70,14 +70,18 @@ public:
         : bytes_(std::uint64_t(slots) * slot_size), max_span_(slot_size) {}
     std::uint64_t bytes() const noexcept { return bytes_; }
     std::uint32_t max_span() const noexcept { return max_span_; }
-    // Offset from the ring's base of the end of the span that starts (from the top) at `position`.
-    std::uint64_t end_offset(std::uint64_t position) const noexcept { return bytes_ - position % bytes_; }
-    // The position after a span of `span` bytes at `position`: skips to the next top when less than the largest
-    // span would be left below.
-    std::uint64_t advance(std::uint64_t position, std::uint32_t span) const noexcept {
+    // The position after a span of `span` bytes (at most max_span()) at `position`: skips to the next top when less
+    // than the largest span would be left below. `end` is where the span at `position` ends, as an offset from the
+    // ring's base (bytes() - position % bytes()), and becomes the result's: both ends keep it next to their
+    // position, so a message costs no division.
+    std::uint64_t advance(std::uint64_t position, std::uint32_t span, std::uint64_t &end) const noexcept {
         std::uint64_t next = position + span;
-        const std::uint64_t left = end_offset(next);
-        if (left < max_span_) next += left;
+        std::uint64_t left = end - span;  // at least max_span was left below every position, so the span fits
+        if (left < max_span_) {
+            next += left;
+            left = bytes_;
+        }
+        end = left;
         return next;
     }
 
@@ -106,7 +110,7 @@ public:
     // True when the next message has arrived; fills `out` (not consumed until release()).
     bool peek(Message &out) const noexcept {
         if (broken_) return false;
-        unsigned char *span_end = base_ + geometry_.end_offset(position_);
+        unsigned char *span_end = span_end_;
         const auto *footer = reinterpret_cast<const EagerFooter *>(span_end - kEagerFooterSize);
         if (__atomic_load_n(&footer->seq, __ATOMIC_ACQUIRE) != seq_ + 1)
             return false;
@@ -121,7 +125,22 @@ public:
     }
     // The message peek() returned was handled: its span is cleared for reuse, to be reported. A malformed
     // message stops the ring instead.
-    void release(const Message &message) noexcept;
+    [[gnu::always_inline]] void release(const Message &message) noexcept {
+        if (!message.well_formed) {
+            broken_ = true;  // the length is nonsense: nobody knows where the next message ends
+            return;
+        }
+        // Zero the last word of every granule of the span: any of them may be a future footer's sequence number,
+        // and payload bytes could hold any value. The data was handed on already.
+        const std::uint32_t span = eager_span(message.length);
+        for (std::uint32_t off = kEagerGranule; off <= span; off += kEagerGranule)
+            __atomic_store_n(reinterpret_cast<std::uint64_t *>(span_end_ - off + kEagerGranule - 8), 0,
+                             __ATOMIC_RELAXED);
+        auto end = static_cast<std::uint64_t>(span_end_ - base_);
+        position_ = geometry_.advance(position_, span, end);
+        span_end_ = base_ + end;
+        ++seq_;
+    }
 
     std::uint64_t consumed() const noexcept { return position_; }
     bool broken() const noexcept { return broken_; }
@@ -133,8 +152,9 @@ private:
     unsigned char *base_ = nullptr;
     EagerRingGeometry geometry_;
     std::uint64_t report_every_ = 1;
-    std::uint64_t position_ = 0;  // consumed up to here
-    std::uint64_t seq_ = 0;       // messages consumed
+    std::uint64_t position_ = 0;         // consumed up to here
+    unsigned char *span_end_ = nullptr;  // where the span at position_ ends, its footer right below
+    std::uint64_t seq_ = 0;              // messages consumed
     std::uint64_t reported_ = 0;
     bool broken_ = false;
 };
@@ -163,10 +183,22 @@ public:
     // Takes the next span (can_send() must have said yes): writes the footer (with `ack`, our consumed position in
     // the peer's messages) at `footer`, the bytes right after the padded payload in the caller's buffer, and
     // returns the remote address where the eager_wire_size(length) bytes go.
-    std::uint64_t claim(std::uint32_t length, std::uint8_t tag, std::uint64_t ack, EagerFooter *footer) noexcept;
+    [[gnu::always_inline]] std::uint64_t claim(std::uint32_t length, std::uint8_t tag, std::uint64_t ack,
+                                               EagerFooter *footer) noexcept {
+        footer->length = length;
+        footer->marker_tag = kEagerMarker | tag;
+        footer->ack = ack;
+        footer->seq = ++seq_;
+        const std::uint64_t span_end = remote_base_ + end_;
+        previous_position_ = position_;
+        previous_end_ = end_;
+        position_ = geometry_.advance(position_, eager_span(length), end_);
+        return span_end - eager_wire_size(length);
+    }
     // Gives back the span claim() just took (the post failed before anything was written).
     void unclaim() noexcept {
         position_ = previous_position_;
+        end_ = previous_end_;
         --seq_;
     }
 
@@ -177,8 +209,9 @@ private:
     std::uint32_t rkey_ = 0;
     EagerRingGeometry geometry_;
     std::uint32_t max_payload_ = 0;
-    std::uint64_t position_ = 0;     // ring position of the next span
-    std::uint64_t previous_position_ = 0;
+    std::uint64_t position_ = 0;  // ring position of the next span
+    std::uint64_t end_ = 0;       // where that span ends: its offset from the ring's base
+    std::uint64_t previous_position_ = 0, previous_end_ = 0;
     std::uint64_t seq_ = 0;    // messages sent
     std::uint64_t acked_ = 0;  // consumed position piggybacked on the peer's messages
     const std::uint64_t *consumed_word_ = nullptr;

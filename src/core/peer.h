@@ -111,6 +111,7 @@ private:
         op.wr.num_sge = 1;
         op.wr.opcode = IBV_WR_RDMA_WRITE;
         op.wr.send_flags = 0;
+        op.wr.imm_data = 0;
         op.wr.wr.rdma.remote_addr = remote;
         op.wr.wr.rdma.rkey = eager.rkey();
         op.wr.qp_type.xrc.remote_srqn = srqs.front().srq_num;

@@ -29,27 +29,6 @@ SendQueue::SendQueue(std::uint32_t depth, std::uint32_t signal_interval, std::ui
       pending_head_(&closed_marker_),
       pending_tail_(&closed_marker_) {}
 
-int SendQueue::post_now(SendOp &op) noexcept {
-    const bool wants_callback = op.on_complete != nullptr;
-    const std::uint32_t interval = signal_interval_.load(std::memory_order_relaxed);
-    const bool signal = wants_callback || since_signal_ + 1 >= interval || credits() <= interval;
-    if (signal)
-        op.wr.send_flags |= IBV_SEND_SIGNALED;
-    else
-        op.wr.send_flags &= ~static_cast<unsigned>(IBV_SEND_SIGNALED);
-    op.wr.wr_id = reinterpret_cast<std::uintptr_t>(this) | std::uint64_t{tail_ % depth_} << kSendWrIdSlotShift;
-    op.wr.next = nullptr;
-    ibv_send_wr *bad = nullptr;
-    const int rc = ibv_post_send(qp_, &op.wr, &bad);
-    if (rc != 0) return rc;
-    ring_[tail_ % depth_] = Slot{wants_callback ? &op : nullptr, signal};
-    ++tail_;
-    since_signal_ = signal ? 0 : since_signal_ + 1;
-    if (wants_callback) ++outstanding_callbacks_;
-    used_ = true;
-    return 0;
-}
-
 void SendQueue::enqueue(SendOp &op) noexcept {
     op.next_pending = nullptr;
     if (pending_tail_ != nullptr)
@@ -57,12 +36,6 @@ void SendQueue::enqueue(SendOp &op) noexcept {
     else
         pending_head_ = &op;
     pending_tail_ = &op;
-}
-
-int SendQueue::try_post(SendOp &op) noexcept {
-    if (broken_) return EPIPE;
-    if (!can_post()) return EAGAIN;  // keeps order behind queued sends, and waits while not open
-    return post_now(op);
 }
 
 int SendQueue::post_or_queue(SendOp &op) noexcept {
@@ -155,10 +128,8 @@ void SendQueue::fail(ibv_wc_status status) noexcept {
 }
 
 const SendOp *SendQueue::failed_op(const ibv_wc &wc) const noexcept {
-    const std::uint32_t slot = static_cast<std::uint32_t>(wc.wr_id >> kSendWrIdSlotShift);
-    if (slot >= depth_) return nullptr;
-    const std::uint32_t age = (slot + depth_ - head_ % depth_) % depth_;  // position behind the oldest outstanding
-    return age < tail_ - head_ ? ring_[slot].op : nullptr;
+    const std::uint32_t age = age_of(wc.wr_id);
+    return age < outstanding() ? ring_[static_cast<std::uint32_t>(wc.wr_id >> kSendWrIdSlotShift)].op : nullptr;
 }
 
 ibv_wc_status SendQueue::on_completion(const ibv_wc &wc) noexcept {
@@ -169,7 +140,16 @@ ibv_wc_status SendQueue::on_completion(const ibv_wc &wc) noexcept {
         fail_all(wc.status);
         return wc.status;
     }
-    // Retire everything up to and including the oldest signaled request.
+    // Retire everything up to and including the oldest signaled request: the one this completion names
+    // (completions are in order per QP). When no outstanding request has a callback, that is one step.
+    if (outstanding_callbacks_ == 0) {
+        const std::uint32_t age = age_of(wc.wr_id);
+        if (age < outstanding() && ring_[static_cast<std::uint32_t>(wc.wr_id >> kSendWrIdSlotShift)].signaled) {
+            head_ += age + 1;
+            drain_pending();
+            return IBV_WC_SUCCESS;
+        }
+    }
     while (head_ != tail_) {
         const Slot slot = ring_[head_ % depth_];
         ++head_;

@@ -19,6 +19,7 @@
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <vector>
 
@@ -41,8 +42,15 @@ inline SendQueue *send_queue_of(std::uint64_t wr_id) noexcept {
 }
 
 struct SendOp {
-    ibv_send_wr wr{};  // prepared by the owner: opcode, sg_list, send_flags, remote_srqn, rdma/atomic fields
-    ibv_sge sge{};
+    enum class Unfilled { tag };
+
+    SendOp() noexcept : wr{}, sge{} {}
+    // Work request and scatter entry left as they are: for a temporary that Peer::prepare_ring or prepare_srq fills
+    // in whole (every field a post reads), an inline send's, so that the send path does not zero them first.
+    explicit SendOp(Unfilled) noexcept {}
+
+    ibv_send_wr wr;  // prepared by the owner: opcode, sg_list, send_flags, remote_srqn, rdma/atomic fields
+    ibv_sge sge;
     SendCompletionFn on_complete = nullptr;  // null: nobody waits for this operation (inline send)
     SendOp *next_pending = nullptr;
 };
@@ -71,6 +79,8 @@ public:
     std::uint32_t outstanding() const noexcept { return tail_ - head_; }
     // True when a send would go out now: credit, open, and nothing queued before it (order is kept).
     bool can_post() const noexcept { return credits() > 0 && pending_head_ == nullptr; }
+    // can_post(), and the queue is not broken: try_post() would post.
+    bool ready() const noexcept { return !broken_ && can_post(); }
     std::uint32_t outstanding_callbacks() const noexcept { return outstanding_callbacks_; }
     // Sends queued (not counting the marker of a closed queue).
     bool has_pending() const noexcept {
@@ -94,7 +104,15 @@ public:
 
     // Posts now, or returns EAGAIN when it cannot go out now (nothing queued), or the post's errno. The op must
     // stay valid until its completion if it has on_complete; otherwise (inline sends) it may be a temporary.
-    int try_post(SendOp &op) noexcept;
+    // Inline with the post itself: it is the send path's one call per message, made from the BTL's send functions.
+    [[gnu::always_inline]] int try_post(SendOp &op) noexcept {
+        if (broken_) return EPIPE;
+        if (!can_post()) return EAGAIN;  // keeps order behind queued sends, and waits while not open
+        return post_now(op);
+    }
+    // try_post() for a caller that has seen ready() and posted or queued nothing on this queue since (sendi, which
+    // checks before it assembles the message): 0 or the post's errno.
+    [[gnu::always_inline]] int post_ready(SendOp &op) noexcept { return post_now(op); }
     // Posts now or queues until it can go out (the op must stay valid). 0, or an errno if the queue is broken.
     int post_or_queue(SendOp &op) noexcept;
 
@@ -128,7 +146,33 @@ private:
         SendOp *op;
         bool signaled;
     };
-    int post_now(SendOp &op) noexcept;
+    // The position behind the oldest outstanding request of the ring slot a work request id names; depth_ or more
+    // for a slot beyond the ring.
+    std::uint32_t age_of(std::uint64_t wr_id) const noexcept {
+        const auto slot = static_cast<std::uint32_t>(wr_id >> kSendWrIdSlotShift);
+        return slot < depth_ ? (slot + depth_ - head_ % depth_) % depth_ : depth_;
+    }
+    [[gnu::always_inline]] int post_now(SendOp &op) noexcept {
+        const bool wants_callback = op.on_complete != nullptr;
+        const std::uint32_t interval = signal_interval_.load(std::memory_order_relaxed);
+        const bool signal = wants_callback || since_signal_ + 1 >= interval || credits() <= interval;
+        if (signal)
+            op.wr.send_flags |= IBV_SEND_SIGNALED;
+        else
+            op.wr.send_flags &= ~static_cast<unsigned>(IBV_SEND_SIGNALED);
+        const std::uint32_t slot = tail_ % depth_;
+        op.wr.wr_id = reinterpret_cast<std::uintptr_t>(this) | std::uint64_t{slot} << kSendWrIdSlotShift;
+        op.wr.next = nullptr;
+        ibv_send_wr *bad = nullptr;
+        const int rc = ibv_post_send(qp_, &op.wr, &bad);
+        if (rc != 0) return rc;
+        ring_[slot] = Slot{wants_callback ? &op : nullptr, signal};
+        ++tail_;
+        since_signal_ = signal ? 0 : since_signal_ + 1;
+        if (wants_callback) ++outstanding_callbacks_;
+        used_ = true;
+        return 0;
+    }
     void enqueue(SendOp &op) noexcept;
     void drain_pending() noexcept;
     void fail_all(ibv_wc_status status) noexcept;

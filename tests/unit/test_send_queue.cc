@@ -287,3 +287,35 @@ TEST(SendQueue, SignalEveryPostLastsUntilDetachAndRetiredFollowsAMark) {
     for (const auto &p : g_posted) signaled += (p.flags & IBV_SEND_SIGNALED) != 0;
     EXPECT_EQ(signaled, 1);  // the next connection signals every 4th again
 }
+
+TEST(SendQueue, ACompletionRetiresUpToTheRequestItNamesAndCallsBackInOrder) {
+    FakeQp f;
+    SendQueue q(8, 4, 0);
+    q.open(&f.qp);
+    SendOp inline_op;
+    g_done.clear();
+    for (int round = 0; round < 5; ++round) {  // across the ring's end
+        g_posted.clear();
+        for (int i = 0; i < 4; ++i) ASSERT_EQ(q.try_post(inline_op), 0);
+        ASSERT_TRUE(g_posted[3].flags & IBV_SEND_SIGNALED);
+        EXPECT_EQ(q.outstanding(), 4u);
+        ibv_wc wc = completion(q);
+        wc.wr_id = g_posted[3].wr_id;
+        q.on_completion(wc);  // no callback outstanding: the four retire at once
+        EXPECT_TRUE(q.idle()) << round;
+    }
+    // With a callback outstanding, the requests before the signaled one complete in order, once each.
+    g_posted.clear();
+    SendOp with_callback;
+    with_callback.on_complete = record;
+    ASSERT_EQ(q.try_post(inline_op), 0);
+    ASSERT_EQ(q.try_post(with_callback), 0);
+    ASSERT_TRUE(g_posted[1].flags & IBV_SEND_SIGNALED);
+    ibv_wc wc = completion(q);
+    wc.wr_id = g_posted[1].wr_id;
+    q.on_completion(wc);
+    EXPECT_TRUE(q.idle());
+    ASSERT_EQ(g_done.size(), 1u);
+    EXPECT_EQ(g_done[0].first, &with_callback);
+    EXPECT_EQ(q.outstanding_callbacks(), 0u);
+}
