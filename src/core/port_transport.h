@@ -146,6 +146,8 @@ public:
     // The port is active again: what was held goes out. True when it was down.
     bool port_up() noexcept;
     const PortHealth &health() const noexcept { return health_; }
+    // The rail is given up for good (ConnectionManager::abandon), the on-node loopback queue with it.
+    void abandon() noexcept;
     // The port has been down longer than the grace period (port_down_grace_us).
     bool port_grace_expired() noexcept { return health_.grace_expired(now_us()); }
     // What `op` is when the transport itself posted it (a link's drain fence, the loopback fence): a description;
@@ -195,6 +197,7 @@ private:
         (void)ibv_destroy_qp(qp);
         changed();
     }
+    void fail_qp(ibv_qp *qp) noexcept override;
     bool reserve_completions(std::size_t links) noexcept override;
     std::uint64_t now_us() noexcept override;
     void link_failed(const NodeLink &link, const std::string &why) noexcept override;
