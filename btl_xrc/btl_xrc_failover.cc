@@ -170,22 +170,15 @@ bool rdma_refused(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) no
            mca_btl_xrc_fail_over(m, endpoint, "the connection to this peer has failed");
 }
 
-int failover_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
-                 uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
-                 mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
-                 mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
+// btl_put or btl_get (`Rdma`) with several rails: refused toward a peer this rail no longer reaches.
+template <decltype(&mca_btl_xrc_put) Rdma>
+int failover_rdma(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                  uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                  mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
+                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
     if (rdma_refused(as_xrc(btl), endpoint)) return OPAL_ERROR;
-    return mca_btl_xrc_put(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags,
-                           order, cbfunc, cbcontext, cbdata);
-}
-
-int failover_get(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
-                 uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
-                 mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
-                 mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
-    if (rdma_refused(as_xrc(btl), endpoint)) return OPAL_ERROR;
-    return mca_btl_xrc_get(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags,
-                           order, cbfunc, cbcontext, cbdata);
+    return Rdma(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags, order, cbfunc,
+                cbcontext, cbdata);
 }
 
 // The rails other than `m` that still carry traffic, for the message ("simhca1:1, simhca0:2").
@@ -223,8 +216,8 @@ void mca_btl_xrc_failover_enable(mca_btl_xrc_module_t *m, bool threads) noexcept
     mca_btl_base_active_message_trigger[kForwardedTag].cbdata = nullptr;
     m->super.btl_send = threads ? failover_send_locked : failover_send;
     m->super.btl_sendi = failover_sendi;
-    m->super.btl_put = failover_put;
-    m->super.btl_get = failover_get;
+    m->super.btl_put = failover_rdma<mca_btl_xrc_put>;
+    m->super.btl_get = failover_rdma<mca_btl_xrc_get>;
 }
 
 bool mca_btl_xrc_failover_enabled() noexcept {
