@@ -61,6 +61,7 @@ struct mca_btl_xrc_params_t {
     int finalize_peer_wait;  // seconds
     int status_interval;   // seconds; 0: status record on connection events only; -1: none
     bool async_progress;  // a service thread answers the connection manager and reads async events
+    bool rail_failover;   // several rails: one rail's loss is survived (btl_xrc_failover.cc)
 };
 
 namespace xrc {
@@ -159,6 +160,11 @@ struct mca_btl_xrc_module_t {
     xrc::Counters counters;
     // The port stayed down past btl_xrc_port_down_grace and that was reported: not again.
     bool port_failure_reported;
+    // With several rails: this rail was given up (port down past its grace, or the device failed) and its peers'
+    // traffic goes over the others (btl_xrc_failover.cc). Never reset: a rail lost stays lost for the job.
+    bool rail_lost;
+    // The nodes toward which this rail was given up, each reported once (btl_xrc_failover.cc).
+    std::vector<uint32_t> lost_nodes;
     // Errors reported during finalize: operations accepted earlier that were not delivered. The process then
     // exits with a failure status (no upper layer is left to hear of them).
     uint32_t finalize_errors;
@@ -194,8 +200,25 @@ extern mca_btl_base_module_t mca_btl_xrc_module_template;
 // btl_xrc_module.cc
 // threads: more than one thread may call the module's entry points (MPI_THREAD_MULTIPLE, progress threads).
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *module, bool threads) noexcept;
+// btl_xrc_failover.cc: with more than one module, one rail's loss is survived (docs/architecture.md, "Losing a rail").
+// Chosen once at btl_init, when there is more than one module: the modules' sends become the variants that keep
+// every posted fragment until its completion and forward what their rail no longer carries.
+void mca_btl_xrc_failover_enable(mca_btl_xrc_module_t *module, bool threads) noexcept;
+// The module's rail no longer reaches `endpoint`'s peer: true when another rail does (the endpoint forwards to it
+// from now on, and this is reported once per node), false when none does (the caller ends the job as before).
+bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,
+                           const char *why) noexcept;
+// The whole rail is lost (port down past its grace, device fatal): true when every peer it reaches is reached by
+// another rail; then everything queued or in flight on it is failed, and sent again over the other rails.
+bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *module, const char *why) noexcept;
+// True when the module's sends are the failover variants (more than one module).
+bool mca_btl_xrc_failover_enabled() noexcept;
+
 // btl_xrc_progress.cc
 int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *module) noexcept;
+// Polls the module's rings and completion queue until they are empty (or a bound): what the HCA has already
+// completed is retired before a rail is given up (btl_xrc_failover.cc). Progress context, outside its poll loop.
+void mca_btl_xrc_drain_completions(mca_btl_xrc_module_t *module) noexcept;
 // btl_progress, every module and the status record: chosen once at btl_init, as the sends are (the locked one
 // try-locks each module, the other never looks at a lock or at opal_using_threads()).
 int mca_btl_xrc_progress_unlocked() noexcept;

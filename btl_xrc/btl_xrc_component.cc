@@ -137,6 +137,12 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     modules.reserve(report.usable_port_count());
     int n = 0;
     auto config = transport_config(spec, job);
+    // Several rails with btl_xrc_rail_failover: every send is signaled, so that each one the HCA acknowledged is
+    // retired on its own completion; when a rail is lost, only what it never acknowledged is sent again over
+    // another (with selective signaling, sends already delivered but not yet retired by a later signaled one would
+    // go out twice).
+    const bool failover = P.rail_failover && report.usable_port_count() > 1;
+    if (failover) config.signal_interval = 1;
     for (auto &opened : report.devices) {
         auto device = std::make_shared<xrc::OpenedDevice>(std::move(opened));
         for (const auto &port : device->ports) {
@@ -206,6 +212,10 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     }
     for (int i = 0; i < n; ++i) array.get()[i] = &modules[i]->super;
     *num_btls = n;
+    // Several rails with btl_xrc_rail_failover: one rail's loss is survived (btl_xrc_failover.cc). Decided here,
+    // once: otherwise the modules keep the sends without a test of their own.
+    if (failover && n > 1)
+        for (auto &module : modules) mca_btl_xrc_failover_enable(module.get(), threads);
     // Read by the BML when it registers our progress, after btl_init: chosen once, like the modules' sends.
     mca_btl_xrc_component.super.btl_progress = threads ? mca_btl_xrc_progress_locked : mca_btl_xrc_progress_unlocked;
     mca_btl_xrc_status_init(modules, config.xrcd_dir, config.job_name);

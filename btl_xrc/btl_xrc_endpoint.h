@@ -15,6 +15,9 @@ struct mca_btl_base_endpoint_t {
     xrc::Peer peer;
     opal_proc_t *proc;
     mca_btl_xrc_module_t *module;
+    // With several rails: the same peer's endpoint on another rail, once this rail no longer reaches the peer
+    // (btl_xrc_failover.cc). Sends on this endpoint then go over that one. Null while this rail carries them.
+    mca_btl_base_endpoint_t *forward_to;
 };
 static_assert(std::is_standard_layout_v<mca_btl_base_endpoint_t>, "the endpoint is found from its peer's address");
 

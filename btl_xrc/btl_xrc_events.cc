@@ -127,6 +127,17 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const ibv_async_event &ev
                     opal_output(0, "btl:xrc: %s: %s (during MPI_Finalize)", where(target).c_str(), d.what.c_str());
                     break;
                 }
+                // Several rails: a device that failed, or a completion queue that lost completions, takes its
+                // ports' rails with it; the job goes on if other rails reach every peer of theirs.
+                if (event.event_type == IBV_EVENT_DEVICE_FATAL) {
+                    bool all = true;
+                    for (const auto &module : mca_btl_xrc_component.modules)
+                        if (module != nullptr && same_device(module.get(), target))
+                            all = mca_btl_xrc_lose_rail(module.get(), d.what.c_str()) && all;
+                    if (all) break;
+                } else if (event.event_type == IBV_EVENT_CQ_ERR && mca_btl_xrc_lose_rail(target, d.what.c_str())) {
+                    break;
+                }
                 mca_btl_base_endpoint_t *endpoint = nullptr;
                 std::string what = d.what;
                 if (d.peer_rank != UINT32_MAX) {

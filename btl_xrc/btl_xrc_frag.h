@@ -18,6 +18,8 @@ struct mca_btl_xrc_frag_t {
     opal_free_list_t *list;
     uint32_t lkey;
     size_t capacity;
+    // The tag it was sent with (several rails only: a send that failed with its rail is sent again over another).
+    mca_btl_base_tag_t tag;
     // RDMA and atomics
     mca_btl_base_rdma_completion_fn_t rdma_cb;
     void *rdma_context;
@@ -53,6 +55,12 @@ inline void mca_btl_xrc_deliver(mca_btl_xrc_module_t *module, const mca_btl_acti
     segment.seg_len = length;
     mca_btl_xrc_call_receive_cb(&module->super, reg, endpoint, tag, &segment);
 }
+
+// A send fragment's completion: the owner's callback, then the fragment goes back if the BTL owns it.
+void mca_btl_xrc_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept;
+// btl_alloc: a send fragment of `size` bytes from the module's lists (null when none is free or it is too large).
+mca_btl_base_descriptor_t *mca_btl_xrc_alloc(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                                             uint8_t order, size_t size, uint32_t flags) noexcept;
 
 int mca_btl_xrc_frag_lists_init(mca_btl_xrc_module_t *module) noexcept;
 void mca_btl_xrc_frag_lists_fini(mca_btl_xrc_module_t *module) noexcept;

@@ -64,6 +64,8 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
 
 int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
                      mca_btl_base_endpoint_t **endpoints, opal_bitmap_t *reachable) noexcept {
+    // A rail given up for good (btl_xrc_failover.cc) takes no new peer: the others reach it.
+    if (OPAL_UNLIKELY(m->rail_lost)) return OPAL_SUCCESS;
     try {
         wire_up(m);
         mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
@@ -183,14 +185,7 @@ mca_btl_base_descriptor_t *xrc_prepare_src(mca_btl_base_module_t *btl, mca_btl_b
     return des;
 }
 
-// A send fragment's completion: the owner's callback, then the fragment goes back if the BTL owns it.
-void send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
-    mca_btl_xrc_frag_t *frag = frag_of(op);
-    const int rc = status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR;
-    if (frag->base.des_cbfunc != nullptr && !frag->module->finalizing)
-        frag->base.des_cbfunc(&frag->module->super, frag->endpoint, &frag->base, rc);
-    if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
-}
+constexpr xrc::SendCompletionFn send_complete = mca_btl_xrc_send_complete;
 
 // btl_send of a process without threads (mca_btl_xrc_module_init); xrc_send has it inlined under the module's lock
 // (one body each, without passing the arguments on).
@@ -309,6 +304,19 @@ int xrc_register_error(mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_
 
 }  // namespace
 
+void mca_btl_xrc_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
+    mca_btl_xrc_frag_t *frag = frag_of(op);
+    const int rc = status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR;
+    if (frag->base.des_cbfunc != nullptr && !frag->module->finalizing)
+        frag->base.des_cbfunc(&frag->module->super, frag->endpoint, &frag->base, rc);
+    if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
+}
+
+mca_btl_base_descriptor_t *mca_btl_xrc_alloc(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                                             uint8_t order, size_t size, uint32_t flags) noexcept {
+    return xrc_alloc(btl, endpoint, order, size, flags);
+}
+
 namespace {
 
 std::int64_t monotonic_ms() {
@@ -385,6 +393,12 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     mca_btl_xrc_service_stop(m);  // before anything it serves goes
     m->transport->tick();         // what it recorded last (notes, status)
     const uint32_t lost = m->finalize_errors;
+    if (m->counters.failovers != 0)
+        opal_output(0, "btl:xrc: %s: %s:%u: %s; %llu peer(s) failed over, %llu send(s) went over other rails",
+                    opal_process_info.nodename, m->transport->device_name().c_str(), m->transport->port_num(),
+                    m->rail_lost ? "rail lost" : "rail lost toward some nodes",
+                    static_cast<unsigned long long>(m->counters.failovers),
+                    static_cast<unsigned long long>(m->counters.failover_sends));
     mca_btl_xrc_report_counters(m);
     mca_btl_xrc_status_module_done(m);
     mca_btl_xrc_async_fini(m);

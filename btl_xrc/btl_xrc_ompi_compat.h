@@ -32,6 +32,13 @@ inline constexpr uint32_t kBtlXrcModuleFlags = 0;
 
 inline const char *mca_btl_xrc_proc_hostname(const opal_proc_t *proc) noexcept { return proc->proc_hostname; }
 
+// A receive callback of our own in Open MPI's table, from one that takes the module and the segment.
+template <void (*Receive)(mca_btl_base_module_t *, const mca_btl_base_segment_t *)>
+void mca_btl_xrc_receive_adapter(mca_btl_base_module_t *btl, mca_btl_base_tag_t, mca_btl_base_descriptor_t *des,
+                                 void *) {
+    Receive(btl, des->des_segments);
+}
+
 inline void mca_btl_xrc_call_receive_cb(mca_btl_base_module_t *btl, const mca_btl_active_message_callback_t *reg,
                                         mca_btl_base_endpoint_t *, mca_btl_base_tag_t tag,
                                         const mca_btl_base_segment_t *segment) {
@@ -74,6 +81,12 @@ inline void mca_btl_xrc_call_receive_cb(mca_btl_base_module_t *btl, const mca_bt
         .cbdata = reg->cbdata,
     };
     reg->cbfunc(btl, &des);
+}
+
+// A receive callback of our own in Open MPI's table, from one that takes the module and the segment.
+template <void (*Receive)(mca_btl_base_module_t *, const mca_btl_base_segment_t *)>
+void mca_btl_xrc_receive_adapter(mca_btl_base_module_t *btl, const mca_btl_base_receive_descriptor_t *des) {
+    Receive(btl, des->des_segments);
 }
 
 #else

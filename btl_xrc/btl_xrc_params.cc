@@ -183,6 +183,13 @@ int mca_btl_xrc_register_params() noexcept {
              "process that computes without calling MPI never delays a peer's first message; off: only when the "
              "process calls MPI (then btl_xrc_connect_timeout must exceed the longest compute phase)",
              true, &P.async_progress, OPAL_INFO_LVL_5);
+    reg_bool("rail_failover",
+             "Experimental. With several rails, survive the loss of one (a port down past btl_xrc_port_down_grace, a "
+             "device's fatal error, sends that exhaust the retry budget): its traffic continues over the others "
+             "instead of ending the job. Costs every send a completion and a failover check; a message the lost "
+             "rail delivered just as it died may be delivered twice (docs/admin.md, \"Several rails\"). Off: a "
+             "lost rail ends the job",
+             false, &P.rail_failover, OPAL_INFO_LVL_5);
     reg_int("port_down_grace", "Seconds a port may stay down (link flap, cable reseated, subnet manager re-sweep) "
             "before the job is ended: meanwhile new sends are held and what is in flight is retransmitted by the HCA "
             "(-1: the HCA's own retry budget, 4.096 us * 2^btl_xrc_timeout * (btl_xrc_retry_count + 1), 34 s with "

@@ -13,6 +13,8 @@
 
 #include <fcntl.h>
 
+#include <cstring>
+
 namespace {
 
 // What the port's completion loop (src/core/port_progress.h) tells the module: messages for ob1's callbacks,
@@ -71,10 +73,11 @@ void check_port_grace(mca_btl_xrc_module_t *m) {
     if (m->port_failure_reported || !m->transport->health().down() || !m->transport->port_grace_expired()) return;
     m->port_failure_reported = true;
     char what[256];
-    snprintf(what, sizeof(what),
-             "the port has been down for more than %.3g s (btl_xrc_port_down_grace): giving up on the sends held "
-             "since it went down",
+    snprintf(what, sizeof(what), "the port has been down for more than %.3g s (btl_xrc_port_down_grace)",
              double(m->transport->health().grace_us()) / 1e6);
+    // Another rail reaches every peer of this one: the job goes on over it.
+    if (mca_btl_xrc_lose_rail(m, what)) return;
+    strncat(what, ": giving up on the sends held since it went down", sizeof(what) - strlen(what) - 1);
     mca_btl_xrc_report_error(m, nullptr, what);
 }
 
@@ -90,6 +93,16 @@ void check_port_grace(mca_btl_xrc_module_t *m) {
     CompletionSink sink{m};
     return eager + m->transport->progress(sink);
 }
+
+}  // namespace
+
+void mca_btl_xrc_drain_completions(mca_btl_xrc_module_t *m) noexcept {
+    // Bounded: a peer that keeps sending cannot hold the caller here.
+    for (int i = 0; i < 64 && poll_module(m) > 0; ++i) {
+    }
+}
+
+namespace {
 
 // Connection work (it makes QPs: never under the module's lock, which tick() takes itself for the queues), the
 // events the service thread recorded, the port's grace: rare, so kept out of the polling path.
@@ -142,6 +155,24 @@ void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *m, const xrc::NodeLin
                                      const std::string &why) noexcept {
     try {
         mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
+        // Several rails: the peers behind the link fail over to another rail if every one of them has one (their
+        // sends queued on the link then complete with an error and go out over it). A link of a rail given up,
+        // or whose peers failed over already, failing again (its close at finalize) loses nothing.
+        if (link != nullptr && mca_btl_xrc_failover_enabled()) {
+            bool all = true, any = m->rail_lost;
+            // Every endpoint made (del_procs has taken them out of the live table by finalize).
+            for (const auto &endpoint : m->endpoints_made)
+                if (endpoint->peer.queue == &link->queue()) {
+                    any = true;
+                    all = mca_btl_xrc_fail_over(m, endpoint.get(), why.c_str()) && all;
+                }
+            if (any && all) {
+                BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s:%u: node %u: %s (its peers' traffic goes over another rail)",
+                                opal_process_info.nodename, m->transport->device_name().c_str(),
+                                m->transport->port_num(), link->node(), why.c_str());
+                return;
+            }
+        }
         std::string what;
         if (link == nullptr) {
             what = why;

@@ -253,6 +253,14 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
                   ", and that TGT QP is now in the error state";
     snprintf(what, sizeof(what), "%s failed: %s (vendor error 0x%x)%s%s", op, ibv_wc_status_str(wc.status),
              wc.vendor_err, port, refused.c_str());
+    if (mca_btl_xrc_failover_enabled() && !m->finalizing) {
+        // Several rails: each operation of the queue completes with the error next, and a send goes out again over
+        // another rail that reaches its peer (the job ends there if none does); RDMA falls back to sends in ob1.
+        BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s:%u: %s%s", opal_process_info.nodename,
+                        m->transport->device_name().c_str(), m->transport->port_num(), what,
+                        "; its queue's operations go to another rail");
+        return;
+    }
     mca_btl_xrc_report_error(m, endpoint, what);
 }
 

@@ -905,6 +905,26 @@ void ConnectionManager::resume() noexcept {
     host_.unlock_queues();
 }
 
+void ConnectionManager::abandon(ibv_wc_status status) noexcept {
+    host_.lock_queues();
+    std::vector<NodeLink *> links;
+    {
+        Guard g(*this);
+        held_ = true;  // nothing reopens them
+        try {
+            links.reserve(links_.size());
+            for (const auto &[port, link] : links_) links.push_back(link.get());
+        } catch (...) {  // out of memory: the queues fail through their own completions instead
+        }
+    }
+    // Outside the manager's mutex: failing a queue completes its operations upward, which may send elsewhere.
+    for (NodeLink *link : links) {
+        if (link->ini_) host_.fail_qp(link->ini_.get());
+        link->queue_.fail(status);
+    }
+    host_.unlock_queues();
+}
+
 const NodeLink *ConnectionManager::link_of(const SendQueue &queue) const noexcept {
     std::lock_guard<std::mutex> g(mutex_);
     for (const auto &[node, link] : links_)

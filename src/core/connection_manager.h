@@ -88,6 +88,9 @@ public:
     // and it is in RTS: the alternate path is loaded and armed, then migrated to (what it had unacknowledged is
     // resent on the new path by the HCA). True: moved; false: nothing to do; or why it could not be moved.
     virtual Result<bool> migrate_path(ibv_qp *qp, std::uint16_t old_lid, std::uint16_t new_lid) noexcept = 0;
+    // The rail is given up (abandon): the INI QP moves to the error state, so the HCA neither retransmits nor
+    // delivers what was posted on it any more. Nothing by default (a host without verbs QPs).
+    virtual void fail_qp(ibv_qp *) noexcept {}
     // Room in the completion queue for `links` INI QPs with full send queues; false if it cannot grow.
     virtual bool reserve_completions(std::size_t links) noexcept = 0;
     virtual std::uint64_t now_us() noexcept = 0;
@@ -274,6 +277,10 @@ public:
     // The port is back: queued sends go out, and connections under way get their full timeout again from now.
     void resume() noexcept;
     bool held() const noexcept { return held_; }
+    // The port is given up for good (another rail carries its traffic): every INI QP is moved to the error state,
+    // so the HCA neither retransmits nor delivers what was posted any more, and every link's queue fails with
+    // `status`: what was in flight or queued completes upward with it. The links stay (broken) until finalize.
+    void abandon(ibv_wc_status status) noexcept;
     // The link whose send queue `queue` is, or null.
     const NodeLink *link_of(const SendQueue &queue) const noexcept;
     // True when `op` is a link's drain fence (posted by this manager, owned by no upper layer).

@@ -63,6 +63,8 @@ struct Counters {
     std::uint64_t port_downs = 0;          // the port went down: new posts held
     std::uint64_t port_ups = 0;            // ... and came back: held posts resumed
     std::uint64_t port_down_ms = 0;        // milliseconds spent down (flaps that ended)
+    std::uint64_t failovers = 0;           // peers this rail stopped reaching while another rail did
+    std::uint64_t failover_sends = 0;      // sends that went over another rail instead (forwarded or sent again)
     // Memory registered with the device (receive slabs, eager block, fragments, user buffers through the rcache).
     std::uint64_t registered_bytes = 0;
     std::uint64_t registered_bytes_peak = 0;
@@ -212,6 +214,13 @@ inline constexpr CounterInfo kCounterInfo[] = {
      "Times the port came back (PORT_ACTIVE) after going down: the held sends went out"},
     {"port_down_ms", &Counters::port_down_ms, CounterKind::Count,
      "Milliseconds the port spent down, over every flap that ended (see btl_xrc_port_down_grace)"},
+    {"failovers", &Counters::failovers, CounterKind::Count,
+     "Peers this port's rail stopped reaching (the port stayed down past btl_xrc_port_down_grace, the device failed, "
+     "or sends toward the peer failed) while another rail of the process still reached them: their traffic went "
+     "over that rail from then on"},
+    {"failover_sends", &Counters::failover_sends, CounterKind::Count,
+     "Sends handed to this port's module that went over another rail instead: forwarded after the rail stopped "
+     "reaching their peer, or sent again after they failed with it"},
     {"registered_bytes", &Counters::registered_bytes, CounterKind::Level,
      "Bytes of memory registered with the device now (receive slabs, eager RDMA block, send fragments, buffers "
      "registered for RDMA through the registration cache)"},

@@ -356,6 +356,21 @@ bool PortTransport::port_up() noexcept {
     return true;
 }
 
+void PortTransport::fail_qp(ibv_qp *qp) noexcept {
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    (void)ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+}
+
+void PortTransport::abandon() noexcept {
+    cm_->abandon(IBV_WC_WR_FLUSH_ERR);
+    lock_queues();
+    if (loopback_ini_) fail_qp(loopback_ini_.get());
+    loopback_queue_->fail(IBV_WC_WR_FLUSH_ERR);
+    unlock_queues();
+    changed();
+}
+
 const char *PortTransport::own_operation(const SendOp *op) const noexcept {
     if (op == &loopback_fence_) return "the on-node loopback queue's drain fence";
     if (cm_->is_fence(op)) return "a connection's drain fence (eviction or finalize)";

@@ -153,6 +153,8 @@ public:
     // says so, its loopback pair moves to it, and the job is told (ConnectionManager::announce_lid). Progress only.
     // False when the LID is the one it had.
     bool lid_changed(std::uint16_t new_lid) noexcept;
+    // The rail is given up for good (ConnectionManager::abandon), the on-node loopback queue with it.
+    void abandon() noexcept;
     // The port has been down longer than the grace period (port_down_grace_us).
     bool port_grace_expired() noexcept { return health_.grace_expired(now_us()); }
     // What `op` is when the transport itself posted it (a link's drain fence, the loopback fence): a description;
@@ -206,6 +208,7 @@ private:
         (void)ibv_destroy_qp(qp);
         changed();
     }
+    void fail_qp(ibv_qp *qp) noexcept override;
     bool reserve_completions(std::size_t links) noexcept override;
     std::uint64_t now_us() noexcept override;
     void link_failed(const NodeLink &link, const std::string &why) noexcept override;

@@ -77,6 +77,8 @@ static const struct {
     {"port_downs", MPI_T_PVAR_CLASS_COUNTER},
     {"port_ups", MPI_T_PVAR_CLASS_COUNTER},
     {"port_down_ms", MPI_T_PVAR_CLASS_COUNTER},
+    {"failovers", MPI_T_PVAR_CLASS_COUNTER},
+    {"failover_sends", MPI_T_PVAR_CLASS_COUNTER},
     {"registered_bytes", MPI_T_PVAR_CLASS_LEVEL},
     {"registered_bytes_peak", MPI_T_PVAR_CLASS_HIGHWATERMARK},
 };

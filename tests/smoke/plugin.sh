@@ -38,7 +38,7 @@ for p in ring_sends:counter srq_sends:counter srq_sends_ring_active:counter ring
          tgt_handles:level cm_datagrams_sent:counter cm_datagrams_received:counter cm_retransmissions:counter \
          cm_rejected:counter cm_duplicates:counter cm_stale:counter srq_reposts:counter srq_limit_events:counter \
          async_events:counter rnr_retry_exceeded:counter send_errors:counter port_downs:counter port_ups:counter \
-         port_down_ms:counter registered_bytes:level \
+         port_down_ms:counter failovers:counter failover_sends:counter registered_bytes:level \
          registered_bytes_peak:high_watermark; do
     name=${p%%:*} class=${p#*:}
     class=${class//_/ }
@@ -49,6 +49,6 @@ for p in ring_sends:counter srq_sends:counter srq_sends_ring_active:counter ring
         fail "ompi_info does not describe the $class btl_xrc_$name"
     fi
 done
-[ "$(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out")" = 44 ] ||
-    fail "ompi_info lists $(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out") btl_xrc_ pvars, the test knows 44"
+[ "$(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out")" = 46 ] ||
+    fail "ompi_info lists $(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out") btl_xrc_ pvars, the test knows 46"
 finish

@@ -499,6 +499,33 @@ TEST(ConnectionManager, AHeldPortQueuesSendsWithoutErrorAndResumesInOrder) {
     EXPECT_TRUE(net[0].failures.empty());
 }
 
+// A rail given up for good (another rail takes its traffic): what was posted and what was queued completes with
+// the status at once, in order, and later sends are refused (the BTL forwards them); resume() reopens nothing.
+TEST(ConnectionManager, AnAbandonedRailFailsWhatWasPostedAndQueuedAndRefusesMore) {
+    Net net(2, 1);
+    Message a;
+    send(net[0], 1, a);
+    net.run();
+    NodeLink &link = *net[0].peer(1).link;
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    net[0].cm().hold();
+    Message b;
+    send(net[0], 1, b);
+    EXPECT_FALSE(a.done || b.done);
+    net[0].cm().abandon(IBV_WC_WR_FLUSH_ERR);
+    EXPECT_TRUE(a.done && b.done);
+    EXPECT_EQ(a.status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(b.status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_TRUE(link.queue().broken());
+    EXPECT_FALSE(link.queue().has_pending());
+    EXPECT_EQ(link.queue().outstanding_callbacks(), 0u);
+    net[0].cm().resume();
+    EXPECT_FALSE(link.queue().is_open());
+    Message c;
+    EXPECT_NE(net[0].peer(1).queue->post_or_queue(c.op), 0);
+    EXPECT_FALSE(c.done);
+}
+
 // A connection started while the port is down (its datagrams are lost) does not give up, however long the hold,
 // and completes once the port is back; its queued sends go out only then.
 TEST(ConnectionManager, AConnectionMadeDuringAHoldWaitsAndCompletesAfterIt) {
