@@ -141,7 +141,7 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     // retired on its own completion; when a rail is lost, only what it never acknowledged is sent again over
     // another (with selective signaling, sends already delivered but not yet retired by a later signaled one would
     // go out twice).
-    const bool failover = P.rail_failover && report.usable_port_count() > 1;
+    const bool failover = mca_btl_xrc_component.params.rail_failover && report.usable_port_count() > 1;
     if (failover) config.signal_interval = 1;
     for (auto &opened : report.devices) {
         auto device = std::make_shared<xrc::OpenedDevice>(std::move(opened));
