@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <thread>
@@ -70,7 +71,10 @@ void DaemonTest::TearDown() {
         ::waitpid(daemon_pid, &st, 0);
         EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "simhcad did not exit cleanly: " << st;
     }
-    if (!tmpdir.empty()) std::system(("rm -rf '" + tmpdir + "'").c_str());
+    if (!tmpdir.empty()) {
+        std::error_code ignored;  // a scratch directory: what cannot be removed is left, as rm -rf would
+        std::filesystem::remove_all(tmpdir, ignored);
+    }
 }
 
 int DaemonTest::ctl(const std::string &args) {

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -98,7 +99,10 @@ protected:
         dir = tmpl;
         instance = "gtest-sysfs-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     }
-    void TearDown() override { std::system(("rm -rf '" + dir + "'").c_str()); }
+    void TearDown() override {
+        std::error_code ignored;  // a scratch directory: what cannot be removed is left, as rm -rf would
+        std::filesystem::remove_all(dir, ignored);
+    }
     static inline int counter = 0;
     std::string dir, instance;
 };
