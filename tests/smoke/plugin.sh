@@ -20,7 +20,7 @@ for p in verbose if_include if_exclude xrcd_dir receive_queues cq_size send_queu
          exclusivity eager_limit rndv_eager_limit max_send_size flags atomic_flags \
          rdma_pipeline_send_length rdma_pipeline_frag_size min_rdma_pipeline_size put_limit get_limit \
          use_eager_rdma eager_rdma_threshold max_eager_rdma eager_rdma_num eager_rdma_slot_size port_down_grace \
-         async_progress connect_timeout finalize_peer_wait bandwidth; do
+         async_progress connect_timeout finalize_peer_wait bandwidth rail_failover; do
     if grep -q "^mca:btl:xrc:param:btl_xrc_${p}:help:." "$out"; then
         pass "ompi_info lists btl_xrc_$p with a description"
     else
@@ -38,7 +38,8 @@ for p in ring_sends:counter srq_sends:counter srq_sends_ring_active:counter ring
          tgt_handles:level cm_datagrams_sent:counter cm_datagrams_received:counter cm_retransmissions:counter \
          cm_rejected:counter cm_duplicates:counter cm_stale:counter srq_reposts:counter srq_limit_events:counter \
          async_events:counter rnr_retry_exceeded:counter send_errors:counter port_downs:counter port_ups:counter \
-         port_down_ms:counter failovers:counter failover_sends:counter registered_bytes:level \
+         port_down_ms:counter lid_changes:counter peer_lid_changes:counter paths_migrated:counter \
+         failovers:counter failover_sends:counter registered_bytes:level \
          registered_bytes_peak:high_watermark; do
     name=${p%%:*} class=${p#*:}
     class=${class//_/ }
@@ -49,6 +50,6 @@ for p in ring_sends:counter srq_sends:counter srq_sends_ring_active:counter ring
         fail "ompi_info does not describe the $class btl_xrc_$name"
     fi
 done
-[ "$(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out")" = 46 ] ||
-    fail "ompi_info lists $(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out") btl_xrc_ pvars, the test knows 46"
+[ "$(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out")" = 49 ] ||
+    fail "ompi_info lists $(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out") btl_xrc_ pvars, the test knows 49"
 finish
