@@ -3,8 +3,10 @@
 # Needs root (returns 77 otherwise) and the software HCA. A port that gets a new LID mid-job (a subnet manager
 # re-sweep: `simhca-ctl fault lid`) is ridden through: verified all-to-all traffic at 2x2 while nodeB's port moves
 # to a new LID; nodeB's ranks announce it through the connection manager, nodeA's move their paths to it (path
-# migration), the job completes with every byte verified and the counters say so. (A connection made after the
-# change is covered by tests/unit/test_cm_address_change.cc.) Nothing stays in any node's HCA afterwards.
+# migration), the job completes with every byte verified and the counters say so. Then connections made after the
+# change: on demand, the even ranks talk while the odd ranks make no MPI call; nodeB's port moves again; then every
+# pair exchanges, so the odd ranks' first connections (to and from the moved port) are made toward its new LID.
+# Nothing stays in any node's HCA afterwards.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
 up_cluster 2 2
@@ -56,6 +58,15 @@ expect_line "$WORKDIR/out" '^steady: OK .*errors=0' "steady, nodeB's port moved 
 # nodeA's 2 ranks: an INI QP each toward nodeB, and the 2 TGT QPs of nodeB's senders (moved once each, by
 # whichever holder looked first).
 expect_moved "$WORKDIR/out" "steady" 4 0x30
+
+# On demand, connections made after the change: the stop file is late_pairs' go. Before it only ranks 0 and 2
+# are connected (rank 0's INI QP toward nodeB and the TGT QP it made for rank 2 move).
+XRC_MPIRUN_ARGS="--mca btl_xrc_verbose 10 --mca btl_xrc_connect on-demand" \
+    moved_run "$WORKDIR/late" 0x31 "$MPI_DIR/late_pairs" "$WORKDIR/stop"
+[ $rc != noflow ] || die "no traffic in the late_pairs job"
+[ $rc = 0 ] || die "connections made after the LID change failed (exit $rc)"
+expect_line "$WORKDIR/late" '^late_pairs: OK .*errors=0' "late_pairs on demand, nodeB's port moved to LID 0x31 before the odd ranks connected"
+expect_moved "$WORKDIR/late" "late_pairs" 2 0x31
 
 sleep 1
 expect_no_objects
