@@ -3,9 +3,10 @@
 # Needs root (returns 77 otherwise) and the software HCA. A port that goes down and comes back (a link flap) is
 # ridden through with the default grace: verified all-to-all traffic at 2x2 and at 4x2 while nodeB's port goes down
 # for 0.5 s, 2 s and 10 s in turn; each job completes with every byte verified, and nodeB's ranks counted each hold
-# and resume (their counters at finalize). A port that stays down longer than btl_xrc_port_down_grace ends the job
-# with a message naming host, device and port. Open MPI's openib and UCX (rc_v) over the same flaps at 2x2 are
-# comparison lines when this Open MPI has them. Nothing stays in any node's HCA afterwards.
+# and resume (their counters at finalize); connections started while the port is down wait and complete after it
+# (on demand). A port that stays down longer than btl_xrc_port_down_grace ends the job with a message naming host,
+# device and port. Open MPI's openib and UCX (rc_v) over the same flaps at 2x2 are comparison lines when this Open
+# MPI has them. Nothing stays in any node's HCA afterwards.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
 up_cluster 4 2
@@ -73,6 +74,25 @@ ridden_through() {
 }
 ridden_through nodeA:2,nodeB:2 2x2
 ridden_through "$(hosts_spec 4 2)" 4x2
+
+# Connections made during a flap wait and complete after it: on demand, the odd ranks make no MPI call (and no
+# connection) until the go file appears, and it appears while nodeB's port is down (for 3 s).
+rm -f "$WORKDIR/stop"
+XRC_MPIRUN_ARGS="--mca btl_xrc_verbose 10 --mca btl_xrc_connect on-demand" \
+    xrc_run "$WORKDIR/late" nodeA:2,nodeB:2 self,vader,xrc "$MPI_DIR/late_pairs" "$WORKDIR/stop" >/dev/null &
+job=$!
+wait_for_line "$WORKDIR/late.raw" '^late_pairs: traffic' 60 || { wait $job; die "no traffic in the late_pairs job"; }
+sc exec nodeB "$SIMHCA_CTL" fault port-down >/dev/null || die "port-down failed"
+sleep 0.5
+touch "$WORKDIR/stop"
+info "nodeB's port down, the odd ranks start connecting at $(date +%T.%N | cut -c1-12)"
+sleep 3
+sc exec nodeB "$SIMHCA_CTL" fault port-up >/dev/null || die "port-up failed"
+wait $job || die "connections made during the flap failed (exit $?): $(grep -m3 'btl:xrc' "$WORKDIR/late" | tr '\n' ' ')"
+expect_line "$WORKDIR/late" '^late_pairs: OK .*errors=0' "connections made while nodeB's port was down (on demand)"
+[ "$(counter "$WORKDIR/late" connection_failures | awk '$1 > 0' | grep -c .)" = 0 ] || die "a connection failed"
+info "connection attempts per process: $(counter "$WORKDIR/late" connection_attempts | tr '\n' ' ')," \
+    "CM retransmissions: $(counter_sum "$WORKDIR/late" cm_retransmissions)"
 
 # Down longer than the grace: the job ends, naming host, device and port.
 MPIRUN_TIMEOUT=60 flapped_run "$WORKDIR/long" nodeA:2,nodeB:2 "$xrc --mca btl_xrc_port_down_grace 2" 30 5
