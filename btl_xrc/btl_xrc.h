@@ -110,6 +110,11 @@ struct mca_btl_xrc_reg_t {
     mca_btl_base_registration_handle_t handle;
 };
 
+// Destroys a module's service record (btl_xrc_service.cc, where its type is complete): its thread is joined first.
+struct mca_btl_xrc_service_delete {
+    void operator()(struct mca_btl_xrc_service_t *service) const noexcept;
+};
+
 // One module per usable device port.
 struct mca_btl_xrc_module_t {
     mca_btl_base_module_t super;  // must be first
@@ -138,7 +143,7 @@ struct mca_btl_xrc_module_t {
     opal_event_t async_event;
     bool async_event_active;
     // The service thread and what it recorded for progress (btl_xrc_service.cc); null with btl_xrc_async_progress 0.
-    struct mca_btl_xrc_service_t *service;
+    std::unique_ptr<struct mca_btl_xrc_service_t, mca_btl_xrc_service_delete> service;
     // 8 registered bytes that non-fetching atomics write their (unused) result to.
     xrc::RegisteredBlock atomic_scratch;
     mca_btl_base_registration_handle_t atomic_scratch_handle;

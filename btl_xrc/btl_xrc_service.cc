@@ -12,7 +12,6 @@
 
 #include <memory>
 #include <mutex>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -43,12 +42,11 @@ void read_async_events(mca_btl_xrc_module_t *m) noexcept {
 }  // namespace
 
 int mca_btl_xrc_service_start(mca_btl_xrc_module_t *m) noexcept {
-    auto *s = new (std::nothrow) mca_btl_xrc_service_t;
-    if (s == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    m->service = s;
     xrc::PortTransport *t = m->transport.get();
     std::string error;
     try {
+        m->service.reset(std::make_unique<mca_btl_xrc_service_t>().release());
+        mca_btl_xrc_service_t *s = m->service.get();
         std::vector<xrc::ServiceThread::Source> sources;
         sources.push_back({t->cm_event_fd(), [t] { t->serve_cm(); }});
         sources.push_back({t->context()->async_fd, [m] { read_async_events(m); }});
@@ -67,17 +65,20 @@ int mca_btl_xrc_service_start(mca_btl_xrc_module_t *m) noexcept {
     return OPAL_ERROR;
 }
 
+void mca_btl_xrc_service_delete::operator()(mca_btl_xrc_service_t *service) const noexcept {
+    service->thread.reset();  // joined: nothing serves the transport from now on
+    std::default_delete<mca_btl_xrc_service_t>()(service);
+}
+
 void mca_btl_xrc_service_stop(mca_btl_xrc_module_t *m) noexcept {
-    mca_btl_xrc_service_t *s = m->service;
-    if (s == nullptr) return;
+    if (m->service == nullptr) return;
+    // the thread may still be serving the transport until it is joined: it must not wake a thread being destroyed
     if (m->transport != nullptr) m->transport->on_timers_changed({});
-    s->thread.reset();  // joined: nothing serves the transport from now on
-    delete s;
-    m->service = nullptr;
+    m->service.reset();
 }
 
 void mca_btl_xrc_service_progress(mca_btl_xrc_module_t *m) noexcept {
-    mca_btl_xrc_service_t *s = m->service;
+    mca_btl_xrc_service_t *s = m->service.get();
     if (s == nullptr) return;
     std::vector<ibv_async_event> events;
     {
