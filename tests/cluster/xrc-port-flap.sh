@@ -19,7 +19,8 @@ up_cluster 4 2
 flapped_run() {
     local out=$1 hosts=$2 args=$3 seconds=$4 down start
     shift 4
-    rm -f "$WORKDIR/stop" "$WORKDIR/ended"
+    # the output of an earlier run under the same name must not be taken for this one's traffic
+    rm -f "$WORKDIR/stop" "$WORKDIR/ended" "$out" "$out.raw"
     (
         # shellcheck disable=SC2086  # the transport's arguments are words
         mpirun_sim "$out" $args --host "$hosts" "$MPI_DIR/steady" "$seconds" "$WORKDIR/stop"
@@ -54,22 +55,22 @@ xrc="--mca pml ob1 --mca btl self,vader,xrc"
 # ridden_through HOSTS WHAT: xrc over the flaps with the default grace (the retry budget, 34 s): the job completes
 # with every byte verified, and each of nodeB's two ranks counted one hold and one resume per flap.
 ridden_through() {
-    local hosts=$1 what=$2 n=${#flaps[@]} holds
-    flapped_run "$WORKDIR/out" "$hosts" "$xrc --mca btl_xrc_verbose 10" 4 "${flaps[@]}"
+    local hosts=$1 what=$2 n=${#flaps[@]} holds out=$WORKDIR/out-$2
+    flapped_run "$out" "$hosts" "$xrc --mca btl_xrc_verbose 10" 4 "${flaps[@]}"
     [ $rc != noflow ] || die "$what: no traffic in the xrc job"
     [ $rc = 0 ] || die "$what: the job did not ride through the flaps (exit $rc)"
-    expect_line "$WORKDIR/out" '^steady: OK .*errors=0' "xrc $what, nodeB's port down ${flaps[*]} s"
-    grep -q 'btl:xrc: nodeB: simhca0:1: the port went down' "$WORKDIR/out" || die "$what: no message naming the port going down"
-    grep -q 'btl:xrc: nodeB: simhca0:1: the port is active again' "$WORKDIR/out" ||
+    expect_line "$out" '^steady: OK .*errors=0' "xrc $what, nodeB's port down ${flaps[*]} s"
+    grep -q 'btl:xrc: nodeB: simhca0:1: the port went down' "$out" || die "$what: no message naming the port going down"
+    grep -q 'btl:xrc: nodeB: simhca0:1: the port is active again' "$out" ||
         die "$what: no message naming the port back"
-    holds=$(paste <(counter "$WORKDIR/out" port_downs --host nodeB) <(counter "$WORKDIR/out" port_ups --host nodeB) |
+    holds=$(paste <(counter "$out" port_downs --host nodeB) <(counter "$out" port_ups --host nodeB) |
         grep -c "^$n	$n\$")
     [ "$holds" = 2 ] || die "$what: $holds of nodeB's 2 ranks counted $n holds and $n resumes"
     info "$what: held and resumed $n times on both of nodeB's ranks: $(paste -d' ' \
-        <(counter "$WORKDIR/out" port_downs --host nodeB) <(counter "$WORKDIR/out" port_ups --host nodeB) \
-        <(counter "$WORKDIR/out" port_down_ms --host nodeB) |
+        <(counter "$out" port_downs --host nodeB) <(counter "$out" port_ups --host nodeB) \
+        <(counter "$out" port_down_ms --host nodeB) |
         awk '{ printf " port_downs=%s port_ups=%s port_down_ms=%s;", $1, $2, $3 }')"
-    grep -q 'btl:xrc: .* error\|MPI_ABORT\|btl:xrc: .*failed' "$WORKDIR/out" && die "$what: an error was reported during the flaps"
+    grep -q 'btl:xrc: .* error\|MPI_ABORT\|btl:xrc: .*failed' "$out" && die "$what: an error was reported during the flaps"
     return 0
 }
 ridden_through nodeA:2,nodeB:2 2x2
