@@ -8,6 +8,7 @@
 #include "src/core/counters.h"
 #include "src/core/eager_manager.h"
 #include "src/core/registered_block.h"
+#include "src/core/replay_filter.h"
 
 #include <infiniband/verbs.h>
 
@@ -170,6 +171,9 @@ struct mca_btl_xrc_module_t {
     bool rail_lost;
     // The nodes toward which this rail was given up, each reported once (btl_xrc_failover.cc).
     std::vector<uint32_t> lost_nodes;
+    // Several rails, failover on: the SRQ messages this process took off this rail, by source (the ring's are
+    // counted by the ring): what a copy sent again after the rail's loss is checked against.
+    xrc::SourceCounts srq_taken;
     // Errors reported during finalize: operations accepted earlier that were not delivered. The process then
     // exits with a failure status (no upper layer is left to hear of them).
     uint32_t finalize_errors;
@@ -228,6 +232,9 @@ void mca_btl_xrc_drain_completions(mca_btl_xrc_module_t *module) noexcept;
 // try-locks each module, the other never looks at a lock or at opal_using_threads()).
 int mca_btl_xrc_progress_unlocked() noexcept;
 int mca_btl_xrc_progress_locked() noexcept;
+// The same, counting every SRQ message's source (several rails, failover on: btl_xrc_failover.cc).
+int mca_btl_xrc_progress_counting_unlocked() noexcept;
+int mca_btl_xrc_progress_counting_locked() noexcept;
 void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,
                               const char *what) noexcept;
 // Does what one asynchronous event of the device calls for (src/core/async_event_policy.h decides), on the module

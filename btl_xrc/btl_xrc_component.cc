@@ -217,7 +217,13 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     if (failover && n > 1)
         for (auto &module : modules) mca_btl_xrc_failover_enable(module.get(), threads);
     // Read by the BML when it registers our progress, after btl_init: chosen once, like the modules' sends.
-    mca_btl_xrc_component.super.btl_progress = threads ? mca_btl_xrc_progress_locked : mca_btl_xrc_progress_unlocked;
+    // With failover, the one that also counts each SRQ message's source (what a rail delivered, btl_xrc_failover.cc).
+    if (mca_btl_xrc_failover_enabled())
+        mca_btl_xrc_component.super.btl_progress =
+            threads ? mca_btl_xrc_progress_counting_locked : mca_btl_xrc_progress_counting_unlocked;
+    else
+        mca_btl_xrc_component.super.btl_progress =
+            threads ? mca_btl_xrc_progress_locked : mca_btl_xrc_progress_unlocked;
     mca_btl_xrc_status_init(modules, config.xrcd_dir, config.job_name);
     return array.release();
 }

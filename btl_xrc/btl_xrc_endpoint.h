@@ -18,6 +18,15 @@ struct mca_btl_base_endpoint_t {
     // With several rails: the same peer's endpoint on another rail, once this rail no longer reaches the peer
     // (btl_xrc_failover.cc). Sends on this endpoint then go over that one. Null while this rail carries them.
     mca_btl_base_endpoint_t *forward_to;
+    // With several rails and failover on: the messages posted to the peer on this rail, by path (the SRQ stream
+    // and the eager ring's), each send's position in its stream (exactly once across a lost rail,
+    // src/core/replay_filter.h); and the INI QP number the last one went out on (how the peer knows us).
+    uint32_t srq_posted;
+    uint32_t ring_posted;
+    uint32_t ini_qpn;
+    // Receiving: how far the copies the peer sent again after losing this rail were judged in its eager ring
+    // stream (the ring itself counts what was consumed from it).
+    uint32_t ring_judged;
 };
 static_assert(std::is_standard_layout_v<mca_btl_base_endpoint_t>, "the endpoint is found from its peer's address");
 

@@ -8,6 +8,15 @@
 // a callback) and sendi always hands ob1 a descriptor. RDMA and atomics toward a lost peer fail to ob1, which
 // falls back to sends for a put or get (pml/ob1: put and get failures fall back to copy in/out).
 //
+// Exactly once: a message whose completion failed with the rail may have been delivered all the same (the HCA
+// wrote it at the receiver, the acknowledgement died with the rail). Each send is numbered in its endpoint's stream
+// on its rail (the SRQ stream or the eager ring's), a copy sent again carries that number, and the receiver drops
+// it when the lost rail delivered that many already (src/core/replay_filter.h: the counts, the verdict). The
+// receiver counts SRQ messages by source in its progress (chosen at btl_init with the sends), and a ring's by the
+// ring. Put and get are not counted: one whose completion failed goes back to ob1, which moves the same bytes to
+// the same place again with sends (idempotent), and the message that completes the transfer (FIN, or the
+// sender's data fragments) is a send, counted like the others.
+//
 // With a single module none of this runs: the sends chosen at btl_init are the ones without a test of their own.
 #include "btl_xrc_eager.h"
 #include "btl_xrc_frag.h"
@@ -26,19 +35,29 @@ namespace {
 bool failover_on = false;
 
 // A forwarded message travels under this tag with a header naming the rail it was sent on (its fabric, the GID's
-// subnet prefix) and its own tag: the receiver hands it to ob1 as if that rail had carried it. ob1 ties a
+// subnet prefix), its own tag and, for a copy sent again, its place on that rail: the receiver drops it if the rail
+// delivered it, and otherwise hands it to ob1 as if that rail had carried it. ob1 ties a
 // registration handle in a message (RGET, PUT) to the BTL that delivered it and reads or writes with that BTL:
 // delivered as the sibling's, the handle of the lost rail would be used on the sibling's rail (a remote access
 // error, which puts the node's shared TGT QP in the error state). Delivered as the lost rail's, the RDMA fails
-// with that rail and ob1 falls back to sends. A message too large for the header goes plain (the data fragments
-// of a pipeline, which carry no handle).
+// with that rail and ob1 falls back to sends. Every message has room for the header: ob1 is told a maximum send
+// size that much smaller (mca_btl_xrc_failover_enable).
 constexpr mca_btl_base_tag_t kForwardedTag = MCA_BTL_TAG_BTL + 0x1b;
+enum Stream : uint8_t {
+    kNew = 0,   // never posted on the lost rail (forwarded after the loss, or its post failed): delivered
+    kSrq = 1,   // sent again: `seq` in the sender's SRQ stream toward this peer on the lost rail
+    kRing = 2,  // sent again: `seq` in the sender's eager ring stream toward this peer on the lost rail
+};
 struct ForwardedHeader {
     uint8_t subnet_prefix[8];
     uint8_t tag;
-    uint8_t pad[7];  // the message after it stays 8-byte aligned
+    uint8_t stream;    // Stream
+    uint16_t lid;      // the sender's LID on the lost rail and
+    uint32_t ini_qpn;  // its INI QP toward the receiver's node there: how the receiver knows an SRQ message's source
+    uint32_t seq;
+    uint32_t rank;  // the sender's: the ring it wrote into on the lost rail
 };
-static_assert(sizeof(ForwardedHeader) == 16);
+static_assert(sizeof(ForwardedHeader) == 24);  // the message after it stays 8-byte aligned
 
 mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) {
     return reinterpret_cast<mca_btl_xrc_module_t *>(btl);
@@ -71,31 +90,52 @@ void forwarded_complete(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, mca_
     if (original->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(original);
 }
 
+// A fragment of the sibling's lists for `wire` bytes: up to the full size its lists were made with (ob1 is told
+// less, so that the header fits in front of its largest message).
+mca_btl_xrc_frag_t *copy_frag(mca_btl_xrc_module_t *s, mca_btl_base_endpoint_t *to, uint8_t order,
+                              size_t wire) noexcept {
+    mca_btl_xrc_frag_t *frag = mca_btl_xrc_frag_get(wire <= s->super.btl_eager_limit ? &s->eager_frags : &s->max_frags);
+    if (frag == nullptr) return nullptr;
+    if (frag->capacity < wire) {
+        mca_btl_xrc_frag_return(frag);
+        return nullptr;
+    }
+    frag->module = s;
+    frag->endpoint = to;
+    frag->segment.seg_len = wire;
+    frag->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK;
+    frag->base.order = order;
+    return frag;
+}
+
 // Sends `frag`'s message (as prepared by its owner: header and payload in its segment) over the sibling its
-// endpoint forwards to. The original stays with its owner until the copy completes.
-int forward(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag) noexcept {
+// endpoint forwards to. The original stays with its owner until the copy completes. `again`: it was posted on
+// the lost rail and its completion failed (the receiver checks whether that rail delivered it).
+int forward(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag, bool again) noexcept {
     mca_btl_base_endpoint_t *to = frag->endpoint->forward_to;
     mca_btl_xrc_module_t *s = to->module;
     const size_t length = frag->segment.seg_len;
-    const bool wrapped = length + sizeof(ForwardedHeader) <= s->super.btl_max_send_size;
-    const size_t wire = wrapped ? length + sizeof(ForwardedHeader) : length;
-    mca_btl_base_descriptor_t *des = mca_btl_xrc_alloc(
-        &s->super, to, frag->base.order, wire, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK);
-    if (des == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    auto *out = static_cast<unsigned char *>(reinterpret_cast<mca_btl_xrc_frag_t *>(des)->segment.seg_addr.pval);
-    if (wrapped) {
-        ForwardedHeader header{};
-        std::memcpy(header.subnet_prefix, frag->module->transport->address().gid, sizeof(header.subnet_prefix));
-        header.tag = tag;
-        std::memcpy(out, &header, sizeof(header));
-        out += sizeof(header);
+    mca_btl_xrc_frag_t *copy = copy_frag(s, to, frag->base.order, length + sizeof(ForwardedHeader));
+    if (copy == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    auto *out = static_cast<unsigned char *>(copy->segment.seg_addr.pval);
+    ForwardedHeader header{};
+    const xrc::PortAddress &lost = frag->module->transport->address();
+    std::memcpy(header.subnet_prefix, lost.gid, sizeof(header.subnet_prefix));
+    header.tag = tag;
+    if (again) {
+        header.stream = frag->ring ? kRing : kSrq;
+        header.lid = lost.lid;
+        header.ini_qpn = frag->endpoint->ini_qpn;
+        header.seq = frag->seq;
+        header.rank = mca_btl_xrc_component.job->my_rank;
     }
-    std::memcpy(out, frag->segment.seg_addr.pval, length);
-    des->des_cbfunc = forwarded_complete;
-    des->des_cbdata = frag;
+    std::memcpy(out, &header, sizeof(header));
+    std::memcpy(out + sizeof(header), frag->segment.seg_addr.pval, length);
+    copy->base.des_cbfunc = forwarded_complete;
+    copy->base.des_cbdata = frag;
     ++frag->module->counters.failover_sends;
-    const int rc = s->super.btl_send(&s->super, to, des, wrapped ? kForwardedTag : tag);
-    if (rc < 0) mca_btl_xrc_frag_return(reinterpret_cast<mca_btl_xrc_frag_t *>(des));
+    const int rc = s->super.btl_send(&s->super, to, &copy->base, kForwardedTag);
+    if (rc < 0) mca_btl_xrc_frag_return(copy);
     return rc;
 }
 
@@ -104,7 +144,7 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
     if (OPAL_UNLIKELY(status != IBV_WC_SUCCESS) && !frag->module->finalizing) {
         if (mca_btl_xrc_fail_over(frag->module, frag->endpoint, ibv_wc_status_str(status))) {
-            if (forward(frag, frag->tag) >= 0) return;
+            if (forward(frag, frag->tag, true) >= 0) return;
             mca_btl_xrc_report_error(frag->module, frag->endpoint,
                                      "a send that failed with its rail could not be sent over another one");
         } else {
@@ -124,7 +164,7 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
     frag->endpoint = endpoint;
     frag->tag = tag;
-    if (OPAL_UNLIKELY(endpoint->forward_to != nullptr)) return forward(frag, tag);
+    if (OPAL_UNLIKELY(endpoint->forward_to != nullptr)) return forward(frag, tag, false);
     xrc::Peer &peer = endpoint->peer;
     auto *data = static_cast<unsigned char *>(frag->segment.seg_addr.pval);
     const bool ring =
@@ -132,10 +172,22 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     frag->op.on_complete = failover_send_complete;
     if (OPAL_UNLIKELY(peer.queue->post_or_queue(frag->op) != 0)) {
         peer.unprepare(frag->op, ring);
-        if (mca_btl_xrc_fail_over(m, endpoint, "the connection to this peer has failed")) return forward(frag, tag);
+        if (mca_btl_xrc_fail_over(m, endpoint, "the connection to this peer has failed"))
+            return forward(frag, tag, false);
         mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
         return OPAL_ERROR;
     }
+    // Its place in its stream on this rail, and the INI QP the receiver sees the stream come from (none yet while
+    // the connection is made: the last one is kept).
+    frag->ring = ring;
+    if (ring) {
+        frag->seq = endpoint->ring_posted++;
+    } else {
+        // The first SRQ send over a new connection: the receiver counts this source from 0 again.
+        if (OPAL_UNLIKELY((frag->op.wr.imm_data & htonl(xrc::kImmFirst)) != 0)) endpoint->srq_posted = 0;
+        frag->seq = endpoint->srq_posted++;
+    }
+    if (const ibv_qp *qp = peer.queue->qp(); OPAL_LIKELY(qp != nullptr)) endpoint->ini_qpn = qp->qp_num;
     mca_btl_xrc_sent(m, endpoint, ring, frag->segment.seg_len);
     return OPAL_SUCCESS;
 }
@@ -191,6 +243,60 @@ std::string surviving_rails(const mca_btl_xrc_module_t *m) {
     return names;
 }
 
+// How many messages of the stream `header` names this process took off the lost rail (`lost`, our module on it),
+// to be judged and brought up to date; null when it cannot say (the copy is then delivered).
+uint32_t *taken_on(mca_btl_xrc_module_t *lost, const ForwardedHeader &header, uint32_t &scratch) noexcept {
+    if (header.stream == kSrq) return lost->srq_taken.of(xrc::SourceCounts::key(header.lid, header.ini_qpn));
+    auto it = lost->endpoints->find(header.rank);
+    if (it == lost->endpoints->end()) return nullptr;
+    mca_btl_base_endpoint_t *from = it->second;
+    // The ring counts what was consumed from it; the copies judged since go on from the larger of the two.
+    const xrc::EagerRing *ring = from->peer.granted;
+    scratch = std::max<uint32_t>(from->ring_judged, ring != nullptr ? static_cast<uint32_t>(ring->messages()) : 0);
+    return &scratch;
+}
+
+// A copy sent again after the lost rail failed its original: true when that rail delivered the original (the
+// copy is dropped). What the rail delivered is taken off it first (its completion queue, its rings: they may
+// still hold the original), unless another thread is polling it now.
+bool delivered_already(mca_btl_xrc_module_t *lost, const ForwardedHeader &header) noexcept {
+    if (lost->endpoints == nullptr) return false;
+    // Once deep: a copy met while draining does not drain again (the module whose poll called us may be the one
+    // that would be drained, and its ring's current message is not released yet).
+    static thread_local bool draining = false;
+    if (!draining) {
+        draining = true;
+        if (!opal_using_threads()) {
+            mca_btl_xrc_drain_completions(lost);
+        } else if (opal_mutex_trylock(&lost->lock) == 0) {
+            mca_btl_xrc_drain_completions(lost);
+            opal_mutex_unlock(&lost->lock);
+        }
+        draining = false;
+    }
+    uint32_t scratch = 0;
+    uint32_t *taken = taken_on(lost, header, scratch);
+    if (taken == nullptr) return false;
+    const xrc::ReplayVerdict verdict = xrc::judge_replay(header.seq, *taken);
+    if (header.stream == kRing) {
+        auto it = lost->endpoints->find(header.rank);
+        it->second->ring_judged = *taken;
+    }
+    if (verdict == xrc::ReplayVerdict::duplicate) {
+        ++lost->counters.replays_dropped;
+        return true;
+    }
+    if (OPAL_UNLIKELY(verdict == xrc::ReplayVerdict::gap)) {
+        ++lost->counters.replay_gaps;
+        opal_output(0,
+                    "btl:xrc: %s: %s: a message rank %u sent again after losing the rail came at %u of its %s "
+                    "stream: the ones before it were neither delivered nor sent again",
+                    opal_process_info.nodename, rail_name(lost).c_str(), header.rank, header.seq,
+                    header.stream == kRing ? "eager ring" : "SRQ");
+    }
+    return false;
+}
+
 // A forwarded message arrived (on any rail): to ob1 as the module of the rail it was sent on, on this process's
 // side of the same fabric; as the receiving module's if this process has none there (nothing then ties it).
 void forwarded_receive(mca_btl_base_module_t *btl, const mca_btl_base_segment_t *segment) {
@@ -198,10 +304,14 @@ void forwarded_receive(mca_btl_base_module_t *btl, const mca_btl_base_segment_t 
     if (segment->seg_len < sizeof(header)) return;
     std::memcpy(&header, segment->seg_addr.pval, sizeof(header));
     mca_btl_xrc_module_t *as = as_xrc(btl);
+    bool found = false;
     for (const auto &module : mca_btl_xrc_component.modules)
         if (module != nullptr && module->transport != nullptr &&
-            std::memcmp(module->transport->address().gid, header.subnet_prefix, sizeof(header.subnet_prefix)) == 0)
+            std::memcmp(module->transport->address().gid, header.subnet_prefix, sizeof(header.subnet_prefix)) == 0) {
             as = module.get();
+            found = true;
+        }
+    if (header.stream != kNew && found && as != as_xrc(btl) && delivered_already(as, header)) return;
     const mca_btl_active_message_callback_t *reg = &as->receive_callbacks[header.tag];
     if (reg->cbfunc == nullptr) return;
     mca_btl_xrc_deliver(as, reg, header.tag, static_cast<unsigned char *>(segment->seg_addr.pval) + sizeof(header),
@@ -215,6 +325,10 @@ void mca_btl_xrc_failover_enable(mca_btl_xrc_module_t *m, bool threads) noexcept
     mca_btl_base_active_message_trigger[kForwardedTag].cbfunc = mca_btl_xrc_receive_adapter<forwarded_receive>;
     mca_btl_base_active_message_trigger[kForwardedTag].cbdata = nullptr;
     m->super.btl_send = threads ? failover_send_locked : failover_send;
+    // Room for the forwarding header in front of the largest message ob1 sends (the fragment lists keep their size).
+    m->super.btl_max_send_size -= sizeof(ForwardedHeader);
+    m->super.btl_eager_limit = std::min(m->super.btl_eager_limit, m->super.btl_max_send_size);
+    m->super.btl_rndv_eager_limit = std::min(m->super.btl_rndv_eager_limit, m->super.btl_max_send_size);
     m->super.btl_sendi = failover_sendi;
     m->super.btl_put = failover_rdma<mca_btl_xrc_put>;
     m->super.btl_get = failover_rdma<mca_btl_xrc_get>;

@@ -20,6 +20,10 @@ struct mca_btl_xrc_frag_t {
     size_t capacity;
     // The tag it was sent with (several rails only: a send that failed with its rail is sent again over another).
     mca_btl_base_tag_t tag;
+    // Several rails, failover on: its position in its endpoint's stream on this rail (SRQ or ring), what the
+    // receiver checks a copy sent again against.
+    bool ring;
+    uint32_t seq;
     // RDMA and atomics
     mca_btl_base_rdma_completion_fn_t rdma_cb;
     void *rdma_context;

@@ -46,6 +46,15 @@ struct CompletionSink {
     }
 };
 
+// With several rails and failover on: every SRQ message's source is counted as well (a copy sent again after a
+// rail's loss is checked against what the rail delivered, btl_xrc_failover.cc). Chosen at btl_init with the sends.
+struct CountingSink : CompletionSink {
+    static constexpr bool kCountsSources = true;
+    [[gnu::always_inline]] void took(const ibv_wc &wc, bool first) noexcept {
+        m->srq_taken.count(xrc::SourceCounts::key(wc.slid, wc.src_qp), first);
+    }
+};
+
 // Without a service thread: Open MPI's event loop (progress context) found the async fd readable.
 void async_event_cb(int, short, void *arg) {
     auto *m = static_cast<mca_btl_xrc_module_t *>(arg);
@@ -82,6 +91,7 @@ void check_port_grace(mca_btl_xrc_module_t *m) {
 }
 
 // The rings and the completion queue, under the module's lock.
+template <class Sink = CompletionSink>
 [[gnu::always_inline]] inline int poll_module(mca_btl_xrc_module_t *m) noexcept {
     // A call that found eager RDMA messages has done its work: the completion queue (send completions, SRQ
     // messages) waits for the next call, but never more than kMaxCqSkips calls, so a peer that keeps its ring
@@ -90,7 +100,7 @@ void check_port_grace(mca_btl_xrc_module_t *m) {
     const int eager = mca_btl_xrc_eager_progress(m);
     if (eager > 0 && ++m->cq_skips < kMaxCqSkips) return eager;
     m->cq_skips = 0;
-    CompletionSink sink{m};
+    Sink sink{{m}};
     return eager + m->transport->progress(sink);
 }
 
@@ -98,6 +108,12 @@ void check_port_grace(mca_btl_xrc_module_t *m) {
 
 void mca_btl_xrc_drain_completions(mca_btl_xrc_module_t *m) noexcept {
     // Bounded: a peer that keeps sending cannot hold the caller here.
+    // With failover on, what is drained is counted as always (a rail is drained before it is given up).
+    if (mca_btl_xrc_failover_enabled()) {
+        for (int i = 0; i < 64 && poll_module<CountingSink>(m) > 0; ++i) {
+        }
+        return;
+    }
     for (int i = 0; i < 64 && poll_module(m) > 0; ++i) {
     }
 }
@@ -115,24 +131,24 @@ namespace {
 // threads: other threads may be in the module (MPI_THREAD_MULTIPLE): one thread polls it at a time, the others
 // find it taken and go on (what the holder completes reaches their requests through ob1). Callbacks fire under
 // the (recursive) lock.
-template <bool threads>
+template <bool threads, class Sink = CompletionSink>
 [[gnu::always_inline]] inline int progress_one(mca_btl_xrc_module_t *m) noexcept {
     int events = 0;
     if constexpr (threads) {
         if (opal_mutex_trylock(&m->lock) != 0) return 0;
-        events = poll_module(m);
+        events = poll_module<Sink>(m);
         opal_mutex_unlock(&m->lock);
     } else {
-        events = poll_module(m);
+        events = poll_module<Sink>(m);
     }
     if (OPAL_UNLIKELY(m->transport->busy())) serve_transport(m);
     return events;
 }
 
-template <bool threads>
+template <bool threads, class Sink = CompletionSink>
 int progress_all() noexcept {
     int count = 0;
-    for (const auto &module : mca_btl_xrc_component.modules) count += progress_one<threads>(module.get());
+    for (const auto &module : mca_btl_xrc_component.modules) count += progress_one<threads, Sink>(module.get());
     mca_btl_xrc_status_tick();
     return count;
 }
@@ -140,6 +156,9 @@ int progress_all() noexcept {
 }  // namespace
 
 int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
+    if (OPAL_UNLIKELY(mca_btl_xrc_failover_enabled()))
+        return OPAL_UNLIKELY(opal_using_threads()) ? progress_one<true, CountingSink>(m)
+                                                   : progress_one<false, CountingSink>(m);
     return OPAL_UNLIKELY(opal_using_threads()) ? progress_one<true>(m) : progress_one<false>(m);
 }
 
@@ -149,6 +168,14 @@ int mca_btl_xrc_progress_unlocked() noexcept {
 
 int mca_btl_xrc_progress_locked() noexcept {
     return progress_all<true>();
+}
+
+int mca_btl_xrc_progress_counting_unlocked() noexcept {
+    return progress_all<false, CountingSink>();
+}
+
+int mca_btl_xrc_progress_counting_locked() noexcept {
+    return progress_all<true, CountingSink>();
 }
 
 void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *m, const xrc::NodeLink *link,

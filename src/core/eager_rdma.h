@@ -143,6 +143,7 @@ public:
     }
 
     std::uint64_t consumed() const noexcept { return position_; }
+    std::uint64_t messages() const noexcept { return seq_; }  // taken off the ring so far
     bool broken() const noexcept { return broken_; }
     // A credit report is worth an RDMA WRITE once half the ring was consumed since the last one.
     bool report_due() const noexcept { return position_ - reported_ >= report_every_; }

@@ -14,6 +14,10 @@
 //       a receive completed with an error other than the flush
 //   void send_failed(SendQueue &queue, const ibv_wc &wc)
 //       the first failed completion of a send queue (the operation it names failed; later ones are the flush)
+// and, only if the sink declares `static constexpr bool kCountsSources = true` (several rails, failover on):
+//   void took(const ibv_wc &wc, bool first)
+//       an SRQ message for a tag was taken off the queue (handled or not): its source is wc.slid, wc.src_qp;
+//       `first`: the first to this process over a new connection (kImmFirst)
 // Called by the owner's progress, under its lock; the sink's calls come from there.
 #pragma once
 
@@ -33,6 +37,14 @@ namespace xrc {
 
 namespace port_progress_detail {
 
+template <class Sink>
+concept CountsSources = Sink::kCountsSources;
+
+template <class Sink>
+[[gnu::always_inline]] inline void took(Sink &sink, const ibv_wc &wc, bool first) noexcept {
+    if constexpr (CountsSources<Sink>) sink.took(wc, first);
+}
+
 // A receive whose immediate data carries flags or is not ours: the first message over a new connection (hold our
 // own handle on the TGT QP it came through), an eager RDMA set-up message, a fence, or something to drop.
 template <class Sink>
@@ -48,6 +60,7 @@ template <class Sink>
         sink.control(buffer->data, wc.byte_len);
         return;
     }
+    took(sink, wc, (imm & kImmFirst) != 0);
     if (sink.deliver(imm_tag(imm), buffer->data, wc.byte_len)) {
         ++counters.srq_receives;
         counters.bytes_received += wc.byte_len;
@@ -83,6 +96,7 @@ template <class Sink>
                     if (__builtin_expect((imm & (kImmMarkerMask | kImmFlagMask)) == kImmMarker &&
                                              (wc.wc_flags & IBV_WC_WITH_IMM) != 0,
                                          1)) {
+                        port_progress_detail::took(sink, wc, false);
                         if (__builtin_expect(sink.deliver(imm_tag(imm), buffer->data, wc.byte_len), 1)) {
                             ++counters_->srq_receives;
                             counters_->bytes_received += wc.byte_len;

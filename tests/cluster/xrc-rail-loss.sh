@@ -7,7 +7,11 @@
 # toward nodeB's dead port fail after their retry budget (btl_xrc_timeout 14: about 0.5 s), fail over toward nodeB
 # too. What was queued or in flight on the lost rail is sent again over rail 2, new sends are forwarded to it: the
 # job completes with every message verified, and the counters at finalize show the peers failed over and the sends
-# that went over the other rail. Nothing stays in any node's HCA afterwards.
+# that went over the other rail. Exactly once: besides the main stream, every pair exchanges 16 small messages a
+# round, each numbered (steady's BURST), so the rail dies with many in flight; the receivers see every number once
+# and in order, and no receiver counted a gap (a copy sent again beyond what the rail delivered: replay_gaps). The
+# copies that the lost rail had delivered already are dropped (replays_dropped, reported; not every run has one:
+# only a message delivered whose acknowledgement died with the port). Nothing stays in any node's HCA afterwards.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
 up_cluster 2 2 --rails 2
@@ -15,7 +19,7 @@ up_cluster 2 2 --rails 2
 rm -f "$WORKDIR/stop"
 (XRC_MPIRUN_ARGS="--mca btl_xrc_verbose 10 --mca btl_xrc_rail_failover 1 --mca btl_xrc_port_down_grace 1 --mca btl_xrc_timeout 14 \
     --mca btl_xrc_finalize_wait 20" xrc_run "$WORKDIR/out" nodeA:2,nodeB:2 self,vader,xrc "$MPI_DIR/steady" 3 \
-    "$WORKDIR/stop") &
+    "$WORKDIR/stop" 16) &
 job=$!
 wait_for_line "$WORKDIR/out.raw" '^steady: traffic' 60 || { wait $job; die "no traffic"; }
 sleep 0.5
@@ -28,6 +32,8 @@ rc=$?
 sc exec nodeB "$SIMHCA_CTL" fault port-up --port 1 >/dev/null || die "port-up failed"
 [ $rc = 0 ] || die "the job did not survive the loss of nodeB's rail 1 (exit $rc)"
 expect_line "$WORKDIR/out" '^steady: OK .*errors=0' "steady 2x2, nodeB's rail 1 lost for good mid-job"
+expect_line "$WORKDIR/out" '^steady: stream messages=[1-9][0-9]* out_of_sequence=0' \
+    "every numbered message delivered once and in order across the rail's loss"
 grep -q 'btl:xrc: nodeB: simhca0:1: rail lost: the port has been down for more than 1 s (btl_xrc_port_down_grace); traffic continues on simhca0:2' "$WORKDIR/out" ||
     die "no message naming nodeB's lost rail and the rail traffic continues on"
 grep -q 'btl:xrc: .*MPI_ABORT\|btl:xrc: .*giving up' "$WORKDIR/out" && die "the job was given up"
@@ -41,6 +47,12 @@ moved=$(grep -E 'btl:xrc: simhca0:1 counters:' "$WORKDIR/out" | grep -oE 'failov
 [ "$moved" -gt 0 ] || die "no send went over rail 2 for rail 1"
 info "every process failed its rail-1 peers over; $moved sends went over rail 2 instead:" \
     "$(grep -E 'btl:xrc: simhca0:1 counters:' "$WORKDIR/out" | grep -oE ' failovers=[0-9]+ failover_sends=[0-9]+' | tr '\n' ';')"
+gaps=$(grep -E 'btl:xrc: simhca0:[12] counters:' "$WORKDIR/out" | grep -oE 'replay_gaps=[0-9]+' | cut -d= -f2 |
+    awk '{ s += $1 } END { print s + 0 }')
+[ "$gaps" = 0 ] || die "$gaps messages sent again came beyond what the lost rail delivered (lost between)"
+dropped=$(grep -E 'btl:xrc: simhca0:[12] counters:' "$WORKDIR/out" | grep -oE 'replays_dropped=[0-9]+' |
+    cut -d= -f2 | awk '{ s += $1 } END { print s + 0 }')
+info "copies sent again that the lost rail had delivered, dropped: $dropped; gaps: 0"
 sleep 1
 expect_no_objects
 info "PASS"
