@@ -24,9 +24,6 @@ struct mca_btl_base_endpoint_t {
     uint32_t srq_posted;
     uint32_t ring_posted;
     uint32_t ini_qpn;
-    // Receiving: how far the copies the peer sent again after losing this rail were judged in its eager ring
-    // stream (the ring itself counts what was consumed from it).
-    uint32_t ring_judged;
 };
 static_assert(std::is_standard_layout_v<mca_btl_base_endpoint_t>, "the endpoint is found from its peer's address");
 

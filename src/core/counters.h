@@ -66,7 +66,7 @@ struct Counters {
     std::uint64_t failovers = 0;           // peers this rail stopped reaching while another rail did
     std::uint64_t failover_sends = 0;      // sends that went over another rail instead (forwarded or sent again)
     std::uint64_t replays_dropped = 0;     // sent again after this rail's loss, but it had delivered them: dropped
-    std::uint64_t replay_gaps = 0;         // sent again beyond what this rail delivered and the next: lost between
+    std::uint64_t replays_delivered = 0;   // sent again after this rail's loss, not delivered by it: handed up
     // Memory registered with the device (receive slabs, eager block, fragments, user buffers through the rcache).
     std::uint64_t registered_bytes = 0;
     std::uint64_t registered_bytes_peak = 0;
@@ -226,9 +226,9 @@ inline constexpr CounterInfo kCounterInfo[] = {
     {"replays_dropped", &Counters::replays_dropped, CounterKind::Count,
      "Messages a peer sent again over another rail after this port's rail was lost, which this rail had delivered "
      "already (only their acknowledgements were lost): dropped, so that each message is delivered once"},
-    {"replay_gaps", &Counters::replay_gaps, CounterKind::Count,
-     "Messages a peer sent again after this port's rail was lost that came beyond the next one expected: the ones "
-     "between were neither delivered by the rail nor sent again (0 unless a message was lost)"},
+    {"replays_delivered", &Counters::replays_delivered, CounterKind::Count,
+     "Messages a peer sent again over another rail after this port's rail was lost, which this rail had not "
+     "delivered: handed up (with replays_dropped, every message in flight on the rail when it was lost)"},
     {"registered_bytes", &Counters::registered_bytes, CounterKind::Level,
      "Bytes of memory registered with the device now (receive slabs, eager RDMA block, send fragments, buffers "
      "registered for RDMA through the registration cache)"},

@@ -5,9 +5,11 @@
 // delivered from one sender to one receiver is a prefix of what that sender posted to it: when the rail dies, the
 // messages whose completions failed are sent again over another rail, each with its position on the lost rail,
 // and the receiver drops those below its own count (they arrived before the rail died, only their
-// acknowledgements were lost). A sender numbers its SRQ sends to a peer from 0 again on each new connection (the
-// first one carries kImmFirst, and the receiver's count starts again there too). Nothing here is on the path of a
-// process with one rail.
+// acknowledgements were lost). The copies may arrive in any order (what the sender's queue still held fails at
+// once, what its HCA had taken fails with the flush, later), so a copy is judged against what the rail delivered
+// only, never against the copies before it. A sender numbers its SRQ sends to a peer from 0 again on each new
+// connection (the first one carries kImmFirst, and the receiver's count starts again there too). Nothing here is on the
+// path of a process with one rail.
 //
 // The SRQ path and the eager RDMA ring are counted apart: a receiver knows an SRQ message's sender only by its
 // source (LID and INI QP number, from the completion), and a ring's writer by the ring.
@@ -19,19 +21,14 @@
 namespace xrc {
 
 // What to do with a message sent again with its position `seq` on the lost rail, given `taken`, how many
-// messages of the same stream the receiver took off that rail (it is brought up to date when the message is
-// delivered).
+// messages of the same stream the receiver took off that rail (all of them: the rail was drained first).
 enum class ReplayVerdict : std::uint8_t {
-    deliver,    // the next one the rail did not deliver
+    deliver,    // the rail did not deliver it
     duplicate,  // the rail delivered it already: dropped
-    gap,        // beyond the next one: messages between were neither delivered nor sent again (delivered anyway)
 };
 
-inline ReplayVerdict judge_replay(std::uint32_t seq, std::uint32_t &taken) noexcept {
-    if (seq < taken) return ReplayVerdict::duplicate;
-    const ReplayVerdict verdict = seq == taken ? ReplayVerdict::deliver : ReplayVerdict::gap;
-    taken = seq + 1;
-    return verdict;
+constexpr ReplayVerdict judge_replay(std::uint32_t seq, std::uint32_t taken) noexcept {
+    return seq < taken ? ReplayVerdict::duplicate : ReplayVerdict::deliver;
 }
 
 // The SRQ messages a process took off one rail, by source (the sender's LID and INI QP number). An entry is
@@ -58,14 +55,10 @@ public:
         if (first) *last_ = 0;
         ++*last_;
     }
-    // The count of `source`, to be judged and brought up to date (judge_replay); a new source starts at 0.
-    // Null when no entry can be made.
-    std::uint32_t *of(std::uint64_t source) noexcept {
-        try {
-            return &counts_[source];
-        } catch (...) {
-            return nullptr;
-        }
+    // The count of `source` (0 for a source never heard from).
+    std::uint32_t of(std::uint64_t source) const noexcept {
+        auto it = counts_.find(source);
+        return it != counts_.end() ? it->second : 0;
     }
     std::size_t sources() const noexcept { return counts_.size(); }
 

@@ -83,7 +83,7 @@ static const struct {
     {"failovers", MPI_T_PVAR_CLASS_COUNTER},
     {"failover_sends", MPI_T_PVAR_CLASS_COUNTER},
     {"replays_dropped", MPI_T_PVAR_CLASS_COUNTER},
-    {"replay_gaps", MPI_T_PVAR_CLASS_COUNTER},
+    {"replays_delivered", MPI_T_PVAR_CLASS_COUNTER},
     {"registered_bytes", MPI_T_PVAR_CLASS_LEVEL},
     {"registered_bytes_peak", MPI_T_PVAR_CLASS_HIGHWATERMARK},
 };

@@ -39,7 +39,7 @@ for p in ring_sends:counter srq_sends:counter srq_sends_ring_active:counter ring
          cm_rejected:counter cm_duplicates:counter cm_stale:counter srq_reposts:counter srq_limit_events:counter \
          async_events:counter rnr_retry_exceeded:counter send_errors:counter port_downs:counter port_ups:counter \
          port_down_ms:counter lid_changes:counter peer_lid_changes:counter paths_migrated:counter \
-         failovers:counter failover_sends:counter replays_dropped:counter replay_gaps:counter \
+         failovers:counter failover_sends:counter replays_dropped:counter replays_delivered:counter \
          registered_bytes:level \
          registered_bytes_peak:high_watermark; do
     name=${p%%:*} class=${p#*:}
