@@ -4,8 +4,9 @@
 // rail no longer reaches a peer keeps accepting ob1's sends for it and forwards them, copied into a fragment of a
 // sibling module (another rail that reaches the same process). What was queued or in flight on the lost rail
 // completes here with an error and is sent again over the sibling: the fragments keep their data until their
-// completion, because with several rails the sends never complete a fragment at the post (no inline send without
-// a callback) and sendi always hands ob1 a descriptor. RDMA and atomics toward a lost peer fail to ob1, which
+// completion, because with several rails the sends never give a fragment back at the post (no inline send: ob1
+// may hear at the post that a fragment of ours is sent, but the fragment stays until its completion) and sendi
+// always hands ob1 a descriptor. RDMA and atomics toward a lost peer fail to ob1, which
 // falls back to sends for a put or get (pml/ob1: put and get failures fall back to copy in/out).
 //
 // Exactly once: a message whose completion failed with the rail may have been delivered all the same (the HCA
@@ -157,7 +158,8 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_send_complete(op, status);
 }
 
-// btl_send with several rails: never completes at the post (the fragment is what is sent again if the rail fails).
+// btl_send with several rails: the fragment is kept until its completion (it is what is sent again if the rail
+// fails), but ob1 may hear at the post that it is sent.
 [[gnu::always_inline]] inline int failover_send_body(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
                                                      mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) noexcept {
     auto *m = as_xrc(btl);
@@ -189,6 +191,14 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     }
     if (const ibv_qp *qp = peer.queue->qp(); OPAL_LIKELY(qp != nullptr)) endpoint->ini_qpn = qp->qp_num;
     mca_btl_xrc_sent(m, endpoint, ring, frag->segment.seg_len);
+    // Ours and nobody asked for a callback: ob1 hears now that it is sent (as from an inline send with one rail),
+    // instead of polling for the completion. The fragment stays posted and is sent again if its rail fails; its
+    // completion then calls no one and returns it.
+    if ((frag->base.des_flags & (MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) ==
+        MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) {
+        frag->base.des_cbfunc = nullptr;
+        return 1;
+    }
     return OPAL_SUCCESS;
 }
 
