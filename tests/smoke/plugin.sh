@@ -51,6 +51,6 @@ for p in ring_sends:counter srq_sends:counter srq_sends_ring_active:counter ring
         fail "ompi_info does not describe the $class btl_xrc_$name"
     fi
 done
-[ "$(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out")" = 49 ] ||
-    fail "ompi_info lists $(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out") btl_xrc_ pvars, the test knows 49"
+[ "$(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out")" = 51 ] ||
+    fail "ompi_info lists $(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out") btl_xrc_ pvars, the test knows 51"
 finish
