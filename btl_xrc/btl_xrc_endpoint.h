@@ -18,6 +18,10 @@ struct mca_btl_base_endpoint_t {
     // With several rails: the same peer's endpoint on another rail, once this rail no longer reaches the peer
     // (btl_xrc_failover.cc). Sends on this endpoint then go over that one. Null while this rail carries them.
     mca_btl_base_endpoint_t *forward_to;
+    // A process of another job (MPI_Comm_spawn, connect/accept): not in the module's rank table, no failover (the
+    // other rails' tables are by rank of this job) and no eager RDMA ring.
+    bool other_job;
+    uint32_t jobid;  // other_job: its job
 };
 static_assert(std::is_standard_layout_v<mca_btl_base_endpoint_t>, "the endpoint is found from its peer's address");
 
