@@ -297,8 +297,10 @@ void PortTransport::describe(StatusPort &out) const {
         if (queue.broken()) return "ERR";
         return ready ? "RTS" : "INIT";
     };
+    std::uint32_t job = cm_->config().jobid;  // whose processes the links below reach
     const auto describe_link = [&](const NodeLink &link) {
         StatusLink l;
+        l.job = job;
         l.node = link.node();
         l.state = link_state_name(link.state());
         l.ini_qpn = link.ini_qpn();
@@ -312,18 +314,19 @@ void PortTransport::describe(StatusPort &out) const {
     };
     cm_->for_each_link(describe_link);
     // Other jobs' connections and the TGT QPs made for their senders (ranks of their job: node unknown here).
-    others_->for_each([&](std::uint32_t, const ConnectionManager &cm, bool) {
+    others_->for_each([&](std::uint32_t other, const ConnectionManager &cm, bool) {
+        job = other;
         cm.for_each_link(describe_link);
         cm.for_each_owned([&](std::uint32_t sender, std::uint32_t generation, std::uint32_t ini_qpn,
                               std::uint32_t tgt_qpn) {
-            out.tgts.push_back({tgt_qpn, "RTS", sender, 0, {}, ini_qpn, generation, false});
+            out.tgts.push_back({tgt_qpn, "RTS", sender, 0, {}, ini_qpn, generation, other, false});
         });
     });
     cm_->for_each_owned([&](std::uint32_t sender, std::uint32_t generation, std::uint32_t ini_qpn,
                             std::uint32_t tgt_qpn) {
         const PortAddress *from = lookup_(sender);
         out.tgts.push_back({tgt_qpn, "RTS", sender, from != nullptr ? from->node_id : 0, {}, ini_qpn, generation,
-                            false});
+                            cm_->config().jobid, false});
     });
     cm_->for_each_opened([&](std::uint32_t tgt_qpn, std::uint32_t ini_qpn) { out.handles.push_back({tgt_qpn, ini_qpn}); });
     if (loopback_ini_ && loopback_tgt_) {
@@ -331,6 +334,7 @@ void PortTransport::describe(StatusPort &out) const {
         StatusLink l;
         l.node = address_.node_id;
         l.state = "loopback";
+        l.job = cm_->config().jobid;
         l.ini_qpn = loopback_ini_->qp_num;
         l.qp_state = qp_state(true, true, *loopback_queue_);
         l.owner = me;
@@ -338,7 +342,8 @@ void PortTransport::describe(StatusPort &out) const {
         l.outstanding = loopback_queue_->outstanding();
         l.queued = loopback_queue_->has_pending();
         out.links.push_back(std::move(l));
-        out.tgts.push_back({loopback_tgt_->qp_num, "RTS", me, address_.node_id, {}, loopback_ini_->qp_num, 0, true});
+        out.tgts.push_back(
+            {loopback_tgt_->qp_num, "RTS", me, address_.node_id, {}, loopback_ini_->qp_num, 0, cm_->config().jobid, true});
     }
 }
 

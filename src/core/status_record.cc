@@ -103,6 +103,7 @@ const Field<StatusLink> kLinkFields[] = {
     number("owner", &StatusLink::owner),
     qpn("tgt_qpn", &StatusLink::tgt_qpn),
     number("gen", &StatusLink::generation),
+    number("job", &StatusLink::job),
     number("outstanding", &StatusLink::outstanding),
     flag("queued", &StatusLink::queued),
 };
@@ -114,6 +115,7 @@ const Field<StatusTgt> kTgtFields[] = {
     text("sender_host", &StatusTgt::sender_host),
     qpn("ini_qpn", &StatusTgt::ini_qpn),
     number("gen", &StatusTgt::generation),
+    number("sender_job", &StatusTgt::sender_job),
     flag("loopback", &StatusTgt::loopback),
 };
 const Field<StatusHandle> kHandleFields[] = {qpn("qpn", &StatusHandle::qpn), qpn("ini_qpn", &StatusHandle::ini_qpn)};
