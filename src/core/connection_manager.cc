@@ -283,9 +283,13 @@ void ConnectionManager::finish_close(NodeLink &link) noexcept {
     // handle on the TGT QP) drop it; acknowledged, retransmitted until then. At finalize too: the creator keeps
     // the TGT QP until then, so that nothing this process posted is lost to a target node that left first.
     const std::uint64_t now = host_.now_us();
+    // Another job's processes usually leave for good while this one goes on (spawned children exit): one that
+    // does not answer within the leaving wait is taken as gone, rather than holding finalize for the connect
+    // timeout. If it was alive after all, its handle on the TGT QP goes at its own exit; our INI QP is gone already.
+    const std::uint64_t patience = config_.other_job ? config_.leaving_wait_us : config_.connect_timeout_us;
     auto notify = [&](std::uint32_t rank) {
-        notices_.push_back({rank, link.generation_, ini_qpn, link.tgt_qpn_, 0, now, config_.first_retry_us,
-                            now + config_.connect_timeout_us});
+        notices_.push_back(
+            {rank, link.generation_, ini_qpn, link.tgt_qpn_, 0, now, config_.first_retry_us, now + patience});
     };
     if (!target_left) notify(link.owner_);
     for (const Peer *peer : link.peers_)

@@ -16,6 +16,7 @@ rm -f "$out" "$release"
 SPAWN_CHILDREN=2 SPAWN_HOLD_FILE=$release xrun "$out" -x SPAWN_CHILDREN -x SPAWN_HOLD_FILE -np 2 \
     --mca btl self,xrc --mca btl_xrc_other_jobs 1 --mca btl_xrc_verbose 10 "$MPI/spawn" &
 job=$!
+t0=$SECONDS
 gone=0
 for _ in $(seq 1200); do
     grep -q '^spawn: children gone' "$out" 2>/dev/null && { gone=1; break; }
@@ -23,11 +24,13 @@ for _ in $(seq 1200); do
     sleep 0.1
 done
 if [ $gone = 1 ]; then
+    echo "  children gone after $((SECONDS - t0)) s"
     # the children report their counters at their MPI_Finalize, after the disconnect that let the parents go on
     for _ in $(seq 300); do
         [ "$(counters_modules "$out")" -ge 2 ] && break
         sleep 0.1
     done
+    echo "  children's counters after $((SECONDS - t0)) s"
     # what the HCA holds once the children's processes are gone (their objects go when their files close)
     for _ in $(seq 100); do
         "$SIMHCA_CTL" list --json >"$work/list.json" 2>&1
@@ -58,6 +61,7 @@ fi
 touch "$release"
 wait $job
 status=$?
+echo "  job over after $((SECONDS - t0)) s"
 if [ $status -eq 0 ] && grep -q '^spawn: OK parents=2 children=2 errors=0' "$out" && ! sanitizer_report "$out"; then
     pass "$(grep '^spawn: OK' "$out")"
 else
