@@ -24,7 +24,6 @@ ConnectionManager &JobManagers::meet(std::uint32_t jobid, std::unique_ptr<CmHost
     // Another job's ranks are not ours to tell of a LID change (announce_lid is the home manager's).
     config.job_size = 0;
     entry->cm = std::make_unique<ConnectionManager>(*entry->host, config);
-    entry->cm->count_into(const_cast<Counters *>(&home_.counters()));
     entry->cm->keep_handles_in(&home_);
     entry->cm->report_due_to(&due_);
     entries_.push_back(entry);
@@ -43,8 +42,7 @@ std::vector<std::shared_ptr<JobManagers::Entry>> JobManagers::snapshot() const {
     return entries_;
 }
 
-bool JobManagers::on_datagram(std::span<const std::uint8_t> bytes, std::uint16_t slid,
-                              std::uint32_t src_qp) noexcept {
+bool JobManagers::on_datagram(std::span<const std::uint8_t> bytes, std::uint16_t slid, std::uint32_t src_qp) noexcept {
     const auto decoded = decode_cm(bytes);
     if (!decoded || decoded->jobid == home_.peer_jobid()) {
         home_.on_datagram(bytes, slid, src_qp);
@@ -124,6 +122,5 @@ std::size_t JobManagers::size() const noexcept {
     std::lock_guard<std::mutex> g(mutex_);
     return entries_.size();
 }
-
 
 }  // namespace xrc

@@ -49,6 +49,7 @@ public:
     ConnectionManager &home() noexcept { return home_; }
     // The manager of job `jobid` (not ours), made now with `host` if the job was not met yet (or was retired: a
     // new manager then, the retiring one finishes on its own). `host` answers for that job's ranks (address_of).
+    // It counts nowhere until its count_into() names the counters (the owner's: totals over every job).
     ConnectionManager &meet(std::uint32_t jobid, std::unique_ptr<CmHost> host, CmConfig config);
     // The manager of a job met and not retired, or null.
     ConnectionManager *find(std::uint32_t jobid) const noexcept;

@@ -216,6 +216,7 @@ void PortTransport::attach_other(std::uint32_t jobid, Peer &peer, const PortAddr
     if (cm == nullptr) {
         CmConfig config = cm_->config();
         cm = &others_->meet(jobid, std::make_unique<OtherJobHost>(*this, std::move(lookup)), config);
+        cm->count_into(counters_);  // the module's counters: totals over every job
         if (finalizing_) cm->begin_finalize();
         changed();
     }
@@ -365,6 +366,7 @@ TransportCounts PortTransport::counts() const noexcept {
 void PortTransport::count_into(Counters *counters) noexcept {
     counters_ = counters != nullptr ? counters : &uncounted_;
     if (cm_) cm_->count_into(counters_);
+    if (others_) others_->for_each([&](std::uint32_t, ConnectionManager &cm, bool) { cm.count_into(counters_); });
 }
 
 void PortTransport::attach(Peer &peer, const PortAddress &address, std::uint32_t owner) {
