@@ -162,7 +162,7 @@ const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int modul
 }
 
 const xrc::PortAddress *mca_btl_xrc_job_t::other_port_address(uint32_t jobid, uint32_t rank,
-                                                             int module_index) noexcept {
+                                                              int module_index) noexcept {
     try {
         std::lock_guard<std::mutex> guard(addresses_mutex);
         const uint64_t key = (uint64_t(jobid) << 32) | rank;

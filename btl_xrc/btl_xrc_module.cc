@@ -53,7 +53,8 @@ int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
 bool receive_classes_fit(const xrc::PortAddress &address, const mca_btl_base_module_t *btl, uint32_t rank) {
     if (address.srqs.back().buffer_size >= btl->btl_max_send_size) return true;
     // The peer's receive classes cannot hold our largest fragment (different btl_xrc_receive_queues).
-    opal_output(0, "btl:xrc: %s: rank %u's largest receive class (%u bytes) is smaller than "
+    opal_output(0,
+                "btl:xrc: %s: rank %u's largest receive class (%u bytes) is smaller than "
                 "btl_xrc_max_send_size (%zu): set the same btl_xrc_receive_queues on every process",
                 opal_process_info.nodename, rank, address.srqs.back().buffer_size, btl->btl_max_send_size);
     return false;

@@ -318,16 +318,23 @@ void PortTransport::describe(StatusPort &out) const {
     others_->for_each([&](std::uint32_t other, const ConnectionManager &cm, bool) {
         job = other;
         cm.for_each_link(describe_link);
-        cm.for_each_owned([&](std::uint32_t sender, std::uint32_t generation, std::uint32_t ini_qpn,
-                              std::uint32_t tgt_qpn) {
-            out.tgts.push_back({tgt_qpn, "RTS", sender, 0, {}, ini_qpn, generation, other, false});
-        });
+        cm.for_each_owned(
+            [&](std::uint32_t sender, std::uint32_t generation, std::uint32_t ini_qpn, std::uint32_t tgt_qpn) {
+                out.tgts.push_back({tgt_qpn, "RTS", sender, 0, {}, ini_qpn, generation, other, false});
+            });
     });
     cm_->for_each_owned([&](std::uint32_t sender, std::uint32_t generation, std::uint32_t ini_qpn,
                             std::uint32_t tgt_qpn) {
         const PortAddress *from = lookup_(sender);
-        out.tgts.push_back({tgt_qpn, "RTS", sender, from != nullptr ? from->node_id : 0, {}, ini_qpn, generation,
-                            cm_->config().jobid, false});
+        out.tgts.push_back({tgt_qpn,
+                            "RTS",
+                            sender,
+                            from != nullptr ? from->node_id : 0,
+                            {},
+                            ini_qpn,
+                            generation,
+                            cm_->config().jobid,
+                            false});
     });
     cm_->for_each_opened([&](std::uint32_t tgt_qpn, std::uint32_t ini_qpn) { out.handles.push_back({tgt_qpn, ini_qpn}); });
     if (loopback_ini_ && loopback_tgt_) {
@@ -343,8 +350,15 @@ void PortTransport::describe(StatusPort &out) const {
         l.outstanding = loopback_queue_->outstanding();
         l.queued = loopback_queue_->has_pending();
         out.links.push_back(std::move(l));
-        out.tgts.push_back(
-            {loopback_tgt_->qp_num, "RTS", me, address_.node_id, {}, loopback_ini_->qp_num, 0, cm_->config().jobid, true});
+        out.tgts.push_back({loopback_tgt_->qp_num,
+                            "RTS",
+                            me,
+                            address_.node_id,
+                            {},
+                            loopback_ini_->qp_num,
+                            0,
+                            cm_->config().jobid,
+                            true});
     }
 }
 

@@ -95,16 +95,11 @@ const Field<StatusSrq> kSrqFields[] = {
     number("posted", &StatusSrq::posted),     number("limit", &StatusSrq::limit),
 };
 const Field<StatusLink> kLinkFields[] = {
-    number("node", &StatusLink::node),
-    text("host", &StatusLink::host),
-    name("state", &StatusLink::state),
-    qpn("ini_qpn", &StatusLink::ini_qpn),
-    name("qp_state", &StatusLink::qp_state),
-    number("owner", &StatusLink::owner),
-    qpn("tgt_qpn", &StatusLink::tgt_qpn),
-    number("gen", &StatusLink::generation),
-    number("job", &StatusLink::job),
-    number("outstanding", &StatusLink::outstanding),
+    number("node", &StatusLink::node),       text("host", &StatusLink::host),
+    name("state", &StatusLink::state),       qpn("ini_qpn", &StatusLink::ini_qpn),
+    name("qp_state", &StatusLink::qp_state), number("owner", &StatusLink::owner),
+    qpn("tgt_qpn", &StatusLink::tgt_qpn),    number("gen", &StatusLink::generation),
+    number("job", &StatusLink::job),         number("outstanding", &StatusLink::outstanding),
     flag("queued", &StatusLink::queued),
 };
 const Field<StatusTgt> kTgtFields[] = {
