@@ -355,9 +355,9 @@ void ConnectionManager::tick() noexcept {
 
 void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
     for (Deferred &d : work) {
-        NodeLink &link = *d.link;
         switch (d.kind) {
             case Deferred::Kind::open: {
+                NodeLink &link = *d.link;
                 ibv_qp *qp = nullptr;
                 {
                     Guard g(*this);
@@ -375,8 +375,8 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
             }
             case Deferred::Kind::fail:
                 // Said first: the queued sends' owners may end the process when they hear of their failure.
-                host_.link_failed(link, d.why);
-                link.queue_.fail(IBV_WC_RETRY_EXC_ERR);
+                host_.link_failed(*d.link, d.why);
+                d.link->queue_.fail(IBV_WC_RETRY_EXC_ERR);
                 break;
             case Deferred::Kind::reject: {
                 Guard g(*this);
