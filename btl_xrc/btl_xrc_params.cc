@@ -195,7 +195,7 @@ int mca_btl_xrc_register_params() noexcept {
              "connection per (node, job) met, TGT QPs for their senders in this job's XRC domain, released when "
              "the job's processes leave (docs/connections.md, \"Other jobs\"); off: another BTL (sm, tcp) must "
              "carry messages between jobs",
-             false, &P.other_jobs, OPAL_INFO_LVL_5);
+             true, &P.other_jobs, OPAL_INFO_LVL_5);
     reg_int("port_down_grace", "Seconds a port may stay down (link flap, cable reseated, subnet manager re-sweep) "
             "before the job is ended: meanwhile new sends are held and what is in flight is retransmitted by the HCA "
             "(-1: the HCA's own retry budget, 4.096 us * 2^btl_xrc_timeout * (btl_xrc_retry_count + 1), 34 s with "

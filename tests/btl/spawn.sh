@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Dynamic processes over xrc alone (btl self,xrc, btl_xrc_other_jobs 1), one node: 2 parents MPI_Comm_spawn 2
+# Dynamic processes over xrc alone (btl self,xrc; btl_xrc_other_jobs, on by default, named anyway), one node: 2 parents MPI_Comm_spawn 2
 # children (tests/mpi/spawn.c). Parents and children are different jobs with different XRC domains, so every
 # parent <-> child message crosses a connection of its own (xrc::JobManagers), made through the connection
 # managers even on one node; nothing else could carry them (no sm, no tcp). Checked: every message verified both
