@@ -1,12 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Dynamic processes over xrc alone (btl self,xrc; btl_xrc_other_jobs, on by default, named anyway), one node: 2 parents MPI_Comm_spawn 2
-# children (tests/mpi/spawn.c). Parents and children are different jobs with different XRC domains, so every
-# parent <-> child message crosses a connection of its own (xrc::JobManagers), made through the connection
-# managers even on one node; nothing else could carry them (no sm, no tcp). Checked: every message verified both
-# ways, the children among themselves, MPI_Comm_disconnect; the parents made connections to the children and took
-# theirs (counters); with the parents alive and the children gone, the HCA holds nothing of the children (one XRC
-# domain, no TGT QP in another); then nothing at all after the job.
+# Dynamic processes over xrc alone (btl self,xrc; btl_xrc_other_jobs, on by default, named anyway), one node:
+# 2 parents MPI_Comm_spawn 2 children (tests/mpi/spawn.c). Parents and children are different jobs with different
+# XRC domains, so every parent <-> child message crosses a connection of its own (xrc::JobManagers), made through
+# the connection managers even on one node; nothing else could carry them (no sm, no tcp). Checked: every message
+# verified both ways, the children among themselves, MPI_Comm_disconnect; every process made a connection to the
+# other job and sent over xrc (counters); with the parents alive and the children gone, the HCA holds nothing of
+# the children (one XRC domain, the parents' SRQs, no TGT QP but the parents' loopback ones); then nothing at all
+# after the job.
 . "$(dirname "$0")/common.sh"
 start_daemon
 [ -x "$MPI/spawn" ] || { fail "spawn not built at $MPI/spawn"; finish; }
