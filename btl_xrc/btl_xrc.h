@@ -63,6 +63,7 @@ struct mca_btl_xrc_params_t {
     int status_interval;   // seconds; 0: status record on connection events only; -1: none
     bool async_progress;  // a service thread answers the connection manager and reads async events
     bool rail_failover;   // several rails: one rail's loss is survived (btl_xrc_failover.cc)
+    bool other_jobs;      // other jobs' processes (spawn, connect/accept) are reached over xrc too
 };
 
 namespace xrc {
@@ -156,6 +157,10 @@ struct mca_btl_xrc_module_t {
     // after del_procs). The BML may hand the same endpoint to del_procs more than once (it sits in several of its
     // BTL arrays), so only endpoints still listed here are released.
     std::unique_ptr<std::unordered_map<uint32_t, struct mca_btl_base_endpoint_t *>> endpoints;
+    // Other jobs' processes (btl_xrc_other_jobs), by (job << 32 | rank), and how many each job has here: its last
+    // one leaving (del_procs) retires the job's connection manager (xrc::JobManagers).
+    std::unique_ptr<std::unordered_map<uint64_t, struct mca_btl_base_endpoint_t *>> other_endpoints;
+    std::unique_ptr<std::unordered_map<uint32_t, size_t>> other_job_peers;
     // Eager RDMA: the rings this process grants and the handshake (btl_xrc_eager.cc maps it to ob1); off when
     // btl_xrc_use_eager_rdma is.
     xrc::EagerManager eager;

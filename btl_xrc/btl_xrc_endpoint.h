@@ -24,6 +24,10 @@ struct mca_btl_base_endpoint_t {
     uint32_t srq_posted;
     uint32_t ring_posted;
     uint32_t ini_qpn;
+    // A process of another job (MPI_Comm_spawn, connect/accept): not in the module's rank table, no failover (the
+    // other rails' tables are by rank of this job) and no eager RDMA ring.
+    bool other_job;
+    uint32_t jobid;  // other_job: its job
 };
 static_assert(std::is_standard_layout_v<mca_btl_base_endpoint_t>, "the endpoint is found from its peer's address");
 

@@ -333,7 +333,8 @@ bool mca_btl_xrc_failover_enabled() noexcept {
 
 bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const char *why) noexcept {
     if (endpoint->forward_to != nullptr) return true;
-    if (!failover_on || m->finalizing) return false;
+    // Another job's process: the other rails know it by (job, rank), which sibling_of does not look up.
+    if (!failover_on || m->finalizing || endpoint->other_job) return false;
     mca_btl_base_endpoint_t *to = sibling_of(m, endpoint->peer.rank);
     if (to == nullptr) return false;
     endpoint->forward_to = to;

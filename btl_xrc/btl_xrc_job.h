@@ -41,6 +41,10 @@ struct mca_btl_xrc_job_t {
     // The HCA port `port` (port_identity()) moved from LID `old_lid` to `new_lid`: every address of it fetched so far
     // or later says `new_lid` (the pointers port_address() gave out stay valid: updated in place).
     void move_port(uint64_t port, uint16_t old_lid, uint16_t new_lid) noexcept;
+    // port_address() for rank `rank` of another job `jobid` (spawned, or connected to), kept by (job, rank). Safe
+    // from the service thread (the connection manager of that job looks up its senders).
+    const xrc::PortAddress *other_port_address(uint32_t jobid, uint32_t rank, int module_index) noexcept;
+    std::unordered_map<uint64_t, std::optional<xrc::ProcessAddress>> other_addresses;  // under addresses_mutex
     // The host `rank` runs on, for messages ("?" when PMIx does not say).
     std::string hostname_of(uint32_t rank) noexcept;
 };

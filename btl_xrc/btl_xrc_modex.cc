@@ -161,6 +161,40 @@ const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int modul
     }
 }
 
+const xrc::PortAddress *mca_btl_xrc_job_t::other_port_address(uint32_t jobid, uint32_t rank,
+                                                              int module_index) noexcept {
+    try {
+        std::lock_guard<std::mutex> guard(addresses_mutex);
+        const uint64_t key = (uint64_t(jobid) << 32) | rank;
+        auto it = other_addresses.find(key);
+        if (it == other_addresses.end()) {
+            opal_process_name_t name = OPAL_PROC_MY_NAME;
+            name.jobid = jobid;
+            name.vpid = rank;
+            uint8_t *data = nullptr;
+            size_t bytes = 0;
+            int rc = OPAL_SUCCESS;
+            OPAL_MODEX_RECV(rc, &mca_btl_xrc_component.super.btl_version, &name, reinterpret_cast<void **>(&data),
+                            &bytes);
+            const mca_btl_xrc_malloced_t<uint8_t> data_owned(data);
+            std::optional<xrc::ProcessAddress> decoded;
+            if (rc == OPAL_SUCCESS && data != nullptr) {
+                auto address = xrc::decode_address({data, bytes});
+                if (address)
+                    decoded = std::move(*address);
+                else
+                    opal_output(0, "btl:xrc: %s: ignoring the malformed xrc address of rank %u of job %u: %s",
+                                opal_process_info.nodename, rank, jobid, address.error().c_str());
+            }
+            it = other_addresses.emplace(key, std::move(decoded)).first;
+        }
+        if (!it->second || module_index < 0) return nullptr;
+        return xrc::paired_port(mine, static_cast<std::size_t>(module_index), *it->second);
+    } catch (...) {
+        return nullptr;
+    }
+}
+
 void mca_btl_xrc_job_t::move_port(uint64_t port, uint16_t old_lid, uint16_t new_lid) noexcept {
     std::lock_guard<std::mutex> guard(addresses_mutex);
     try {

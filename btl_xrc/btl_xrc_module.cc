@@ -49,6 +49,48 @@ void wire_up(mca_btl_xrc_module_t *m) {
 int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
                      mca_btl_base_endpoint_t **endpoints, opal_bitmap_t *reachable) noexcept;
 
+// The peer's receive classes hold our largest fragment; reported once per peer otherwise.
+bool receive_classes_fit(const xrc::PortAddress &address, const mca_btl_base_module_t *btl, uint32_t rank) {
+    if (address.srqs.back().buffer_size >= btl->btl_max_send_size) return true;
+    // The peer's receive classes cannot hold our largest fragment (different btl_xrc_receive_queues).
+    opal_output(0,
+                "btl:xrc: %s: rank %u's largest receive class (%u bytes) is smaller than "
+                "btl_xrc_max_send_size (%zu): set the same btl_xrc_receive_queues on every process",
+                opal_process_info.nodename, rank, address.srqs.back().buffer_size, btl->btl_max_send_size);
+    return false;
+}
+
+// A process of another job (MPI_Comm_spawn, connect/accept), with btl_xrc_other_jobs: reached through that job's
+// connection manager (xrc::JobManagers), by a connection of its own even on this node (that job's XRC domain is
+// not ours, so the loopback pair cannot reach it). No eager RDMA ring toward it: the ring's control messages name
+// peers by rank, which is ambiguous across jobs, and such peers are few and usually short-lived.
+mca_btl_base_endpoint_t *add_other_job_proc(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, opal_proc_t *proc) {
+    mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
+    const uint32_t jobid = proc->proc_name.jobid;
+    const uint32_t rank = proc->proc_name.vpid;
+    const uint64_t key = (uint64_t(jobid) << 32) | rank;
+    if (auto it = m->other_endpoints->find(key); it != m->other_endpoints->end()) return it->second;
+    const xrc::PortAddress *address = job.other_port_address(jobid, rank, m->index);
+    if (address == nullptr || !receive_classes_fit(*address, btl, rank)) return nullptr;
+    auto endpoint = std::make_unique<mca_btl_base_endpoint_t>();
+    endpoint->proc = proc;
+    endpoint->module = m;
+    endpoint->peer.rank = rank;
+    endpoint->other_job = true;
+    endpoint->jobid = jobid;
+    mca_btl_base_endpoint_t *made = endpoint.get();
+    m->endpoints_made.push_back(std::move(endpoint));  // owned from here on, whatever fails below
+    const int index = m->index;
+    m->transport->attach_other(jobid, made->peer, *address, rank, [jobid, index](uint32_t r) {
+        return mca_btl_xrc_component.job->other_port_address(jobid, r, index);
+    });
+    m->other_endpoints->emplace(key, made);
+    ++(*m->other_job_peers)[jobid];
+    BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u: rank %u of job %u is reachable (another job)",
+                    m->transport->device_name().c_str(), m->transport->port_num(), rank, jobid);
+    return made;
+}
+
 int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
                   opal_bitmap_t *reachable) noexcept {
     auto *m = as_xrc(btl);
@@ -71,7 +113,14 @@ int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
         mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
         for (size_t i = 0; i < nprocs; ++i) {
             opal_proc_t *proc = procs[i];
-            if (proc->proc_name.jobid != job.jobid) continue;  // other jobs: not supported
+            if (proc->proc_name.jobid != job.jobid) {
+                if (!mca_btl_xrc_component.params.other_jobs) continue;  // another BTL reaches them
+                if (mca_btl_base_endpoint_t *made = add_other_job_proc(m, btl, proc); made != nullptr) {
+                    endpoints[i] = made;
+                    if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));
+                }
+                continue;
+            }
             const uint32_t rank = proc->proc_name.vpid;
             if (auto it = m->endpoints->find(rank); it != m->endpoints->end()) {
                 endpoints[i] = it->second;
@@ -80,14 +129,7 @@ int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
             }
             const xrc::PortAddress *address = job.port_address(rank, m->index);
             if (address == nullptr) continue;  // no xrc on that peer: someone else reaches it
-            if (address->srqs.back().buffer_size < btl->btl_max_send_size) {
-                // The peer's receive classes cannot hold our largest fragment (different btl_xrc_receive_queues).
-                opal_output(0, "btl:xrc: %s: rank %u's largest receive class (%u bytes) is smaller than "
-                            "btl_xrc_max_send_size (%zu): set the same btl_xrc_receive_queues on every process",
-                            opal_process_info.nodename, rank, address->srqs.back().buffer_size,
-                            btl->btl_max_send_size);
-                continue;
-            }
+            if (!receive_classes_fit(*address, btl, rank)) continue;
             auto endpoint = std::make_unique<mca_btl_base_endpoint_t>();
             endpoint->proc = proc;
             endpoint->module = m;
@@ -116,6 +158,24 @@ int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **, mca
     for (size_t i = 0; i < nprocs; ++i) {
         mca_btl_base_endpoint_t *endpoint = endpoints[i];
         if (endpoint == nullptr) continue;
+        if (endpoint->other_job) {
+            // Another job's process: when it was that job's last one here, the job's connections drain and
+            // close, and its manager goes with the TGT QPs made for its senders once they closed them.
+            const uint64_t key = (uint64_t(endpoint->jobid) << 32) | endpoint->peer.rank;
+            auto it = m->other_endpoints->find(key);
+            if (it == m->other_endpoints->end() || it->second != endpoint) continue;
+            m->other_endpoints->erase(it);
+            m->transport->detach_other(endpoint->jobid, endpoint->peer);
+            endpoint->proc = nullptr;
+            if (auto count = m->other_job_peers->find(endpoint->jobid);
+                count != m->other_job_peers->end() && --count->second == 0) {
+                m->other_job_peers->erase(count);
+                m->transport->retire_job(endpoint->jobid);
+                BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u: job %u left: its connections close",
+                                m->transport->device_name().c_str(), m->transport->port_num(), endpoint->jobid);
+            }
+            continue;
+        }
         auto it = m->endpoints->find(endpoint->peer.rank);
         if (it == m->endpoints->end() || it->second != endpoint) continue;
         m->endpoints->erase(it);  // still in endpoints_made until finalize
@@ -403,6 +463,8 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     mca_btl_xrc_status_module_done(m);
     mca_btl_xrc_async_fini(m);
     m->endpoints.reset();
+    m->other_endpoints.reset();
+    m->other_job_peers.reset();
     m->endpoints_made.clear();
     mca_btl_xrc_eager_fini(m);
     mca_btl_xrc_frag_lists_fini(m);
@@ -433,6 +495,8 @@ int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m, bool threads) noexcept {
     m->receive_callbacks = mca_btl_base_active_message_trigger;
     try {
         m->endpoints = std::make_unique<std::unordered_map<uint32_t, mca_btl_base_endpoint_t *>>();
+        m->other_endpoints = std::make_unique<std::unordered_map<uint64_t, mca_btl_base_endpoint_t *>>();
+        m->other_job_peers = std::make_unique<std::unordered_map<uint32_t, size_t>>();
     } catch (...) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }

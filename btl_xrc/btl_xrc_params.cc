@@ -190,6 +190,12 @@ int mca_btl_xrc_register_params() noexcept {
              "rail delivered just as it died may be delivered twice (docs/admin.md, \"Several rails\"). Off: a "
              "lost rail ends the job",
              false, &P.rail_failover, OPAL_INFO_LVL_5);
+    reg_bool("other_jobs",
+             "Reach the processes of other jobs (MPI_Comm_spawn, MPI_Comm_connect/accept) over xrc too: one "
+             "connection per (node, job) met, TGT QPs for their senders in this job's XRC domain, released when "
+             "the job's processes leave (docs/connections.md, \"Other jobs\"); off: another BTL (sm, tcp) must "
+             "carry messages between jobs",
+             true, &P.other_jobs, OPAL_INFO_LVL_5);
     reg_int("port_down_grace", "Seconds a port may stay down (link flap, cable reseated, subnet manager re-sweep) "
             "before the job is ended: meanwhile new sends are held and what is in flight is retransmitted by the HCA "
             "(-1: the HCA's own retry budget, 4.096 us * 2^btl_xrc_timeout * (btl_xrc_retry_count + 1), 34 s with "

@@ -205,10 +205,13 @@ void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *m, const xrc::NodeLin
             what = why;
         } else {
             const uint32_t rank = link->owner();
-            what = "cannot connect to node " + std::to_string(link->node()) + " (host " + job.hostname_of(rank) +
+            what = "cannot connect to node " + std::to_string(link->node()) + " (host " +
+                   (m->transport->link_of(link->queue()) == link ? job.hostname_of(rank) : std::string("?")) +
                    ") through rank " + std::to_string(rank) + ": " + why;
         }
-        auto it = link != nullptr ? m->endpoints->find(link->owner()) : m->endpoints->end();
+        // A link of another job's manager: its owner's rank is not one of this job's (no endpoint named).
+        const bool own_job = link != nullptr && m->transport->link_of(link->queue()) == link;
+        auto it = own_job ? m->endpoints->find(link->owner()) : m->endpoints->end();
         mca_btl_xrc_report_error(m, it != m->endpoints->end() ? it->second : nullptr, what.c_str());
     } catch (...) {
         mca_btl_xrc_report_error(m, nullptr, "a connection failed");

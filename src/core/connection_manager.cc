@@ -283,9 +283,13 @@ void ConnectionManager::finish_close(NodeLink &link) noexcept {
     // handle on the TGT QP) drop it; acknowledged, retransmitted until then. At finalize too: the creator keeps
     // the TGT QP until then, so that nothing this process posted is lost to a target node that left first.
     const std::uint64_t now = host_.now_us();
+    // Another job's processes usually leave for good while this one goes on (spawned children exit): one that
+    // does not answer within the leaving wait is taken as gone, rather than holding finalize for the connect
+    // timeout. If it was alive after all, its handle on the TGT QP goes at its own exit; our INI QP is gone already.
+    const std::uint64_t patience = config_.other_job ? config_.leaving_wait_us : config_.connect_timeout_us;
     auto notify = [&](std::uint32_t rank) {
-        notices_.push_back({rank, link.generation_, ini_qpn, link.tgt_qpn_, 0, now, config_.first_retry_us,
-                            now + config_.connect_timeout_us});
+        notices_.push_back(
+            {rank, link.generation_, ini_qpn, link.tgt_qpn_, 0, now, config_.first_retry_us, now + patience});
     };
     if (!target_left) notify(link.owner_);
     for (const Peer *peer : link.peers_)
@@ -351,9 +355,9 @@ void ConnectionManager::tick() noexcept {
 
 void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
     for (Deferred &d : work) {
-        NodeLink &link = *d.link;
         switch (d.kind) {
             case Deferred::Kind::open: {
+                NodeLink &link = *d.link;
                 ibv_qp *qp = nullptr;
                 {
                     Guard g(*this);
@@ -371,8 +375,8 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
             }
             case Deferred::Kind::fail:
                 // Said first: the queued sends' owners may end the process when they hear of their failure.
-                host_.link_failed(link, d.why);
-                link.queue_.fail(IBV_WC_RETRY_EXC_ERR);
+                host_.link_failed(*d.link, d.why);
+                d.link->queue_.fail(IBV_WC_RETRY_EXC_ERR);
                 break;
             case Deferred::Kind::reject: {
                 Guard g(*this);
@@ -511,7 +515,7 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
     // For this process, from this job, by someone who read our token from the modex. The token is this port's
     // own, so it also says which of our ports the sender paired with (by fabric: port_index is the sender's
     // position and need not equal ours).
-    if (m.jobid != config_.jobid || m.dst_rank != config_.my_rank || m.token != config_.my_token) {
+    if (m.jobid != peer_jobid() || m.dst_rank != config_.my_rank || m.token != config_.my_token) {
         ++counters_->cm_rejected;
         host_.note(std::string("dropped a ") + cm_type_name(m.type) + " that is not for this process (job, rank, " +
                    "port or token differ)");
@@ -519,7 +523,9 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
     }
     // From the process it names: its modex address has this UD source. An ADDRESS comes from the LID it announces:
     // that source is accepted when the stored address still has the LID it says the port had.
-    const PortAddress *from = m.src_rank != config_.my_rank ? host_.address_of(m.src_rank) : nullptr;
+    // (Another job's rank may have our number: it is not us.)
+    const PortAddress *from =
+        config_.other_job || m.src_rank != config_.my_rank ? host_.address_of(m.src_rank) : nullptr;
     const bool moved = from != nullptr && m.type == CmType::Address && from->lid == m.old_lid && slid == m.new_lid;
     if (from == nullptr || (from->lid != slid && !moved) || from->cm_qpn != src_qp) {
         ++counters_->cm_rejected;
@@ -596,7 +602,7 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
     send(from, a);
     host_.note("accepted rank " + std::to_string(m.src_rank) + "'s connection (TGT QP " +
                std::to_string(tgt->qp_num) + ")");
-    if (config_.reciprocate && port_identity(from) != config_.my_port) {
+    if (config_.reciprocate && (config_.other_job || port_identity(from) != config_.my_port)) {
         try {  // not here: starting a connection may grow the completion queue that progress polls
             deferred_.push_back(
                 {Deferred::Kind::reciprocate, nullptr, 0, {}, {}, from.node_id, m.src_rank, port_identity(from)});
@@ -693,7 +699,9 @@ void ConnectionManager::on_close(const CmMessage &m, const PortAddress &from) no
     // Also when nothing was made (yet): a copy of the CONNECT still on its way must not make a TGT QP nobody uses.
     auto &newest = closed_generation_[m.src_rank];
     newest = std::max(newest, m.generation);
-    if (auto it = opened_.find(m.tgt_qpn); it != opened_.end() && it->second.ini_qpn == m.ini_qpn) {
+    if (handle_keeper_ != nullptr) {
+        handle_keeper_->drop_handle(m.tgt_qpn, m.ini_qpn);
+    } else if (auto it = opened_.find(m.tgt_qpn); it != opened_.end() && it->second.ini_qpn == m.ini_qpn) {
         opened_.erase(it);
         --counters_->tgt_handles;
         count_connections_closed(*counters_, 1);
@@ -969,6 +977,22 @@ QpRole ConnectionManager::role_of(std::uint32_t qp_num) const noexcept {
         role.peer_qpn = it->second.ini_qpn;
     }
     return role;
+}
+
+void ConnectionManager::count_foreign(const std::string &why) noexcept {
+    Guard g(*this);
+    ++counters_->cm_datagrams_received;
+    ++counters_->cm_rejected;
+    host_.note(why);
+}
+
+void ConnectionManager::drop_handle(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {
+    Guard g(*this);
+    if (auto it = opened_.find(tgt_qpn); it != opened_.end() && it->second.ini_qpn == ini_qpn) {
+        opened_.erase(it);
+        --counters_->tgt_handles;
+        count_connections_closed(*counters_, 1);
+    }
 }
 
 void ConnectionManager::hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {

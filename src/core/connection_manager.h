@@ -166,6 +166,11 @@ struct CmConfig {
     std::uint32_t job_size = 0;
     std::uint32_t local_index = 0;
     std::uint32_t local_count = 1;
+    // A manager for the processes of another job (MPI_Comm_spawn, connect/accept: job_managers.h): datagrams are
+    // accepted only from `peer_jobid`, and its senders on this very port get links like any remote node (their
+    // XRC domain is not ours, so the loopback pair cannot reach them). What it sends still names `jobid`, ours.
+    bool other_job = false;
+    std::uint32_t peer_jobid = 0;
 };
 
 class NodeLink {
@@ -252,6 +257,25 @@ public:
     void on_datagram(std::span<const std::uint8_t> bytes, std::uint16_t slid, std::uint32_t src_qp) noexcept;
     // A message flagged kImmFirst arrived through the TGT QP `tgt_qpn` from the INI QP `ini_qpn`.
     void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept;
+    // The TGT QP numbered `tgt_qpn` is one this manager made (its creator holds it already: no handle needed).
+    bool owns_tgt(std::uint32_t tgt_qpn) const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return owned_qpns_.count(tgt_qpn) != 0;
+    }
+    // The handle on `tgt_qpn` (connected to `ini_qpn`), if this manager holds one, is released: its initiator
+    // closed the connection (a CLOSE that reached another job's manager of this port: see keep_handles_in).
+    void drop_handle(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept;
+    // Handles on TGT QPs of this port are all held by `keeper` (the manager of this process's own job, which
+    // hold_tgt reaches: a first message does not say which job sent it); a CLOSE this manager receives releases
+    // the handle there. Called once, before any datagram; `keeper` outlives this manager, and never calls into it.
+    void keep_handles_in(ConnectionManager *keeper) noexcept { handle_keeper_ = keeper; }
+    // Whenever this manager wants tick(), `flag` is raised too (the owner of several managers reads one flag).
+    // Called once, before any use.
+    void report_due_to(std::atomic<bool> *flag) noexcept { also_due_ = flag; }
+    // A datagram of a job no manager of this port is for: counted as received and rejected, noted.
+    void count_foreign(const std::string &why) noexcept;
+    // The job whose datagrams this manager accepts.
+    std::uint32_t peer_jobid() const noexcept { return config_.other_job ? config_.peer_jobid : config_.jobid; }
 
     // This process's port now has LID `new_lid` (it published `old_lid`, or announced it last): the stored addresses
     // of this port (the node's other ranks) are updated, and ADDRESS goes, retransmitted until answered or the
@@ -383,10 +407,11 @@ private:
     }
     bool own_work_finished_locked() const noexcept { return drained_locked() && notices_.empty() && deferred_.empty(); }
     void refresh_due() noexcept {
-        due_.store(held_ || !connecting_.empty() || !draining_.empty() || !waiting_.empty() || !notices_.empty() ||
-                       !deferred_.empty() || !to_start_.empty() || !leaving_.empty() || awaiting_leaving_ack_ != 0 ||
-                       !address_notices_.empty(),
-                   std::memory_order_relaxed);
+        const bool due = held_ || !connecting_.empty() || !draining_.empty() || !waiting_.empty() ||
+                         !notices_.empty() || !deferred_.empty() || !to_start_.empty() || !leaving_.empty() ||
+                         awaiting_leaving_ack_ != 0 || !address_notices_.empty();
+        due_.store(due, std::memory_order_relaxed);
+        if (due && also_due_ != nullptr) also_due_->store(true, std::memory_order_relaxed);
     }
     // A connection is to be started: tick() makes its INI QP, outside the send queues' lock.
     void start_later(NodeLink &link) noexcept;
@@ -497,6 +522,8 @@ private:
     std::vector<NodeLink *> leaving_;                    // links whose creator said LEAVING, not answered yet
     std::size_t awaiting_leaving_ack_ = 0;               // owned TGT QPs told LEAVING, not answered yet
     std::unordered_set<std::uint32_t> finalized_ranks_;  // refused us as finalizing: not chosen again
+    ConnectionManager *handle_keeper_ = nullptr;         // null: handles are held here
+    std::atomic<bool> *also_due_ = nullptr;              // raised with due_ (JobManagers::busy)
 };
 
 }  // namespace xrc

@@ -158,12 +158,118 @@ Result<void> PortTransport::open(const TransportConfig &config) {
     cm.signal_interval = signal_interval_;
     CmHost &host = *this;  // (a private base: converted here, where it is accessible)
     cm_ = std::make_unique<ConnectionManager>(host, cm);
+    others_ = std::make_unique<JobManagers>(*cm_);
     return {};
+}
+
+// The host of another job's manager: the port's verbs and UD channel, with that job's addresses.
+class PortTransport::OtherJobHost final : public CmHost {
+public:
+    OtherJobHost(PortTransport &t, AddressLookup lookup) : t_(t), lookup_(std::move(lookup)) {}
+    ~OtherJobHost() override { t_.other_links_.fetch_sub(links_, std::memory_order_relaxed); }
+    const PortAddress *address_of(std::uint32_t rank) noexcept override { return lookup_(rank); }
+    void send_datagram(const PortAddress &to, const CmBytes &bytes) noexcept override { t_.send_datagram(to, bytes); }
+    Result<ibv_qp *> create_ini() noexcept override { return t_.create_ini(); }
+    Result<void> connect_ini(ibv_qp *ini, const PortAddress &target, std::uint32_t tgt_qpn) noexcept override {
+        return t_.connect_ini(ini, target, tgt_qpn);
+    }
+    Result<ibv_qp *> create_tgt(const PortAddress &initiator, std::uint32_t ini_qpn) noexcept override {
+        return t_.create_tgt(initiator, ini_qpn);
+    }
+    Result<ibv_qp *> open_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept override {
+        return t_.open_tgt(tgt_qpn, ini_qpn);
+    }
+    void destroy_qp(ibv_qp *qp) noexcept override { t_.destroy_qp(qp); }
+    // Another job's LID changes are not followed (that job's addresses are looked up anew by its lookup).
+    void address_moved(std::uint64_t, std::uint16_t, std::uint16_t) noexcept override {}
+    Result<bool> migrate_path(ibv_qp *qp, std::uint16_t old_lid, std::uint16_t new_lid) noexcept override {
+        return t_.migrate_path(qp, old_lid, new_lid);
+    }
+    void fail_qp(ibv_qp *qp) noexcept override { t_.fail_qp(qp); }
+    bool reserve_completions(std::size_t links) noexcept override {
+        const std::size_t before = links_;
+        t_.other_links_.fetch_add(links - before, std::memory_order_relaxed);
+        links_ = links;
+        if (t_.grow_completions(t_.home_links_.load(std::memory_order_relaxed) +
+                                t_.other_links_.load(std::memory_order_relaxed)))
+            return true;
+        t_.other_links_.fetch_sub(links - before, std::memory_order_relaxed);
+        links_ = before;
+        return false;
+    }
+    std::uint64_t now_us() noexcept override { return t_.now_us(); }
+    void link_failed(const NodeLink &link, const std::string &why) noexcept override { t_.link_failed(link, why); }
+    void note(const std::string &what) noexcept override { t_.note(what); }
+    void timers_changed() noexcept override { t_.timers_changed(); }
+    void lock_queues() noexcept override { t_.lock_queues(); }
+    void unlock_queues() noexcept override { t_.unlock_queues(); }
+
+private:
+    PortTransport &t_;
+    AddressLookup lookup_;
+    std::size_t links_ = 0;  // what this manager reserved, in other_links_
+};
+
+void PortTransport::attach_other(std::uint32_t jobid, Peer &peer, const PortAddress &address, std::uint32_t owner,
+                                 AddressLookup lookup) {
+    ConnectionManager *cm = others_->find(jobid);
+    if (cm == nullptr) {
+        CmConfig config = cm_->config();
+        cm = &others_->meet(jobid, std::make_unique<OtherJobHost>(*this, std::move(lookup)), config);
+        cm->count_into(counters_);  // the module's counters: totals over every job
+        if (finalizing_) cm->begin_finalize();
+        changed();
+    }
+    peer.srqs = address.srqs;
+    cm->attach(peer, cm->link_for(address, owner));
+}
+
+void PortTransport::detach_other(std::uint32_t jobid, Peer &peer) noexcept {
+    if (ConnectionManager *cm = others_->find(jobid); cm != nullptr) cm->detach(peer);
+}
+
+void PortTransport::hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {
+    // A TGT QP that a manager of another job made here is held by its maker already.
+    bool own = false;
+    others_->for_each([&](std::uint32_t, const ConnectionManager &cm, bool) { own = own || cm.owns_tgt(tgt_qpn); });
+    if (!own) cm_->hold_tgt(tgt_qpn, ini_qpn);
+}
+
+bool PortTransport::finished() const noexcept {
+    bool all = cm_->finished() && loopback_queue_->idle();
+    others_->for_each([&](std::uint32_t, const ConnectionManager &cm, bool) { all = all && cm.finished(); });
+    return all;
+}
+
+bool PortTransport::own_work_finished() const noexcept {
+    bool all = cm_->own_work_finished() && loopback_queue_->idle();
+    others_->for_each([&](std::uint32_t, const ConnectionManager &cm, bool) { all = all && cm.own_work_finished(); });
+    return all;
+}
+
+std::string PortTransport::leave_initiators() noexcept {
+    std::string all = cm_->leave_initiators();
+    others_->for_each([&](std::uint32_t job, ConnectionManager &cm, bool) {
+        const std::string more = cm.leave_initiators();
+        if (!more.empty()) all += (all.empty() ? "" : "; ") + std::string("job ") + std::to_string(job) + " " + more;
+    });
+    return all;
+}
+
+std::string PortTransport::drop_initiators() noexcept {
+    std::string all = cm_->drop_initiators();
+    others_->for_each([&](std::uint32_t job, ConnectionManager &cm, bool) {
+        const std::string more = cm.drop_initiators();
+        if (!more.empty()) all += (all.empty() ? "" : "; ") + std::string("job ") + std::to_string(job) + " " + more;
+    });
+    return all;
 }
 
 PortTransport::~PortTransport() {
     if (loopback_ini_) count_connections_closed(*counters_, 1);
     // QPs first (they reference the SRQs' XRCD and the CQ), then the UD channel, SRQs, the domain, the CQ, the PD.
+    // Other jobs' managers before ours, which holds the handles they release.
+    others_.reset();
     cm_.reset();
     loopback_tgt_.reset();
     loopback_ini_.reset();
@@ -192,8 +298,10 @@ void PortTransport::describe(StatusPort &out) const {
         if (queue.broken()) return "ERR";
         return ready ? "RTS" : "INIT";
     };
-    cm_->for_each_link([&](const NodeLink &link) {
+    std::uint32_t job = cm_->config().jobid;  // whose processes the links below reach
+    const auto describe_link = [&](const NodeLink &link) {
         StatusLink l;
+        l.job = job;
         l.node = link.node();
         l.state = link_state_name(link.state());
         l.ini_qpn = link.ini_qpn();
@@ -204,11 +312,28 @@ void PortTransport::describe(StatusPort &out) const {
         l.outstanding = link.queue().outstanding();
         l.queued = link.queue().has_pending();
         out.links.push_back(std::move(l));
+    };
+    cm_->for_each_link(describe_link);
+    // Other jobs' connections and the TGT QPs made for their senders (ranks of their job: node unknown here).
+    others_->for_each([&](std::uint32_t other, const ConnectionManager &cm, bool) {
+        job = other;
+        cm.for_each_link(describe_link);
+        cm.for_each_owned(
+            [&](std::uint32_t sender, std::uint32_t generation, std::uint32_t ini_qpn, std::uint32_t tgt_qpn) {
+                out.tgts.push_back({tgt_qpn, "RTS", sender, 0, {}, ini_qpn, generation, other, false});
+            });
     });
     cm_->for_each_owned([&](std::uint32_t sender, std::uint32_t generation, std::uint32_t ini_qpn,
                             std::uint32_t tgt_qpn) {
         const PortAddress *from = lookup_(sender);
-        out.tgts.push_back({tgt_qpn, "RTS", sender, from != nullptr ? from->node_id : 0, {}, ini_qpn, generation,
+        out.tgts.push_back({tgt_qpn,
+                            "RTS",
+                            sender,
+                            from != nullptr ? from->node_id : 0,
+                            {},
+                            ini_qpn,
+                            generation,
+                            cm_->config().jobid,
                             false});
     });
     cm_->for_each_opened([&](std::uint32_t tgt_qpn, std::uint32_t ini_qpn) { out.handles.push_back({tgt_qpn, ini_qpn}); });
@@ -217,6 +342,7 @@ void PortTransport::describe(StatusPort &out) const {
         StatusLink l;
         l.node = address_.node_id;
         l.state = "loopback";
+        l.job = cm_->config().jobid;
         l.ini_qpn = loopback_ini_->qp_num;
         l.qp_state = qp_state(true, true, *loopback_queue_);
         l.owner = me;
@@ -224,7 +350,15 @@ void PortTransport::describe(StatusPort &out) const {
         l.outstanding = loopback_queue_->outstanding();
         l.queued = loopback_queue_->has_pending();
         out.links.push_back(std::move(l));
-        out.tgts.push_back({loopback_tgt_->qp_num, "RTS", me, address_.node_id, {}, loopback_ini_->qp_num, 0, true});
+        out.tgts.push_back({loopback_tgt_->qp_num,
+                            "RTS",
+                            me,
+                            address_.node_id,
+                            {},
+                            loopback_ini_->qp_num,
+                            0,
+                            cm_->config().jobid,
+                            true});
     }
 }
 
@@ -233,6 +367,11 @@ TransportCounts PortTransport::counts() const noexcept {
     c.ini_qps = (cm_ ? cm_->live_ini_qps() : 0) + (loopback_ini_ != nullptr);
     c.tgt_qps_owned = (cm_ ? cm_->owned_tgts() : 0) + (loopback_tgt_ != nullptr);
     c.tgt_handles = cm_ ? cm_->held_handles() : 0;
+    if (others_)
+        others_->for_each([&](std::uint32_t, const ConnectionManager &cm, bool) {
+            c.ini_qps += cm.live_ini_qps();
+            c.tgt_qps_owned += cm.owned_tgts();
+        });
     c.srqs = pools_.size();
     for (const auto &p : pools_) c.receive_bytes += p->registered_bytes();
     return c;
@@ -241,6 +380,7 @@ TransportCounts PortTransport::counts() const noexcept {
 void PortTransport::count_into(Counters *counters) noexcept {
     counters_ = counters != nullptr ? counters : &uncounted_;
     if (cm_) cm_->count_into(counters_);
+    if (others_) others_->for_each([&](std::uint32_t, ConnectionManager &cm, bool) { cm.count_into(counters_); });
 }
 
 void PortTransport::attach(Peer &peer, const PortAddress &address, std::uint32_t owner) {
@@ -263,7 +403,7 @@ void PortTransport::connect_node(const PortAddress &target, std::uint32_t owner)
 
 void PortTransport::on_cm_completion(const ibv_wc &wc) noexcept {
     ud_->complete(wc, [this](std::span<const std::uint8_t> bytes, std::uint16_t slid, std::uint32_t src_qp) {
-        cm_->on_datagram(bytes, slid, src_qp);
+        others_->on_datagram(bytes, slid, src_qp);
     });
 }
 
@@ -284,7 +424,7 @@ void PortTransport::serve_cm() noexcept {
 
 std::uint64_t PortTransport::serve_timers() noexcept {
     const Serving mark;
-    return cm_->tick_timers();
+    return std::min(cm_->tick_timers(), others_->tick_timers());
 }
 
 void PortTransport::changed() noexcept {
@@ -319,19 +459,24 @@ void PortTransport::tick() noexcept {
         if (listener_.link_failed) listener_.link_failed(nullptr, "cannot set up on-node XRC QPs: " + why);
     }
     cm_->tick();
+    if (others_->busy()) others_->tick(now_us());
 }
 
 bool PortTransport::all_reported() const noexcept {
     bool all = loopback_queue_->outstanding_callbacks() == 0 && !loopback_queue_->has_pending();
-    cm_->for_each_link([&](const NodeLink &link) {
+    const auto link_reported = [&](const NodeLink &link) {
         all = all && link.queue().outstanding_callbacks() == 0 && !link.queue().has_pending();
-    });
+    };
+    cm_->for_each_link(link_reported);
+    others_->for_each([&](std::uint32_t, const ConnectionManager &cm, bool) { cm.for_each_link(link_reported); });
     return all;
 }
 
 bool PortTransport::any_broken() const noexcept {
     bool broken = loopback_queue_->broken();
-    cm_->for_each_link([&](const NodeLink &link) { broken = broken || link.queue().broken(); });
+    const auto link_broken = [&](const NodeLink &link) { broken = broken || link.queue().broken(); };
+    cm_->for_each_link(link_broken);
+    others_->for_each([&](std::uint32_t, const ConnectionManager &cm, bool) { cm.for_each_link(link_broken); });
     return broken;
 }
 
@@ -339,6 +484,7 @@ bool PortTransport::port_down() noexcept {
     if (!health_.on_down(now_us())) return false;
     ++counters_->port_downs;
     cm_->hold();
+    others_->for_each([](std::uint32_t, ConnectionManager &cm, bool) { cm.hold(); });
     loopback_queue_->stop();
     changed();
     return true;
@@ -351,6 +497,7 @@ bool PortTransport::port_up() noexcept {
     ++counters_->port_ups;
     counters_->port_down_ms += (now - since) / 1000;
     cm_->resume();
+    others_->for_each([](std::uint32_t, ConnectionManager &cm, bool) { cm.resume(); });
     if (loopback_ini_ && !finalizing_) loopback_queue_->open(loopback_ini_.get());
     changed();
     return true;
@@ -364,6 +511,7 @@ void PortTransport::fail_qp(ibv_qp *qp) noexcept {
 
 void PortTransport::abandon() noexcept {
     cm_->abandon(IBV_WC_WR_FLUSH_ERR);
+    others_->for_each([](std::uint32_t, ConnectionManager &cm, bool) { cm.abandon(IBV_WC_WR_FLUSH_ERR); });
     lock_queues();
     if (loopback_ini_) fail_qp(loopback_ini_.get());
     loopback_queue_->fail(IBV_WC_WR_FLUSH_ERR);
@@ -374,11 +522,18 @@ void PortTransport::abandon() noexcept {
 const char *PortTransport::own_operation(const SendOp *op) const noexcept {
     if (op == &loopback_fence_) return "the on-node loopback queue's drain fence";
     if (cm_->is_fence(op)) return "a connection's drain fence (eviction or finalize)";
+    bool fence = false;
+    others_->for_each([&](std::uint32_t, const ConnectionManager &cm, bool) { fence = fence || cm.is_fence(op); });
+    if (fence) return "a connection's drain fence toward another job (its processes left, or finalize)";
     return nullptr;
 }
 
 QpRole PortTransport::role_of(std::uint32_t qp_num) const noexcept {
     QpRole role = cm_->role_of(qp_num);
+    if (role.kind == QpRole::Kind::unknown && qp_num != 0)
+        others_->for_each([&](std::uint32_t, const ConnectionManager &cm, bool) {
+            if (role.kind == QpRole::Kind::unknown) role = cm.role_of(qp_num);
+        });
     if (role.kind != QpRole::Kind::unknown || qp_num == 0) return role;
     const std::uint32_t me = cm_->config().my_rank;
     if (loopback_ini_ && loopback_ini_->qp_num == qp_num) {
@@ -403,6 +558,7 @@ void PortTransport::begin_finalize() noexcept {
     finalizing_ = true;
     changed();
     cm_->begin_finalize();
+    others_->for_each([](std::uint32_t, ConnectionManager &cm, bool) { cm.begin_finalize(); });
     loopback_queue_->stop();
     if (loopback_queue_->needs_fence() && !address_.srqs.empty()) {
         make_fence(loopback_fence_, address_.srqs.front().srq_num, [](SendOp *, ibv_wc_status) noexcept {});
@@ -514,6 +670,12 @@ Result<ibv_qp *> PortTransport::open_tgt(std::uint32_t tgt_qpn, std::uint32_t in
 }
 
 bool PortTransport::reserve_completions(std::size_t links) noexcept {
+    home_links_.store(links, std::memory_order_relaxed);
+    return grow_completions(links + other_links_.load(std::memory_order_relaxed));
+}
+
+bool PortTransport::grow_completions(std::size_t links) noexcept {
+    const std::lock_guard<std::mutex> g(cq_mutex_);
     const std::size_t need = fixed_cqes_ + std::size_t(depth_) * (links + 1);  // +1: the loopback queue
     if (need <= static_cast<std::size_t>(cqe_)) return true;
     const std::size_t max_cqe = static_cast<std::size_t>(device_->device_attr.max_cqe);

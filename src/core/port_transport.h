@@ -20,6 +20,7 @@
 #include "connection_manager.h"
 #include "counters.h"
 #include "device_discovery.h"
+#include "job_managers.h"
 #include "peer.h"
 #include "port_health.h"
 #include "qp_attr.h"
@@ -108,6 +109,16 @@ public:
     // now connects through `owner` (a rank of that node).
     void attach(Peer &peer, const PortAddress &address, std::uint32_t owner);
     void detach(Peer &peer) noexcept { cm_->detach(peer); }
+    // Another job's process (MPI_Comm_spawn, connect/accept; job_managers.h): `peer` sends through a link of the
+    // manager of job `jobid`, made now (with `lookup` for that job's ranks) if the job was not met yet. Even on
+    // this very port: that job's XRC domain is not ours, so the loopback pair cannot reach it.
+    void attach_other(std::uint32_t jobid, Peer &peer, const PortAddress &address, std::uint32_t owner,
+                      AddressLookup lookup);
+    void detach_other(std::uint32_t jobid, Peer &peer) noexcept;
+    // Job `jobid`'s last process left (del_procs): its connections drain and close, then its manager goes.
+    void retire_job(std::uint32_t jobid) noexcept { others_->retire(jobid); }
+    // Managers of other jobs held now (retiring ones included).
+    std::size_t other_jobs() const noexcept { return others_->size(); }
     // Eager mode: connect now to the node of `target` (the address of `owner` there), through `owner`.
     void connect_node(const PortAddress &target, std::uint32_t owner);
 
@@ -137,10 +148,12 @@ public:
         return service_due_.load(std::memory_order_relaxed) && service_due_.exchange(false, std::memory_order_acquire);
     }
     // A message flagged kImmFirst arrived through the TGT QP `tgt_qpn` (wc.qp_num) from `ini_qpn` (wc.src_qp).
-    void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept { cm_->hold_tgt(tgt_qpn, ini_qpn); }
+    void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept;
     // Connection timers are running, work was recorded for progress, or the port is down: tick() wants calling
     // from progress. (A loopback failure is recorded and reported within one tick(), which raise() started.)
-    bool busy() const noexcept { return cm_->busy() || service_due_.load(std::memory_order_relaxed); }
+    bool busy() const noexcept {
+        return cm_->busy() || service_due_.load(std::memory_order_relaxed) || others_->busy();
+    }
     // Progress: the connection manager's tick, and what the serving thread recorded for the listener.
 
     // The port went down (PORT_ERR, or a query found it not active): new posts on every send queue of the port are
@@ -175,17 +188,20 @@ public:
     // connections are refused.
     void begin_finalize() noexcept;
     // Finalize can end: drained, closed, and every TGT QP this process made was closed by its initiator.
-    bool finished() const noexcept { return cm_->finished() && loopback_queue_->idle(); }
+    bool finished() const noexcept;
     // Finalize's own part is done; only initiators on other nodes may still have to close TGT QPs of ours.
-    bool own_work_finished() const noexcept { return cm_->own_work_finished() && loopback_queue_->idle(); }
+    bool own_work_finished() const noexcept;
     // Those initiators are told this process leaves (ConnectionManager::leave_initiators); finished() holds once
     // each answered. Then the TGT QPs of those that did not are dropped (ConnectionManager::drop_initiators).
-    std::string leave_initiators() noexcept { return cm_->leave_initiators(); }
-    std::string drop_initiators() noexcept { return cm_->drop_initiators(); }
+    std::string leave_initiators() noexcept;
+    std::string drop_initiators() noexcept;
     // How long finalize waits for their answers before drop_initiators() (CmConfig::leaving_wait_us).
     std::uint64_t leaving_wait_us() const noexcept { return cm_->config().leaving_wait_us; }
 
 private:
+    class OtherJobHost;
+    // The CQ's room for `links` INI QPs in all (every job's manager), grown if needed (any manager's thread).
+    bool grow_completions(std::size_t links) noexcept;
     // A completion of the CQ whose kind is cm_receive or cm_send (progress() and the served channel's loop).
     void on_cm_completion(const ibv_wc &wc) noexcept;
     PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port, const TransportConfig &config,
@@ -261,6 +277,9 @@ private:
     std::vector<std::unique_ptr<RecvPool>> pools_;
     std::unique_ptr<UdChannel> ud_;
     std::unique_ptr<ConnectionManager> cm_;
+    std::unique_ptr<JobManagers> others_;  // other jobs' managers: after cm_ (their handles are held there)
+    std::mutex cq_mutex_;                  // grow_completions: managers of several jobs may grow the CQ
+    std::atomic<std::size_t> home_links_{0}, other_links_{0};  // INI QPs the CQ holds room for, per side
     std::unique_ptr<SendQueue> loopback_queue_;
     QpPtr loopback_ini_;
     QpPtr loopback_tgt_;

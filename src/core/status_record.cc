@@ -95,15 +95,11 @@ const Field<StatusSrq> kSrqFields[] = {
     number("posted", &StatusSrq::posted),     number("limit", &StatusSrq::limit),
 };
 const Field<StatusLink> kLinkFields[] = {
-    number("node", &StatusLink::node),
-    text("host", &StatusLink::host),
-    name("state", &StatusLink::state),
-    qpn("ini_qpn", &StatusLink::ini_qpn),
-    name("qp_state", &StatusLink::qp_state),
-    number("owner", &StatusLink::owner),
-    qpn("tgt_qpn", &StatusLink::tgt_qpn),
-    number("gen", &StatusLink::generation),
-    number("outstanding", &StatusLink::outstanding),
+    number("node", &StatusLink::node),       text("host", &StatusLink::host),
+    name("state", &StatusLink::state),       qpn("ini_qpn", &StatusLink::ini_qpn),
+    name("qp_state", &StatusLink::qp_state), number("owner", &StatusLink::owner),
+    qpn("tgt_qpn", &StatusLink::tgt_qpn),    number("gen", &StatusLink::generation),
+    number("job", &StatusLink::job),         number("outstanding", &StatusLink::outstanding),
     flag("queued", &StatusLink::queued),
 };
 const Field<StatusTgt> kTgtFields[] = {
@@ -114,6 +110,7 @@ const Field<StatusTgt> kTgtFields[] = {
     text("sender_host", &StatusTgt::sender_host),
     qpn("ini_qpn", &StatusTgt::ini_qpn),
     number("gen", &StatusTgt::generation),
+    number("sender_job", &StatusTgt::sender_job),
     flag("loopback", &StatusTgt::loopback),
 };
 const Field<StatusHandle> kHandleFields[] = {qpn("qpn", &StatusHandle::qpn), qpn("ini_qpn", &StatusHandle::ini_qpn)};

@@ -47,6 +47,8 @@ struct StatusLink {
     std::uint32_t owner = 0;    // the rank of that node the connection goes through (it made the TGT QP)
     std::uint32_t tgt_qpn = 0;  // 0 until that rank accepted
     std::uint32_t generation = 0;
+    std::uint32_t job = 0;          // the job of the node's processes it reaches: this process's, or another
+                                    // (MPI_Comm_spawn, connect/accept) with btl_xrc_other_jobs
     std::uint32_t outstanding = 0;  // work requests posted and not yet retired
     bool queued = false;            // sends wait for the connection (or for credit)
     bool operator==(const StatusLink &) const = default;
@@ -61,6 +63,7 @@ struct StatusTgt {
     std::string sender_host;        // "" when unknown
     std::uint32_t ini_qpn = 0;      // the sender's INI QP
     std::uint32_t generation = 0;   // of the sender's connection
+    std::uint32_t sender_job = 0;   // the sender's job: this process's, or another (btl_xrc_other_jobs)
     bool loopback = false;          // this process's own on-node pair
     bool operator==(const StatusTgt &) const = default;
 };

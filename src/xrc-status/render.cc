@@ -310,6 +310,7 @@ void json_link(Json &j, const IniView &v) {
     j.open('{').key("qpn").num(l.ini_qpn).key("rank").num(v.rank).key("pid").num(v.pid);
     j.key("node").num(l.node).key("host").str(l.host).key("state").str(l.state).key("qp_state").str(l.qp_state);
     j.key("through").num(l.owner).key("tgt_qpn").num(l.tgt_qpn).key("generation").num(l.generation);
+    j.key("job").num(l.job);
     j.key("outstanding").num(l.outstanding).key("queued").boolean(l.queued).close('}');
 }
 
@@ -323,6 +324,7 @@ void json_domain(Json &j, const DomainView &d) {
         if (v.owner_known) {
             j.key("state").str(v.tgt.state).key("sender").num(v.tgt.sender).key("sender_node").num(v.tgt.sender_node);
             j.key("sender_host").str(v.tgt.sender_host).key("generation").num(v.tgt.generation);
+            j.key("sender_job").num(v.tgt.sender_job);
             j.key("loopback").boolean(v.tgt.loopback).key("owner").num(v.owner).key("owner_pid").num(v.owner_pid);
         } else {
             j.key("owner").null();

@@ -1,11 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Needs root (returns 77 otherwise) and the software HCA. Dynamic processes at 2 nodes: 2 parents (one per node)
-# MPI_Comm_spawn 2 children (one per node); parents and children exchange verified messages both ways, the
-# children among themselves (over xrc: every child's xrc counters move), then MPI_Comm_disconnect, the children
-# exit and the parents go on, held (tests/mpi/spawn.c): while they are alive and the children gone, each node's HCA
-# holds exactly what the parents' status records list (one job, one XRC domain: nothing of the children is left),
-# then the parents exchange messages again, and no object is left after the job.
+# Needs root (returns 77 otherwise) and the software HCA. Dynamic processes at 2 nodes over self,vader,xrc (no tcp)
+# with btl_xrc_other_jobs: 2 parents (one per node) MPI_Comm_spawn 2 children (one per node); parents and children
+# exchange verified messages both ways (across nodes only xrc can carry them), the children among themselves, then
+# MPI_Comm_disconnect, the children exit and the parents go on, held (tests/mpi/spawn.c): while they are alive and
+# the children gone, each node's HCA holds exactly what the parents' status records list (one job, one XRC domain:
+# nothing of the children is left), then the parents exchange messages again, and no object is left after the job.
+# Every process's counters show a connection to the other job (xrc::JobManagers): each made at least 2 connections,
+# where its own job needs 1 (the other node).
 # Open MPI 4.1 (Debian 12's 4.1.4): not run. Its runtime fails the children's MPI_Init at 2 nodes ("PML add procs
 # failed", "Not found"), over tcp alone as well (docs/admin.md, "Dynamic processes").
 . "$(dirname "$0")/common.sh"
@@ -21,16 +23,16 @@ esac
 up_cluster 2 2
 release=$WORKDIR/release
 out=$WORKDIR/out
-# Parents and children are different jobs: between them (another job's processes) xrc steps aside and tcp or sm
-# carries the messages; the children among themselves are one job over xrc.
+# Parents and children are different jobs with different XRC domains: between them xrc makes connections of their
+# own (btl_xrc_other_jobs); across nodes nothing else is there to carry them.
 # Open MPI 5.0.7's runtime sometimes fails the spawn in its own server before any child runs ("PMIX ERROR: ...
 # pmix_server_dyn.c", then "PRTE has lost communication with a remote daemon"; 3 of 4 runs of main's tree on
 # 2026-12-02, with nothing of the BTL in the way): that attempt is made again, up to 4 in all, and the test is
 # skipped, with that reason, only when every attempt died there.
 for attempt in 1 2 3 4; do
     rm -f "$release" "$out" "$out.raw"
-    XRC_MPIRUN_ARGS="--map-by node -x SPAWN_HOLD_FILE=$release -x SPAWN_INFO_HOST=nodeA,nodeB -x SPAWN_INFO_MAP_BY=node --mca btl_xrc_verbose 10" \
-        xrc_run "$out" nodeA:2,nodeB:2 self,vader,tcp,xrc -np 2 "$MPI_DIR/spawn" >/dev/null &
+    XRC_MPIRUN_ARGS="--map-by node -x SPAWN_HOLD_FILE=$release -x SPAWN_INFO_HOST=nodeA,nodeB -x SPAWN_INFO_MAP_BY=node --mca btl_xrc_verbose 10 --mca btl_xrc_other_jobs 1" \
+        xrc_run "$out" nodeA:2,nodeB:2 self,vader,xrc -np 2 "$MPI_DIR/spawn" >/dev/null &
     job=$!
     gone=0
     for ((i = 0; i < 1200; i++)); do
@@ -77,5 +79,12 @@ done
 touch "$release"
 wait $job || die "spawn job failed (exit $?)"
 expect_line "$out" '^spawn: OK parents=2 children=2 errors=0' "spawn at 2 nodes"
+# Parents <-> children over xrc, both ways: every process (2 parents, 2 children) connected to the other job.
+attempts=$(counter "$out.raw" connection_attempts | paste -sd' ')
+[ "$(counters_modules "$out.raw")" = 4 ] || die "$(counters_modules "$out.raw") counters lines, expected 4"
+for a in $attempts; do
+    [ "$a" -ge 2 ] || die "a process made $a connection(s): none to the other job (connection_attempts: $attempts)"
+done
+info "every process connected to the other job over xrc (connection_attempts: $attempts)"
 expect_no_objects
 info "PASS"

@@ -20,7 +20,7 @@ for p in verbose if_include if_exclude xrcd_dir receive_queues cq_size send_queu
          exclusivity eager_limit rndv_eager_limit max_send_size flags atomic_flags \
          rdma_pipeline_send_length rdma_pipeline_frag_size min_rdma_pipeline_size put_limit get_limit \
          use_eager_rdma eager_rdma_threshold max_eager_rdma eager_rdma_num eager_rdma_slot_size port_down_grace \
-         async_progress connect_timeout finalize_peer_wait bandwidth rail_failover; do
+         async_progress connect_timeout finalize_peer_wait bandwidth rail_failover other_jobs; do
     if grep -q "^mca:btl:xrc:param:btl_xrc_${p}:help:." "$out"; then
         pass "ompi_info lists btl_xrc_$p with a description"
     else

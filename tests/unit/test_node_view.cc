@@ -47,7 +47,7 @@ Environment env(std::vector<std::uint32_t> dead = {}) {
 
 TEST(NodeView, HoldersAreOwnerAndHandles) {
     StatusRecord a = process(2, 1002), b = process(3, 1003);
-    a.ports[0].tgts.push_back({0x59, "RTS", 0, 0, "nodeA", 0x57, 1, false});
+    a.ports[0].tgts.push_back({0x59, "RTS", 0, 0, "nodeA", 0x57, 1, 0, false});
     b.ports[0].handles.push_back({0x59, 0x57});
     a.ports[0].links.push_back({0, "nodeA", "connected", 0x58, "RTS", 0, 0x5a, 1, 0, false});
     b.ports[0].links.push_back({2, "nodeC", "failed", 0, "", 4, 0, 1, 0, true});
@@ -80,7 +80,7 @@ TEST(NodeView, HoldersAreOwnerAndHandles) {
 
 TEST(NodeView, StaleProcessesAreListedNotMerged) {
     StatusRecord a = process(2, 1002), b = process(3, 1003);
-    a.ports[0].tgts.push_back({0x59, "RTS", 0, 0, "nodeA", 0x57, 1, false});
+    a.ports[0].tgts.push_back({0x59, "RTS", 0, 0, "nodeA", 0x57, 1, 0, false});
     b.ports[0].handles.push_back({0x59, 0x57});
     const NodeView v = merge_records({{"/s/btl_xrc_status.7.0.2", encode_status(a)},
                                       {"/s/btl_xrc_status.7.0.3", encode_status(b)}},

@@ -55,10 +55,11 @@ StatusRecord sample() {
     idle.state = "idle";
     idle.owner = 4;
     idle.generation = 2;
+    idle.job = 9;  // another job's node (btl_xrc_other_jobs)
     idle.queued = true;
     port.links.push_back(idle);
-    port.tgts.push_back({0x5a, "RTS", 0, 0, "nodeA", 0x57, 1, false});
-    port.tgts.push_back({0x5b, "RTS", 5, 1, "nodeB", 0x5c, 0, true});
+    port.tgts.push_back({0x5a, "RTS", 0, 0, "nodeA", 0x57, 1, 0, false});
+    port.tgts.push_back({0x5b, "RTS", 5, 1, "nodeB", 0x5c, 0, 7, true});
     port.handles.push_back({0x60, 0x61});
     port.counters = {{"ring_sends", 12}, {"bytes_sent", 1ull << 40}};  // name, value
     r.ports.push_back(port);
