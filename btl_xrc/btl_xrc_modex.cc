@@ -21,6 +21,27 @@ opal_process_name_t name_of(const mca_btl_xrc_job_t &job, uint32_t rank) {
     return name;
 }
 
+// A peer's published address blob, decoded. Empty when it published none (not an error: it is just not reachable
+// through xrc) or a malformed one (said, naming `who`).
+std::optional<xrc::ProcessAddress> fetch_address(opal_process_name_t name, const std::string &who) {
+    uint8_t *data = nullptr;
+    size_t bytes = 0;
+    int rc = OPAL_SUCCESS;
+    OPAL_MODEX_RECV(rc, &mca_btl_xrc_component.super.btl_version, &name, reinterpret_cast<void **>(&data), &bytes);
+    const mca_btl_xrc_malloced_t<uint8_t> data_owned(data);
+    if (rc != OPAL_SUCCESS || data == nullptr) {
+        BTL_XRC_VERBOSE(10, "btl:xrc: %s published no xrc address", who.c_str());
+        return std::nullopt;
+    }
+    auto address = xrc::decode_address({data, bytes});
+    if (!address) {
+        opal_output(0, "btl:xrc: %s: ignoring the malformed xrc address of %s: %s", opal_process_info.nodename,
+                    who.c_str(), address.error().c_str());
+        return std::nullopt;
+    }
+    return std::move(*address);
+}
+
 // The launcher's id of this node (btl_xrc_node_id launcher); without one (a launcher that does not say), or with
 // btl_xrc_node_id hostname, an FNV-1a hash of the host name with the top bit set (never a small launcher index).
 // A label only: two nodes may hash alike, so nothing decides routing or "same node" on it (port_identity does).
@@ -130,28 +151,12 @@ const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int modul
         std::lock_guard<std::mutex> guard(addresses_mutex);
         auto it = addresses.find(rank);
         if (it == addresses.end()) {
-            opal_process_name_t name = name_of(*this, rank);
-            uint8_t *data = nullptr;
-            size_t bytes = 0;
-            int rc = OPAL_SUCCESS;
-            OPAL_MODEX_RECV(rc, &mca_btl_xrc_component.super.btl_version, &name, reinterpret_cast<void **>(&data),
-                            &bytes);
-            const mca_btl_xrc_malloced_t<uint8_t> data_owned(data);
-            std::optional<xrc::ProcessAddress> decoded;
-            if (rc != OPAL_SUCCESS || data == nullptr) {
-                // The peer has no usable xrc port: not an error, it is just not reachable through xrc.
-                BTL_XRC_VERBOSE(10, "btl:xrc: rank %u published no xrc address", rank);
-            } else {
-                auto address = xrc::decode_address({data, bytes});
-                if (address) {
-                    decoded = std::move(*address);
-                    for (auto &port : decoded->ports)
-                        if (auto moved = moved_lids.find(xrc::port_identity(port)); moved != moved_lids.end())
-                            port.lid = moved->second;
-                } else
-                    opal_output(0, "btl:xrc: %s: ignoring rank %u's malformed xrc address: %s",
-                                opal_process_info.nodename, rank, address.error().c_str());
-            }
+            std::optional<xrc::ProcessAddress> decoded =
+                fetch_address(name_of(*this, rank), "rank " + std::to_string(rank));
+            if (decoded)
+                for (auto &port : decoded->ports)
+                    if (auto moved = moved_lids.find(xrc::port_identity(port)); moved != moved_lids.end())
+                        port.lid = moved->second;
             it = addresses.emplace(rank, std::move(decoded)).first;
         }
         if (!it->second || module_index < 0) return nullptr;
@@ -171,21 +176,8 @@ const xrc::PortAddress *mca_btl_xrc_job_t::other_port_address(uint32_t jobid, ui
             opal_process_name_t name = OPAL_PROC_MY_NAME;
             name.jobid = jobid;
             name.vpid = rank;
-            uint8_t *data = nullptr;
-            size_t bytes = 0;
-            int rc = OPAL_SUCCESS;
-            OPAL_MODEX_RECV(rc, &mca_btl_xrc_component.super.btl_version, &name, reinterpret_cast<void **>(&data),
-                            &bytes);
-            const mca_btl_xrc_malloced_t<uint8_t> data_owned(data);
-            std::optional<xrc::ProcessAddress> decoded;
-            if (rc == OPAL_SUCCESS && data != nullptr) {
-                auto address = xrc::decode_address({data, bytes});
-                if (address)
-                    decoded = std::move(*address);
-                else
-                    opal_output(0, "btl:xrc: %s: ignoring the malformed xrc address of rank %u of job %u: %s",
-                                opal_process_info.nodename, rank, jobid, address.error().c_str());
-            }
+            std::optional<xrc::ProcessAddress> decoded =
+                fetch_address(name, "rank " + std::to_string(rank) + " of job " + std::to_string(jobid));
             it = other_addresses.emplace(key, std::move(decoded)).first;
         }
         if (!it->second || module_index < 0) return nullptr;

@@ -247,22 +247,21 @@ bool PortTransport::own_work_finished() const noexcept {
     return all;
 }
 
-std::string PortTransport::leave_initiators() noexcept {
-    std::string all = cm_->leave_initiators();
+std::string PortTransport::joined_over_jobs(std::string (ConnectionManager::*of)() noexcept) noexcept {
+    std::string all = ((*cm_).*of)();
     others_->for_each([&](std::uint32_t job, ConnectionManager &cm, bool) {
-        const std::string more = cm.leave_initiators();
+        const std::string more = (cm.*of)();
         if (!more.empty()) all += (all.empty() ? "" : "; ") + std::string("job ") + std::to_string(job) + " " + more;
     });
     return all;
 }
 
+std::string PortTransport::leave_initiators() noexcept {
+    return joined_over_jobs(&ConnectionManager::leave_initiators);
+}
+
 std::string PortTransport::drop_initiators() noexcept {
-    std::string all = cm_->drop_initiators();
-    others_->for_each([&](std::uint32_t job, ConnectionManager &cm, bool) {
-        const std::string more = cm.drop_initiators();
-        if (!more.empty()) all += (all.empty() ? "" : "; ") + std::string("job ") + std::to_string(job) + " " + more;
-    });
-    return all;
+    return joined_over_jobs(&ConnectionManager::drop_initiators);
 }
 
 PortTransport::~PortTransport() {

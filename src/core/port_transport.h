@@ -199,6 +199,8 @@ public:
     std::uint64_t leaving_wait_us() const noexcept { return cm_->config().leaving_wait_us; }
 
 private:
+    // What `of` says for our own job's manager, then for each other job's (prefixed with its job), joined by "; ".
+    std::string joined_over_jobs(std::string (ConnectionManager::*of)() noexcept) noexcept;
     class OtherJobHost;
     // The CQ's room for `links` INI QPs in all (every job's manager), grown if needed (any manager's thread).
     bool grow_completions(std::size_t links) noexcept;
