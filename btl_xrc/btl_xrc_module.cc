@@ -424,6 +424,14 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     if (!progress_until(m, [&] { return m->transport->own_work_finished() || failed(); }, wait))
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: connections still open after %d s at finalize", opal_process_info.nodename,
                         wait);
+    // Other jobs' senders (a spawned child's parents, a job met through MPI_Comm_connect) go on past our
+    // finalize and would not close before the peer wait ran out: told now, they answer as soon as they
+    // progress, and what they posted toward us is retired by their fence like below.
+    const std::string others_told = failed() ? std::string() : m->transport->leave_other_jobs();
+    if (!others_told.empty())
+        BTL_XRC_VERBOSE(5, "btl:xrc: %s: %s:%d: MPI_Finalize: told other jobs' senders that this process leaves: %s",
+                        opal_process_info.nodename, m->transport->device_name().c_str(), m->transport->port_num(),
+                        others_told.c_str());
     // What is left is other nodes' senders closing the TGT QPs we made for them. One that is alive but has not
     // reached its own finalize (computing, stopped, or behind a launcher whose finalize fence is no barrier) would
     // hold this process for up to finalize_wait: bounded by seconds, then it is told we leave.

@@ -59,6 +59,13 @@ public:
     // The job's processes are gone from this process: its links drain and close, the manager goes once nothing of
     // it is left (tick()).
     void retire(std::uint32_t jobid) noexcept;
+    // This process is in its finalize: the senders of every other job still holding TGT QPs we made for them are
+    // told LEAVING now (ConnectionManager::leave_initiators), not after finalize's peer wait as our own job's are.
+    // Our own job's senders reach their finalize with us and close; another job's (the parents of a spawned
+    // child, a job met through MPI_Comm_connect) usually go on, and Open MPI never calls del_procs at
+    // MPI_Comm_disconnect, so nothing would make them close before the wait ran out. Returns what
+    // leave_initiators() says, per job ("job J ...", "; "-separated), empty when no other job holds one.
+    std::string leave_initiators() noexcept;
     // Every manager but the home one: timers, drains, retired managers finished or past their bounds released.
     void tick(std::uint64_t now_us) noexcept;
     std::uint64_t tick_timers() noexcept;

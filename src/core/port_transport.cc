@@ -264,6 +264,10 @@ std::string PortTransport::drop_initiators() noexcept {
     return joined_over_jobs(&ConnectionManager::drop_initiators);
 }
 
+std::string PortTransport::leave_other_jobs() noexcept {
+    return others_->leave_initiators();
+}
+
 PortTransport::~PortTransport() {
     if (loopback_ini_) count_connections_closed(*counters_, 1);
     // QPs first (they reference the SRQs' XRCD and the CQ), then the UD channel, SRQs, the domain, the CQ, the PD.

@@ -195,6 +195,9 @@ public:
     // each answered. Then the TGT QPs of those that did not are dropped (ConnectionManager::drop_initiators).
     std::string leave_initiators() noexcept;
     std::string drop_initiators() noexcept;
+    // Only other jobs' initiators are told, at once: they have no finalize of their own to reach with ours
+    // (JobManagers::leave_initiators). Returns them as leave_initiators() does, empty when there were none.
+    std::string leave_other_jobs() noexcept;
     // How long finalize waits for their answers before drop_initiators() (CmConfig::leaving_wait_us).
     std::uint64_t leaving_wait_us() const noexcept { return cm_->config().leaving_wait_us; }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // JobManagers: datagrams go to the manager of the sender's job; a job never met makes nothing; two jobs' managers
-// keep their own TGT QPs; retiring one leaves the other working.
+// keep their own TGT QPs; retiring one leaves the other working; finalize tells other jobs' senders at once.
 #include "src/core/cm_message.h"
 #include "src/core/job_managers.h"
 
@@ -192,6 +192,52 @@ TEST_F(JobManagersTest, RetiredJobKeepsItsTgtUntilItsSenderClosesIt) {
     EXPECT_TRUE(jobs->on_datagram(encode_cm(close), kJobA, 1000 + kJobA));  // still takes its job's datagrams
     jobs->tick(2);
     EXPECT_EQ(jobs->size(), 0u);
+}
+
+// Finalize tells the senders of other jobs at once: a spawned child's parents go on, no finalize of theirs would
+// make them close. Each is told LEAVING by the manager of its own job (the datagram names our job), an answer
+// releases its TGT QP there, and our own job's senders are not told (they close at their own finalize).
+TEST_F(JobManagersTest, FinalizeTellsOtherJobsSendersAtOnce) {
+    ConnectionManager *ma = meet(kJobA, &a);
+    ConnectionManager *mb = meet(kJobB, &b);
+    EXPECT_TRUE(jobs->on_datagram(connect_from(kJobA, 0, 500), kJobA, 1000 + kJobA));
+    const auto accept = decode_cm(a->sent.at(0));
+    ASSERT_TRUE(accept);
+    home.begin_finalize();
+    ma->begin_finalize();
+    mb->begin_finalize();
+    EXPECT_TRUE(ma->own_work_finished());
+    EXPECT_FALSE(ma->finished());
+    const std::size_t home_sent = home_host.sent.size(), a_sent = a->sent.size(), b_sent = b->sent.size();
+    const std::string told = jobs->leave_initiators();
+    EXPECT_EQ(told,
+              "job " + std::to_string(kJobA) + " rank 0's INI QP 500 (TGT QP " + std::to_string(accept->tgt_qpn) + ")");
+    EXPECT_EQ(home_host.sent.size(), home_sent);
+    EXPECT_EQ(b->sent.size(), b_sent);  // job B holds no TGT QP of ours
+    ASSERT_EQ(a->sent.size(), a_sent + 1);
+    const auto leaving = decode_cm(a->sent.back());
+    ASSERT_TRUE(leaving);
+    EXPECT_EQ(leaving->type, CmType::Leaving);
+    EXPECT_EQ(leaving->jobid, kMyJob);
+    EXPECT_EQ(leaving->dst_rank, 0u);
+    EXPECT_EQ(leaving->ini_qpn, 500u);
+    EXPECT_EQ(leaving->tgt_qpn, accept->tgt_qpn);
+    // Its answer, right away as from a sender that progresses: the TGT QP goes, nothing of ours waits any more.
+    CmMessage ack;
+    ack.type = CmType::LeavingAck;
+    ack.jobid = kJobA;
+    ack.src_rank = 0;
+    ack.dst_rank = kMyRank;
+    ack.token = kMyToken;
+    ack.generation = 1;
+    ack.ini_qpn = 500;
+    ack.tgt_qpn = accept->tgt_qpn;
+    EXPECT_TRUE(jobs->on_datagram(encode_cm(ack), kJobA, 1000 + kJobA));
+    EXPECT_EQ(ma->owned_tgts(), 0u);
+    EXPECT_TRUE(ma->finished());
+    EXPECT_TRUE(mb->finished());
+    EXPECT_EQ(jobs->leave_initiators(), "");  // nobody left to tell
+    EXPECT_EQ(a->sent.size(), a_sent + 1);
 }
 
 }  // namespace
