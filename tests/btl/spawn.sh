@@ -6,8 +6,8 @@
 # the connection managers even on one node; nothing else could carry them (no sm, no tcp). Checked: every message
 # verified both ways, the children among themselves, MPI_Comm_disconnect; every process made a connection to the
 # other job and sent over xrc (counters); with the parents alive and the children gone, the HCA holds nothing of
-# the children (one XRC domain, the parents' SRQs, no TGT QP but the parents' loopback ones); then nothing at all
-# after the job.
+# the children (one XRC domain, the parents' SRQs, no TGT QP but the parents' loopback ones); no child's
+# MPI_Finalize waits for its parents (alive and progressing) to close; then nothing at all after the job.
 . "$(dirname "$0")/common.sh"
 start_daemon
 [ -x "$MPI/spawn" ] || { fail "spawn not built at $MPI/spawn"; finish; }
@@ -87,5 +87,13 @@ fi
 # Open MPI does not call del_procs at MPI_Comm_disconnect: the parents keep their connections toward the children's
 # job (their INI QPs) until their own MPI_Finalize. Said here, for whoever reads the log.
 echo "  processes that saw the other job leave (del_procs): $(grep -c 'btl:xrc: .*job [0-9]* left' "$out")"
+# The parents are alive and progress (MPI_Iprobe) while the children finalize: each child tells them LEAVING as soon
+# as its own sends drained, and they answer at once; no child waits out btl_xrc_finalize_peer_wait for them.
+if grep -q "told other jobs' senders that this process leaves" "$out" &&
+    ! grep -q 'leaving MPI_Finalize after waiting' "$out"; then
+    pass "the children told their parents LEAVING at once and did not wait out btl_xrc_finalize_peer_wait"
+else
+    fail "a child's finalize waited for its parents: $(grep -m1 'leaving MPI_Finalize after waiting' "$out")"
+fi
 expect_no_objects "spawn"
 finish
