@@ -64,6 +64,11 @@ children_lines=$(counters_modules "$out.raw")
 busy=$(counter_nonzero "$out.raw" bytes_sent)
 [ "$children_lines" = 2 ] && [ "$busy" = 2 ] || stop "$busy of $children_lines children sent over xrc (expected 2 of 2)"
 info "the 2 children exchanged messages over xrc: bytes_sent $(counter "$out.raw" bytes_sent | paste -sd' ')"
+# The parents are alive and progress while the children finalize: each child tells them LEAVING once its own sends
+# drained and they answer at once, so no child waits out btl_xrc_finalize_peer_wait for a sender of the parents' job.
+waited=$(grep -a -m1 'leaving MPI_Finalize after waiting .*: job [0-9]* rank' "$out.raw")
+[ -z "$waited" ] || stop "a child's MPI_Finalize waited for its parents: $waited"
+info "no child's MPI_Finalize waited for its parents (told LEAVING at once, they answered)"
 for node in nodeA nodeB; do
     # the children's objects go when the software HCA sees their connections close: a moment after they exit
     for ((i = 0; i < 100; i++)); do
