@@ -42,8 +42,12 @@ failed=$(counter_nonzero "$WORKDIR/out" failovers --port 1)
 moved=$(counter_sum "$WORKDIR/out" failover_sends --port 1)
 dropped=$(counter_sum "$WORKDIR/out" replays_dropped --port 1)
 delivered=$(counter_sum "$WORKDIR/out" replays_delivered --port 1)
-info "$moved sends went over rail 2 for rail 1; copies sent again: replays_dropped=$dropped" \
-    "(rail 1 had delivered them) replays_delivered=$delivered (by module: $(counter "$WORKDIR/out" replays_dropped --port 1 | tr '\n' ' '))"
+# nodeA's receivers drop copies of what nodeB sent (their ACKs lost on the way into nodeB's port), nodeB's those of
+# what nodeA sent (the ACKs nodeB's port never let out): both sides of the fault.
+dropped_a=$(counter_sum "$WORKDIR/out" replays_dropped --port 1 --host nodeA)
+dropped_b=$(counter_sum "$WORKDIR/out" replays_dropped --port 1 --host nodeB)
+info "$moved sends went over rail 2 for rail 1; copies sent again: replays_dropped=$dropped (rail 1 had delivered" \
+    "them; nodeA's receivers $dropped_a, nodeB's $dropped_b) replays_delivered=$delivered"
 [ "$dropped" -gt 0 ] || die "no copy was dropped: the receivers never met one that rail 1 had delivered"
 sleep 1
 expect_no_objects
