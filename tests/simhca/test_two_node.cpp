@@ -234,6 +234,38 @@ TEST_F(TwoNode, AckDropDeliversOnceAndAnswersNothing) {
     EXPECT_EQ(poll_n(cq[1], wc, 1, 50), 0);  // delivered once
 }
 
+// The same over XRC (what the BTL's rails use): the SEND reaches the SRQ once, the INI QP's WR ends in error.
+TEST_F(TwoNode, AckDropOnXrcDeliversToTheSrqOnce) {
+    Xrc x;
+    ASSERT_NO_FATAL_FAILURE(xrc_pair(x, true, 3, 14));
+    for (uint32_t i = 0; i < 2; ++i)
+        ASSERT_EQ(post_srq_recv_simple(x.srq, mr[1], buf[1].data() + i * 128, 128, 40 + i), 0);
+    ASSERT_EQ(ctl(0, "fault ack-drop --port 1"), 0);  // the sender's own link this time
+    std::memcpy(buf[0].data(), "over a dying link", 18);
+    ASSERT_EQ(post_send_simple(x.ini, mr[0], buf[0].data(), 18, 1, IBV_WR_SEND, 0, 0, x.srqn), 0);
+    ibv_wc wc;
+    ASSERT_EQ(poll_n(cq[1], &wc, 1), 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.wr_id, 40u);
+    EXPECT_EQ(wc.src_qp, x.ini->qp_num);
+    EXPECT_STREQ(reinterpret_cast<char *>(buf[1].data()), "over a dying link");
+    ASSERT_EQ(poll_n(cq[0], &wc, 1), 1);
+    EXPECT_EQ(wc.wr_id, 1u);
+    EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+    EXPECT_EQ(poll_n(cq[1], &wc, 1, 50), 0);  // the retransmissions reached the SRQ no second time
+
+    // A link that comes up again is a new one: it loses nothing.
+    ASSERT_EQ(ctl(0, "fault port-up --port 1"), 0);
+    Xrc y;
+    ASSERT_NO_FATAL_FAILURE(xrc_pair(y, true, 3, 14));
+    ASSERT_EQ(post_srq_recv_simple(y.srq, mr[1], buf[1].data() + 512, 128, 50), 0);
+    ASSERT_EQ(post_send_simple(y.ini, mr[0], buf[0].data(), 18, 2, IBV_WR_SEND, 0, 0, y.srqn), 0);
+    ASSERT_EQ(poll_n(cq[0], &wc, 1), 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    close(x.fd);
+    close(y.fd);
+}
+
 TEST_F(TwoNode, XrcAcrossNodes) {
     Xrc x;
     ASSERT_NO_FATAL_FAILURE(xrc_pair(x));
