@@ -87,6 +87,7 @@ attempt() {
             hca=$(sc exec "$node" "$SIMHCA_CTL" status 2>&1 | sed -n 2p)
             xrcds=$(echo "$hca" | sed -n 's/.* xrcds \([0-9]*\) .*/\1/p')
             [ "$xrcds" = 1 ] && break
+            kill -0 $job 2>/dev/null || die "the job ended while the parents were held"
             sleep 0.2
         done
         [ "$xrcds" = 1 ] || die "$node: the HCA holds ${xrcds:-?} XRC domains with only the parents alive: $hca"
