@@ -178,6 +178,94 @@ TEST_F(TwoNode, APortThatIsDownNeitherAnswersNorReceives) {
     EXPECT_EQ(buf[0][0], 42);
 }
 
+// The responder's link loses every answer (fault ack-drop): the request is delivered once, the requester never
+// hears of it and ends with RETRY_EXC_ERR (and a flush behind it), as when a link dies between the data and the
+// ACK. The retransmissions meet the replay record and deliver nothing again. The same link loses the answers its
+// own node's requests get; restored within the budget, the acknowledgement of a retransmission completes the send.
+TEST_F(TwoNode, AckDropDeliversOnceAndAnswersNothing) {
+    ibv_qp *a, *b;
+    rc_pair(a, b, 3, 14);  // ACK timeout 67 ms, 3 retries
+    for (uint32_t i = 0; i < 2; ++i) ASSERT_EQ(post_recv_simple(b, mr[1], buf[1].data() + i * 64, 64, 10 + i), 0);
+    ASSERT_EQ(ctl(1, "fault ack-drop"), 0);  // the responder's link
+    std::memcpy(buf[0].data(), "first", 6);
+    std::memcpy(buf[0].data() + 64, "second", 7);
+    ASSERT_EQ(post_send_simple(a, mr[0], buf[0].data(), 6, 1), 0);
+    ASSERT_EQ(post_send_simple(a, mr[0], buf[0].data() + 64, 7, 2), 0);
+    ibv_wc wc[2];
+    ASSERT_EQ(poll_n(cq[1], wc, 2), 2);  // both delivered, in order
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc[0].wr_id, 10u);
+    EXPECT_EQ(wc[1].wr_id, 11u);
+    EXPECT_STREQ(reinterpret_cast<char *>(buf[1].data()), "first");
+    EXPECT_STREQ(reinterpret_cast<char *>(buf[1].data() + 64), "second");
+    EXPECT_EQ(poll_n(cq[0], wc, 1, 100), 0);  // no acknowledgement reaches the sender
+    ASSERT_EQ(poll_n(cq[0], wc, 2), 2);
+    EXPECT_EQ(wc[0].wr_id, 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);
+    EXPECT_EQ(wc[1].wr_id, 2u);
+    EXPECT_EQ(wc[1].status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(poll_n(cq[1], wc, 1, 50), 0);  // the retransmissions delivered nothing again
+    EXPECT_GT(counter_ctl(0, "local_ack_timeout_err"), 0);
+
+    // The other way through the same link: node 1's RDMA WRITE lands at node 0, its ACK is lost on the way back.
+    ibv_qp *c, *d;
+    rc_pair(c, d, 3, 14);
+    buf[1][128] = 42;
+    buf[0][128] = 0;
+    ASSERT_EQ(post_send_simple(d, mr[1], buf[1].data() + 128, 1, 3, IBV_WR_RDMA_WRITE,
+                               reinterpret_cast<uintptr_t>(buf[0].data() + 128), mr[0]->rkey),
+              0);
+    ASSERT_EQ(poll_n(cq[1], wc, 1), 1);
+    EXPECT_EQ(wc[0].wr_id, 3u);
+    EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);
+    EXPECT_EQ(buf[0][128], 42);  // written all the same
+
+    // Restored within the retry budget: a retransmission's answer gets through and completes the send, once.
+    ibv_qp *e, *f;
+    rc_pair(e, f, 3, 14);
+    ASSERT_EQ(post_recv_simple(f, mr[1], buf[1].data() + 256, 64, 20), 0);
+    ASSERT_EQ(post_send_simple(e, mr[0], buf[0].data(), 6, 4), 0);
+    ASSERT_EQ(poll_n(cq[1], wc, 1), 1);
+    EXPECT_EQ(wc[0].wr_id, 20u);
+    ASSERT_EQ(ctl(1, "fault ack-restore"), 0);
+    ASSERT_EQ(poll_n(cq[0], wc, 1), 1);
+    EXPECT_EQ(wc[0].wr_id, 4u);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(poll_n(cq[1], wc, 1, 50), 0);  // delivered once
+}
+
+// The same over XRC (what the BTL's rails use): the SEND reaches the SRQ once, the INI QP's WR ends in error.
+TEST_F(TwoNode, AckDropOnXrcDeliversToTheSrqOnce) {
+    Xrc x;
+    ASSERT_NO_FATAL_FAILURE(xrc_pair(x, true, 3, 14));
+    for (uint32_t i = 0; i < 2; ++i)
+        ASSERT_EQ(post_srq_recv_simple(x.srq, mr[1], buf[1].data() + i * 128, 128, 40 + i), 0);
+    ASSERT_EQ(ctl(0, "fault ack-drop --port 1"), 0);  // the sender's own link this time
+    std::memcpy(buf[0].data(), "over a dying link", 18);
+    ASSERT_EQ(post_send_simple(x.ini, mr[0], buf[0].data(), 18, 1, IBV_WR_SEND, 0, 0, x.srqn), 0);
+    ibv_wc wc;
+    ASSERT_EQ(poll_n(cq[1], &wc, 1), 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.wr_id, 40u);
+    EXPECT_EQ(wc.src_qp, x.ini->qp_num);
+    EXPECT_STREQ(reinterpret_cast<char *>(buf[1].data()), "over a dying link");
+    ASSERT_EQ(poll_n(cq[0], &wc, 1), 1);
+    EXPECT_EQ(wc.wr_id, 1u);
+    EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+    EXPECT_EQ(poll_n(cq[1], &wc, 1, 50), 0);  // the retransmissions reached the SRQ no second time
+
+    // A link that comes up again is a new one: it loses nothing.
+    ASSERT_EQ(ctl(0, "fault port-up --port 1"), 0);
+    Xrc y;
+    ASSERT_NO_FATAL_FAILURE(xrc_pair(y, true, 3, 14));
+    ASSERT_EQ(post_srq_recv_simple(y.srq, mr[1], buf[1].data() + 512, 128, 50), 0);
+    ASSERT_EQ(post_send_simple(y.ini, mr[0], buf[0].data(), 18, 2, IBV_WR_SEND, 0, 0, y.srqn), 0);
+    ASSERT_EQ(poll_n(cq[0], &wc, 1), 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    close(x.fd);
+    close(y.fd);
+}
+
 TEST_F(TwoNode, XrcAcrossNodes) {
     Xrc x;
     ASSERT_NO_FATAL_FAILURE(xrc_pair(x));

@@ -222,7 +222,7 @@ void Completer::on_late_reply(uint64_t token, const Reply &r) {
     retired_.erase(it);
     Qp *qp = objs_.qp_by_num(o.qpn);
     if (r.status != RespStatus::Ack || !qp || qp->state != IBV_QPS_RTS || qp->stream != o.stream ||
-        qp->head_seq != o.seq || qp->pending.empty())
+        qp->head_seq != o.seq || qp->pending.empty() || answer_lost(objs_.ports[qp->rail], qp->type))
         return;
     if (qp->sent) {  // tokens[0] is the head's retransmission: its answer is a duplicate now
         inflight_.erase(qp->tokens.front());
@@ -243,8 +243,9 @@ void Completer::on_remote_reply(uint64_t token, const Reply &r) {
     if (it == inflight_.end()) return on_late_reply(token, r);  // or stale: that request was given up
     uint32_t qpn = it->second;
     Qp *qp = objs_.qp_by_num(qpn);
-    // An answer for a QP whose port is down is lost on the way: the request times out as on a fabric.
-    if (qp && objs_.ports[qp->rail].state != IBV_PORT_ACTIVE) return;
+    // An answer for a QP whose port is down, or whose link loses answers (fault ack-drop), is lost on the way:
+    // the request times out as on a fabric.
+    if (qp && answer_lost(objs_.ports[qp->rail], qp->type)) return;
     inflight_.erase(it);
     if (!qp || qp->tokens.empty() || qp->tokens.front() != token || qp->pending.empty()) return;
     qp->tokens.pop_front();

@@ -49,6 +49,7 @@ bool Device::selects(const proto::FaultReq &q, const Port &p) {
 
 void Device::set_port_state(Port &p, ibv_port_state st) {
     p.flap_up_ns = 0;
+    if (st == IBV_PORT_ACTIVE) p.ack_drop = false;  // a link that comes up again is a new one
     if (p.state == st) return;
     p.state = st;
     (void)write_port_files(objs_.sysfs_dir(p.device), p);
@@ -125,6 +126,18 @@ int Device::do_fault(const proto::FaultReq &q) {
             set_port_state(p, what == "port-up" ? IBV_PORT_ACTIVE : IBV_PORT_DOWN);
             if (what == "flap") p.flap_up_ns = now_ns() + uint64_t(q.ms) * 1000000ull;
         }
+        return 0;
+    }
+    if (what == "ack-drop" || what == "ack-restore") {
+        // The link dies between a request's data and its answer: from now on every request still crosses the
+        // port both ways and is handled where it arrives (a SEND delivered, a WRITE placed, an atomic executed),
+        // but no answer crosses it (Completer::on_remote_reply, Responder::answer_lost). Reliable requesters on
+        // both sides retransmit, the responders answer the duplicates from their replay record (never executing
+        // them twice), those answers are lost too, and the requesters end with RETRY_EXC_ERR and a flush, as
+        // after a real link loss; a `port-down` meanwhile makes it the plain link loss. Until `ack-restore` or the
+        // port comes up again.
+        for (Port &p : objs_.ports)
+            if (selects(q, p) && p.lid) p.ack_drop = what == "ack-drop";
         return 0;
     }
     if (what == "lid") {

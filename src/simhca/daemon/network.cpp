@@ -472,6 +472,8 @@ void Network::handle_frame(Conn &c, uint32_t type, uint64_t token, const uint8_t
         m.size = len - sizeof(w);
         Reply r = resp_.respond_remote(m);
         if (token == 0) return;  // fire and forget (UD)
+        // Handled here all the same; only its answer is lost on the link (fault ack-drop).
+        if (resp_.answer_lost(m)) return;
         WireResp wr{uint32_t(r.status), r.rnr_timer, {}};
         if (delay_.holding(src))
             hold(src, false, c.id, kResp, token, &wr, sizeof(wr), r.size() ? r.bytes() : nullptr, r.size());

@@ -41,7 +41,16 @@ struct Port {
     uint8_t active_speed = 32, active_width = 2;  // EDR, 4X (ibv_port_attr encodings)
     PortCounters counters;    // shown in sysfs (ports/N/hw_counters) and by simhca-ctl status/counters
     uint64_t flap_up_ns = 0;  // a flap in progress: when the daemon brings the port back (0 = none)
+    // `fault ack-drop`: the link still carries requests both ways but loses every answer (ACK, NAK, read or atomic
+    // response) that crosses it, as a link dying between a request's data and its acknowledgement does.
+    bool ack_drop = false;
 };
+
+// An answer to a reliable request through `p` never arrives: the port has no link, or its link loses answers
+// (UC has no acknowledgement on the wire: its completions here come from the answer, which never gets lost).
+inline bool answer_lost(const Port &p, ibv_qp_type requester) {
+    return p.state != IBV_PORT_ACTIVE || (p.ack_drop && requester != IBV_QPT_UC);
+}
 
 struct ObjectTable {
     explicit ObjectTable(DeviceConfig c);

@@ -231,6 +231,15 @@ Reply Responder::respond_remote(const Message &m) {
     return r;
 }
 
+bool Responder::answer_lost(const Message &m) const {
+    for (const Port &p : objs_.ports)
+        if (p.ack_drop && p.lid == m.dlid) {
+            const Qp *t = objs_.qp_by_num(m.dst_qpn);
+            return simhca::answer_lost(p, t && t->type == IBV_QPT_UC ? IBV_QPT_UC : IBV_QPT_RC);
+        }
+    return false;
+}
+
 Responder::PsnCheck Responder::check_psn(Qp *t, const Message &m) {
     bool sequenced = t && m.stream && (t->type == IBV_QPT_RC || t->type == IBV_QPT_XRC_RECV) &&
                      t->attr.dest_qp_num == m.src_qpn && t->attr.ah_attr.dlid == m.src_lid;

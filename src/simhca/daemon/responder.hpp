@@ -41,6 +41,9 @@ public:
     Reply respond(const Message &m);
     // A request from another node (the network): sequenced, duplicates answered again.
     Reply respond_remote(const Message &m);
+    // The answer to a request from another node never leaves: the port it came in through loses answers
+    // (fault ack-drop). The request itself was handled (delivered, written, executed) all the same.
+    bool answer_lost(const Message &m) const;
     // A datagram to a multicast group: every member on this node gets a copy (multicast.cpp).
     Reply respond_mcast(const Message &m);
 
