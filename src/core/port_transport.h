@@ -195,6 +195,8 @@ public:
     // each answered. Then the TGT QPs of those that did not are dropped (ConnectionManager::drop_initiators).
     std::string leave_initiators() noexcept;
     std::string drop_initiators() noexcept;
+    // This job's rank `sender` no longer reaches us over this rail (ConnectionManager::drop_initiator).
+    std::string drop_initiator(std::uint32_t sender) noexcept { return cm_->drop_initiator(sender); }
     // How long finalize waits for their answers before drop_initiators() (CmConfig::leaving_wait_us).
     std::uint64_t leaving_wait_us() const noexcept { return cm_->config().leaving_wait_us; }
 
