@@ -198,7 +198,7 @@ template <bool threads>
     // ob1 keeps its callback, because told at the post, multi-threaded jobs on two rails lost a message's
     // completion (docs/benchmarks.md, "Rail failover: cost, runs, a hang with threads"; the cause is not known).
     if (!threads && (frag->base.des_flags & (MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) ==
-        MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) {
+                        MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) {
         frag->base.des_cbfunc = nullptr;
         return 1;
     }
