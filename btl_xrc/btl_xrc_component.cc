@@ -214,8 +214,12 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     *num_btls = n;
     // Several rails with btl_xrc_rail_failover: one rail's loss is survived (btl_xrc_failover.cc). Decided here,
     // once: otherwise the modules keep the sends without a test of their own.
-    if (failover && n > 1)
+    if (failover && n > 1) {
         for (auto &module : modules) mca_btl_xrc_failover_enable(module.get(), threads);
+        // Said once per process, so that a job's log shows whether a lost rail would end it or be survived.
+        BTL_XRC_VERBOSE(1, "btl:xrc: %s: rail failover on: the loss of one of %d rails is survived",
+                        opal_process_info.nodename, n);
+    }
     // Read by the BML when it registers our progress, after btl_init: chosen once, like the modules' sends.
     // With failover, the one that also counts each SRQ message's source (what a rail delivered, btl_xrc_failover.cc).
     if (mca_btl_xrc_failover_enabled())

@@ -159,7 +159,8 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
 }
 
 // btl_send with several rails: the fragment is kept until its completion (it is what is sent again if the rail
-// fails), but ob1 may hear at the post that it is sent.
+// fails), but ob1 may hear at the post that it is sent (`threads`: not with MPI_THREAD_MULTIPLE, below).
+template <bool threads>
 [[gnu::always_inline]] inline int failover_send_body(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
                                                      mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) noexcept {
     auto *m = as_xrc(btl);
@@ -193,9 +194,11 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_sent(m, endpoint, ring, frag->segment.seg_len);
     // Ours and nobody asked for a callback: ob1 hears now that it is sent (as from an inline send with one rail),
     // instead of polling for the completion. The fragment stays posted and is sent again if its rail fails; its
-    // completion then calls no one and returns it.
-    if ((frag->base.des_flags & (MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) ==
-        MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) {
+    // completion then calls no one and returns it. Not when the application's threads may call MPI at once: there
+    // ob1 keeps its callback, because told at the post, multi-threaded jobs on two rails lost a message's
+    // completion (docs/benchmarks.md, "Rail failover: cost, runs, a hang with threads"; the cause is not known).
+    if (!threads && (frag->base.des_flags & (MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) ==
+                        MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) {
         frag->base.des_cbfunc = nullptr;
         return 1;
     }
@@ -204,13 +207,13 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
 
 int failover_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
                   mca_btl_base_tag_t tag) noexcept {
-    return failover_send_body(btl, endpoint, des, tag);
+    return failover_send_body<false>(btl, endpoint, des, tag);
 }
 
 int failover_send_locked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
                          mca_btl_base_tag_t tag) noexcept {
     const BtlXrcLock guard(&as_xrc(btl)->lock);
-    return failover_send_body(btl, endpoint, des, tag);
+    return failover_send_body<true>(btl, endpoint, des, tag);
 }
 
 // btl_sendi with several rails: a message assembled on the stack could not be sent again, so ob1 gets a

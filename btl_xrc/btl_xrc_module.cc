@@ -407,6 +407,23 @@ bool progress_until(mca_btl_xrc_module_t *m, Done done, int seconds) {
     return progress_until_ms(m, done, static_cast<std::int64_t>(seconds) * 1000);
 }
 
+// The TGT QPs this process made for the peers it failed over from this module, dropped at finalize.
+void drop_lost_initiators(mca_btl_xrc_module_t *m) noexcept {
+    try {
+        std::string dropped;
+        for (const auto &endpoint : m->endpoints_made) {
+            if (endpoint->forward_to == nullptr) continue;
+            const std::string these = m->transport->drop_initiator(endpoint->peer.rank);
+            if (!these.empty()) dropped += (dropped.empty() ? "" : "; ") + these;
+        }
+        if (!dropped.empty())
+            BTL_XRC_VERBOSE(10, "btl:xrc: %s: %s:%u: the rail is lost toward their senders: dropping %s",
+                            opal_process_info.nodename, m->transport->device_name().c_str(), m->transport->port_num(),
+                            dropped.c_str());
+    } catch (...) {  // out of memory for the note: what was not dropped goes after the peer wait
+    }
+}
+
 int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     auto *m = as_xrc(btl);
     const int wait = mca_btl_xrc_component.params.finalize_wait;
@@ -435,6 +452,9 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     // What is left is other nodes' senders closing the TGT QPs we made for them. One that is alive but has not
     // reached its own finalize (computing, stopped, or behind a launcher whose finalize fence is no barrier) would
     // hold this process for up to finalize_wait: bounded by seconds, then it is told we leave.
+    // Several rails: the senders this rail was lost toward (their traffic went over another rail) cannot close
+    // through it what they had from us, nor answer LEAVING: their TGT QPs go now rather than after the wait.
+    if (m->counters.failovers != 0) drop_lost_initiators(m);
     const int peer_wait = std::min(wait, mca_btl_xrc_component.params.finalize_peer_wait);
     if (!failed() && !progress_until(m, [&] { return m->transport->finished() || failed(); }, peer_wait)) {
         // Each is told, and retires what it posted toward this node with a fence toward our SRQ, which must still

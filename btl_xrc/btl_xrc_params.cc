@@ -184,12 +184,13 @@ int mca_btl_xrc_register_params() noexcept {
              "process calls MPI (then btl_xrc_connect_timeout must exceed the longest compute phase)",
              true, &P.async_progress, OPAL_INFO_LVL_5);
     reg_bool("rail_failover",
-             "Experimental. With several rails, survive the loss of one (a port down past btl_xrc_port_down_grace, a "
-             "device's fatal error, sends that exhaust the retry budget): its traffic continues over the others "
-             "instead of ending the job. Costs every send a completion and a failover check; a message the lost "
-             "rail delivered just as it died may be delivered twice (docs/admin.md, \"Several rails\"). Off: a "
-             "lost rail ends the job",
-             false, &P.rail_failover, OPAL_INFO_LVL_5);
+             "With several rails, survive the loss of one (a port down past btl_xrc_port_down_grace, a device's "
+             "fatal error, sends that exhaust the retry budget): its traffic continues over the others instead of "
+             "ending the job, what it had in flight is sent again and the receiver drops a copy of what it already "
+             "had. Costs every send on several rails a completion, a number and a failover check, and ob1 a "
+             "descriptor instead of an inline send (docs/admin.md, \"Several rails\"); nothing with one rail. Off: "
+             "a lost rail ends the job",
+             true, &P.rail_failover, OPAL_INFO_LVL_5);
     reg_bool("other_jobs",
              "Reach the processes of other jobs (MPI_Comm_spawn, MPI_Comm_connect/accept) over xrc too: one "
              "connection per (node, job) met, TGT QPs for their senders in this job's XRC domain, released when "

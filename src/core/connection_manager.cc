@@ -837,6 +837,21 @@ std::string ConnectionManager::drop_initiators() noexcept {
     return left;
 }
 
+std::string ConnectionManager::drop_initiator(std::uint32_t sender) noexcept {
+    Guard g(*this);
+    std::string left;
+    for (auto it = owned_.begin(); it != owned_.end();) {
+        if (it->second.sender != sender) {
+            ++it;
+            continue;
+        }
+        if (!left.empty()) left += "; ";
+        left += describe(it->second);
+        it = release_owned(it);
+    }
+    return left;
+}
+
 // The initiator retired what it had posted toward this node: its TGT QP (our handle on it) can go.
 void ConnectionManager::on_leaving_ack(const CmMessage &m) noexcept {
     if (auto it = owned_.find(key(m.src_rank, m.generation)); it != owned_.end() && it->second.leaving &&

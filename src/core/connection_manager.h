@@ -346,6 +346,10 @@ public:
     // are dropped (a TGT QP lives on while another rank of this node holds a handle). Returns those initiators as
     // leave_initiators() does, empty when every one answered.
     std::string drop_initiators() noexcept;
+    // Rank `sender` can no longer close what it had from us (the rail between us is lost: its traffic went over
+    // another one): its TGT QPs go now, at finalize, without waiting for a close or a LEAVING_ACK that cannot come.
+    // Returns them as drop_initiators() does, empty when it had none.
+    std::string drop_initiator(std::uint32_t sender) noexcept;
 
     std::size_t live_ini_qps() const noexcept {
         std::lock_guard<std::mutex> g(mutex_);

@@ -198,6 +198,8 @@ public:
     // Only other jobs' initiators are told, at once: they have no finalize of their own to reach with ours
     // (JobManagers::leave_initiators). Returns them as leave_initiators() does, empty when there were none.
     std::string leave_other_jobs() noexcept;
+    // This job's rank `sender` no longer reaches us over this rail (ConnectionManager::drop_initiator).
+    std::string drop_initiator(std::uint32_t sender) noexcept { return cm_->drop_initiator(sender); }
     // How long finalize waits for their answers before drop_initiators() (CmConfig::leaving_wait_us).
     std::uint64_t leaving_wait_us() const noexcept { return cm_->config().leaving_wait_us; }
 

@@ -27,6 +27,12 @@ for p in verbose if_include if_exclude xrcd_dir receive_queues cq_size send_queu
         fail "ompi_info does not describe btl_xrc_$p"
     fi
 done
+# With several rails the loss of one is survived unless the admin turns it off (docs/admin.md, "Several rails").
+if grep -qx 'mca:btl:xrc:param:btl_xrc_rail_failover:value:true' "$out"; then
+    pass "btl_xrc_rail_failover is on by default"
+else
+    fail "btl_xrc_rail_failover: $(grep '^mca:btl:xrc:param:btl_xrc_rail_failover:value:' "$out")"
+fi
 # The MPI_T performance variables (btl_xrc_pvars.cc) are listed too, each with its class and a description.
 for p in ring_sends:counter srq_sends:counter srq_sends_ring_active:counter ring_receives:counter \
          srq_receives:counter bytes_sent:counter bytes_received:counter credit_writes:counter rdma_writes:counter \

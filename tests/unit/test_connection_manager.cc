@@ -849,6 +849,23 @@ TEST(ConnectionManager, ACreatorStopsWaitingForAnInitiatorThatDoesNotAnswer) {
     EXPECT_EQ(net.live_tgts(), 1u);  // rank 3's handle
 }
 
+// A sender whose rail toward the creator is lost (its traffic failed over to another rail) cannot close what it had:
+// at finalize the creator drops that sender's TGT QPs at once, only that sender's, without telling it LEAVING.
+TEST(ConnectionManager, ACreatorDropsAtOnceTheTgtQpsOfASenderItLostTheRailTo) {
+    Net net(2, 2);
+    Message a, b;
+    connect_then_creator_finalizes(net, a, b);
+    EXPECT_EQ(net[2].cm().drop_initiator(1), "");  // rank 1 sent nothing to it: no TGT QP of its
+    EXPECT_FALSE(net[2].cm().finished());
+    const std::string dropped = net[2].cm().drop_initiator(0);
+    EXPECT_NE(dropped.find("rank 0's INI QP"), std::string::npos) << dropped;
+    EXPECT_TRUE(net[2].cm().finished());
+    EXPECT_EQ(net[2].cm().owned_tgts(), 0u);
+    EXPECT_EQ(net[2].cm().counters().cm_retransmissions, 0u);  // nothing was sent to it
+    EXPECT_EQ(net[2].cm().drop_initiators(), "");
+    EXPECT_EQ(net.live_tgts(), 1u);  // rank 3's handle
+}
+
 TEST(ConnectionManager, LeavingHeardTooLateForAFenceIsAnsweredWithoutOne) {
     CmConfig c;
     c.leaving_wait_us = 10000;
