@@ -78,16 +78,20 @@ void JobManagers::retire(std::uint32_t jobid) noexcept {
     due_.store(true, std::memory_order_relaxed);
 }
 
-std::string JobManagers::leave_initiators() noexcept {
+std::string JobManagers::joined(std::string (ConnectionManager::*of)() noexcept) noexcept {
     std::string all;
     for (const auto &e : snapshot()) {
-        const std::string told = e->cm->leave_initiators();
-        // A retiring manager's own bounds (tick()) stay counted from its retirement: telling it again there only
-        // resends what is unanswered, and finalize drops whatever is left at its own bound anyway.
-        if (!told.empty())
-            all += (all.empty() ? "" : "; ") + std::string("job ") + std::to_string(e->jobid) + " " + told;
+        const std::string more = ((*e->cm).*of)();
+        if (!more.empty())
+            all += (all.empty() ? "" : "; ") + std::string("job ") + std::to_string(e->jobid) + " " + more;
     }
     return all;
+}
+
+std::string JobManagers::leave_initiators() noexcept {
+    // A retiring manager's own bounds (tick()) stay counted from its retirement: telling it again there only
+    // resends what is unanswered, and finalize drops whatever is left at its own bound anyway.
+    return joined(&ConnectionManager::leave_initiators);
 }
 
 void JobManagers::tick(std::uint64_t now) noexcept {

@@ -66,6 +66,9 @@ public:
     // MPI_Comm_disconnect, so nothing would make them close before the wait ran out. Returns what
     // leave_initiators() says, per job ("job J ...", "; "-separated), empty when no other job holds one.
     std::string leave_initiators() noexcept;
+    // What `of` says for each manager, retiring ones included, prefixed "job J " and joined by "; " (empty when
+    // every one said nothing). Called without our mutex held: each manager takes its own.
+    std::string joined(std::string (ConnectionManager::*of)() noexcept) noexcept;
     // Every manager but the home one: timers, drains, retired managers finished or past their bounds released.
     void tick(std::uint64_t now_us) noexcept;
     std::uint64_t tick_timers() noexcept;

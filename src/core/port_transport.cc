@@ -249,10 +249,8 @@ bool PortTransport::own_work_finished() const noexcept {
 
 std::string PortTransport::joined_over_jobs(std::string (ConnectionManager::*of)() noexcept) noexcept {
     std::string all = ((*cm_).*of)();
-    others_->for_each([&](std::uint32_t job, ConnectionManager &cm, bool) {
-        const std::string more = (cm.*of)();
-        if (!more.empty()) all += (all.empty() ? "" : "; ") + std::string("job ") + std::to_string(job) + " " + more;
-    });
+    const std::string others = others_->joined(of);
+    if (!others.empty()) all += (all.empty() ? "" : "; ") + others;
     return all;
 }
 
