@@ -195,3 +195,31 @@ fault_ends_held_job() {
     grep -qE "$expect" "$out" || die "$name (${fault[*]} on $node): no message matching '$expect'"
     info "$name (${fault[*]} on $node): exit $rc, $(grep -m1 -E "$expect" "$out")"
 }
+
+# rail_lost_mid_steady FAULT UNDO WHAT [MCA ARGS...]: tests/mpi/steady on nodeA:2,nodeB:2 (3 sizes, 16 numbered
+# messages a round per pair) with rail failover on, verbose 10 and these extra MCA arguments; 0.5 s into the
+# traffic the function FAULT kills a rail, 3 s later the job is stopped, then the function UNDO gives the rail back
+# to the next test. The job must exit 0 with every message verified and every numbered one delivered once and in
+# order; WHAT names the loss. The job's output is left in $WORKDIR/out.
+rail_lost_mid_steady() {
+    local fault=$1 undo=$2 what=$3 job rc
+    shift 3
+    rm -f "$WORKDIR/stop" "$WORKDIR/out" "$WORKDIR/out.raw"
+    (XRC_MPIRUN_ARGS="--mca btl_xrc_verbose 10 --mca btl_xrc_rail_failover 1 --mca btl_xrc_timeout 14 \
+        --mca btl_xrc_finalize_wait 20 $*" xrc_run "$WORKDIR/out" nodeA:2,nodeB:2 self,vader,xrc "$MPI_DIR/steady" 3 \
+        "$WORKDIR/stop" 16) &
+    job=$!
+    wait_for_line "$WORKDIR/out.raw" '^steady: traffic' 60 || { wait $job; die "no traffic"; }
+    sleep 0.5
+    "$fault"
+    sleep 3
+    touch "$WORKDIR/stop"
+    wait $job
+    rc=$?
+    "$undo"
+    [ $rc = 0 ] || die "the job did not survive: $what (exit $rc)"
+    expect_line "$WORKDIR/out" '^steady: OK .*errors=0' "steady 2x2, $what"
+    expect_line "$WORKDIR/out" '^steady: stream messages=[1-9][0-9]* out_of_sequence=0' \
+        "every numbered message delivered once and in order: $what"
+}
+

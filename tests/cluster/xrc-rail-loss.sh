@@ -16,24 +16,12 @@
 . "$(dirname "$0")/xrc-common.sh"
 up_cluster 2 2 --rails 2
 
-rm -f "$WORKDIR/stop"
-(XRC_MPIRUN_ARGS="--mca btl_xrc_verbose 10 --mca btl_xrc_rail_failover 1 --mca btl_xrc_port_down_grace 1 --mca btl_xrc_timeout 14 \
-    --mca btl_xrc_finalize_wait 20" xrc_run "$WORKDIR/out" nodeA:2,nodeB:2 self,vader,xrc "$MPI_DIR/steady" 3 \
-    "$WORKDIR/stop" 16) &
-job=$!
-wait_for_line "$WORKDIR/out.raw" '^steady: traffic' 60 || { wait $job; die "no traffic"; }
-sleep 0.5
-sc exec nodeB "$SIMHCA_CTL" fault port-down --port 1 >/dev/null || die "port-down failed"
-info "nodeB's rail 1 down for good at $(date +%T.%N | cut -c1-12)"
-sleep 3
-touch "$WORKDIR/stop"
-wait $job
-rc=$?
-sc exec nodeB "$SIMHCA_CTL" fault port-up --port 1 >/dev/null || die "port-up failed"
-[ $rc = 0 ] || die "the job did not survive the loss of nodeB's rail 1 (exit $rc)"
-expect_line "$WORKDIR/out" '^steady: OK .*errors=0' "steady 2x2, nodeB's rail 1 lost for good mid-job"
-expect_line "$WORKDIR/out" '^steady: stream messages=[1-9][0-9]* out_of_sequence=0' \
-    "every numbered message delivered once and in order across the rail's loss"
+rail_down() {
+    sc exec nodeB "$SIMHCA_CTL" fault port-down --port 1 >/dev/null || die "port-down failed"
+    info "nodeB's rail 1 down for good at $(date +%T.%N | cut -c1-12)"
+}
+rail_up() { sc exec nodeB "$SIMHCA_CTL" fault port-up --port 1 >/dev/null || die "port-up failed"; }
+rail_lost_mid_steady rail_down rail_up "nodeB's rail 1 lost for good mid-job" --mca btl_xrc_port_down_grace 1
 grep -q 'btl:xrc: nodeB: simhca0:1: rail lost: the port has been down for more than 1 s (btl_xrc_port_down_grace); traffic continues on simhca0:2' "$WORKDIR/out" ||
     die "no message naming nodeB's lost rail and the rail traffic continues on"
 grep -q 'btl:xrc: .*MPI_ABORT\|btl:xrc: .*giving up' "$WORKDIR/out" && die "the job was given up"
