@@ -51,19 +51,19 @@ struct mca_btl_xrc_params_t {
     int max_eager_rdma;
     int eager_rdma_num;
     int eager_rdma_slot_size;
-    char *connect;         // auto | eager | on-demand
-    char *node_id;         // launcher | hostname: where this node's id (a label) comes from
-    int eager_max_nodes;   // auto: eager up to this many nodes
-    int max_ini_qps;       // 0: no cap
-    int connect_timeout;   // seconds
-    int port_down_grace;   // seconds a port may stay down; -1: the retry budget of timeout and retry_count
+    char *connect;        // auto | eager | on-demand
+    char *node_id;        // launcher | hostname: where this node's id (a label) comes from
+    int eager_max_nodes;  // auto: eager up to this many nodes
+    int max_ini_qps;      // 0: no cap
+    int connect_timeout;  // seconds
+    int port_down_grace;  // seconds a port may stay down; -1: the retry budget of timeout and retry_count
     int cm_receives;
-    int finalize_wait;     // seconds
+    int finalize_wait;       // seconds
     int finalize_peer_wait;  // seconds
-    int status_interval;   // seconds; 0: status record on connection events only; -1: none
-    bool async_progress;  // a service thread answers the connection manager and reads async events
-    bool rail_failover;   // several rails: one rail's loss is survived (btl_xrc_failover.cc)
-    bool other_jobs;      // other jobs' processes (spawn, connect/accept) are reached over xrc too
+    int status_interval;     // seconds; 0: status record on connection events only; -1: none
+    bool async_progress;     // a service thread answers the connection manager and reads async events
+    bool rail_failover;      // several rails: one rail's loss is survived (btl_xrc_failover.cc)
+    bool other_jobs;         // other jobs' processes (spawn, connect/accept) are reached over xrc too
 };
 
 namespace xrc {
@@ -88,6 +88,15 @@ struct mca_btl_xrc_component_t {
     // `super` until it has finalized every BTL, and MPI_T may read their counters after that, so a module's memory
     // outlives its btl_finalize (which releases everything the module holds).
     mca_btl_xrc_modules_t modules;
+    // MPI_THREAD_MULTIPLE: guards every module's data path (send queues, peers, eager rings, endpoint tables, the
+    // counters they update). One for all of a process's rails, so that no thread ever waits for it while holding
+    // another data-path lock: ob1's callbacks, fired under it from one module's progress, send on another module
+    // (striping, a rail lost and its sends forwarded), which would otherwise take a second lock in either order.
+    // Taken with OPAL_THREAD_LOCK, so free while opal_using_threads() is false. Recursive: those callbacks send
+    // again. Progress only try-locks it (a thread that finds it taken leaves the completion queues to the holder).
+    // Never held while a QP is made or readied: the connection manager makes them outside it (its own mutex comes
+    // after this one). Made at component open, destroyed at close.
+    opal_recursive_mutex_t lock;
     std::unique_ptr<mca_btl_xrc_job_t> job;
     // Progress calls until the status record is looked at again (btl_xrc_status.cc): 1 after a connection event.
     // Threads may all count down at once: relaxed loads and stores (plain moves, no locked instruction), so a tick
@@ -120,14 +129,10 @@ struct mca_btl_xrc_service_delete {
 // One module per usable device port.
 struct mca_btl_xrc_module_t {
     mca_btl_base_module_t super;  // must be first
-    // MPI_THREAD_MULTIPLE: guards the module's data path (send queues, peers, eager rings, endpoint tables, the
-    // counters it updates). Taken with OPAL_THREAD_LOCK, so free while opal_using_threads() is false. Recursive:
-    // ob1's callbacks, fired under it from progress, send again. Progress only try-locks it (a thread that finds
-    // it taken leaves the completion queue to the holder). Never held while a QP is made or readied: the
-    // connection manager makes them outside it (its own mutex comes after this one).
-    opal_recursive_mutex_t lock;
+    // The process's one data-path lock (the component's `lock`, shared by every module): see there.
+    opal_recursive_mutex_t *lock;
     std::unique_ptr<xrc::PortTransport> transport;  // released at btl_finalize, after everything registered on it
-    int index;  // this port's position in every process's modex address
+    int index;                                      // this port's position in every process's modex address
     mca_rcache_base_module_t *rcache;
     opal_free_list_t eager_frags;  // send fragments of btl_eager_limit bytes
     opal_free_list_t max_frags;    // send fragments of btl_max_send_size bytes
@@ -171,6 +176,9 @@ struct mca_btl_xrc_module_t {
     xrc::Counters counters;
     // The port stayed down past btl_xrc_port_down_grace and that was reported: not again.
     bool port_failure_reported;
+    // A thread is serving the transport's rare work (connections, recorded events, the port's grace): the others
+    // skip it (btl_xrc_progress.cc).
+    std::atomic<bool> serving;
     // With several rails: this rail was given up (port down past its grace, or the device failed) and its peers'
     // traffic goes over the others (btl_xrc_failover.cc). Never reset: a rail lost stays lost for the job.
     bool rail_lost;
@@ -229,6 +237,8 @@ bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *module, const char *why) noexce
 bool mca_btl_xrc_failover_enabled() noexcept;
 
 // btl_xrc_progress.cc
+// One progress call over every module not finalized yet (finalize and flush wait on the module's work with it;
+// with several rails what a module waits for may be another's to complete).
 int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *module) noexcept;
 // Polls the module's rings and completion queue until they are empty (or a bound): what the HCA has already
 // completed is retired before a rail is given up (btl_xrc_failover.cc). Progress context, outside its poll loop.

@@ -36,6 +36,7 @@ int xrc_register() noexcept {
 int xrc_open() noexcept {
     mca_btl_xrc_add_help_dir();
     mca_btl_xrc_component.output = opal_output_open(nullptr);
+    OBJ_CONSTRUCT(&mca_btl_xrc_component.lock, opal_recursive_mutex_t);
     opal_output_set_verbosity(mca_btl_xrc_component.output, mca_btl_xrc_component.params.verbose);
     mca_btl_xrc_component.modules.clear();
     return OPAL_SUCCESS;
@@ -46,6 +47,7 @@ int xrc_close() noexcept {
     mca_btl_xrc_component.modules.clear();
     mca_btl_xrc_component.job.reset();
     mca_btl_xrc_status_fini();
+    OBJ_DESTRUCT(&mca_btl_xrc_component.lock);
     if (mca_btl_xrc_component.output >= 0) opal_output_close(mca_btl_xrc_component.output);
     mca_btl_xrc_component.output = -1;
     return OPAL_SUCCESS;
@@ -65,8 +67,7 @@ void report_no_usable_port(const xrc::DiscoveryReport &report) {
     BTL_XRC_VERBOSE(1, "btl:xrc: disqualified on %s: no ACTIVE port of an XRC-capable device (devices seen: %d)",
                     opal_process_info.nodename, static_cast<int>(report.device_names.size()));
     if (mca_btl_xrc_explicitly_requested()) {
-        mca_btl_xrc_show_help("no-usable-port", opal_process_info.nodename, devices.c_str(),
-                       passed.c_str());
+        mca_btl_xrc_show_help("no-usable-port", opal_process_info.nodename, devices.c_str(), passed.c_str());
     }
 }
 
@@ -124,8 +125,8 @@ int pkey_index(ibv_context *context, uint8_t port, int pkey, int table_len) {
     return -1;
 }
 
-mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::ReceiveQueueSpec &spec,
-                                      bool threads, int *num_btls) {
+mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::ReceiveQueueSpec &spec, bool threads,
+                                      int *num_btls) {
     auto made = mca_btl_xrc_job_create();
     if (!made) {
         BTL_XRC_VERBOSE(1, "btl:xrc: disqualified: %s", made.error().c_str());
@@ -159,10 +160,10 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
             config.cm.port_index = static_cast<uint32_t>(n);
             auto owned = std::make_unique<mca_btl_xrc_module_t>();
             mca_btl_xrc_module_t *module = owned.get();
-            OBJ_CONSTRUCT(&module->lock, opal_recursive_mutex_t);
+            module->lock = &mca_btl_xrc_component.lock;
             xrc::PortTransport::Listener listener;
-            listener.lock_queues = [module] { OPAL_THREAD_LOCK(&module->lock); };
-            listener.unlock_queues = [module] { OPAL_THREAD_UNLOCK(&module->lock); };
+            listener.lock_queues = [module] { OPAL_THREAD_LOCK(module->lock); };
+            listener.unlock_queues = [module] { OPAL_THREAD_UNLOCK(module->lock); };
             listener.link_failed = [module](const xrc::NodeLink *link, const std::string &why) {
                 mca_btl_xrc_report_link_failure(module, link, why);
             };
@@ -177,14 +178,14 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
             if (!transport) {
                 opal_output(0, "btl:xrc: %s: %s:%u is not usable: %s", opal_process_info.nodename, port.device.c_str(),
                             port.port, transport.error().c_str());
-                OBJ_DESTRUCT(&module->lock);
                 continue;
             }
             module->super = mca_btl_xrc_module_template;
             module->super.btl_flags |= kBtlXrcModuleFlags;
             if (module->super.btl_bandwidth == 0) {
                 // btl_xrc_bandwidth 0 (the default): the port's own data rate, so that ob1 weighs rails by it.
-                const uint32_t mbps = xrc::port_bandwidth_mbps(port.port_attr.active_speed, port.port_attr.active_width);
+                const uint32_t mbps =
+                    xrc::port_bandwidth_mbps(port.port_attr.active_speed, port.port_attr.active_width);
                 module->super.btl_bandwidth = mbps != 0 ? mbps : kBtlXrcFallbackBandwidthMbps;
             }
             module->transport = std::move(*transport);
@@ -249,8 +250,7 @@ mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool 
         auto report = xrc::discover_xrc_ports(*include, *exclude);
         if (!report.error.empty()) {
             const std::string devices = join_lines(report.device_names, "(no verbs device at all)");
-            mca_btl_xrc_show_help("unknown-device", opal_process_info.nodename, report.error.c_str(),
-                           devices.c_str());
+            mca_btl_xrc_show_help("unknown-device", opal_process_info.nodename, report.error.c_str(), devices.c_str());
             return nullptr;
         }
         if (report.usable_port_count() == 0) {
@@ -310,6 +310,7 @@ __attribute__((visibility("default"))) mca_btl_xrc_component_t mca_btl_xrc_compo
     .params = {},
     .output = -1,
     .modules = {},
+    .lock = {},
     .job = nullptr,
     .status_countdown = UINT32_MAX,
 };

@@ -212,7 +212,7 @@ int failover_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
 
 int failover_send_locked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
                          mca_btl_base_tag_t tag) noexcept {
-    const BtlXrcLock guard(&as_xrc(btl)->lock);
+    const BtlXrcLock guard(as_xrc(btl)->lock);
     return failover_send_body<true>(btl, endpoint, des, tag);
 }
 
@@ -279,9 +279,9 @@ bool delivered_already(mca_btl_xrc_module_t *lost, const ForwardedHeader &header
         draining = true;
         if (!opal_using_threads()) {
             mca_btl_xrc_drain_completions(lost);
-        } else if (opal_mutex_trylock(&lost->lock) == 0) {
+        } else if (opal_mutex_trylock(lost->lock) == 0) {
             mca_btl_xrc_drain_completions(lost);
-            opal_mutex_unlock(&lost->lock);
+            opal_mutex_unlock(lost->lock);
         }
         draining = false;
     }
@@ -360,7 +360,7 @@ bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *m, const char *why) noexcept {
     if (!failover_on || m->finalizing) return false;
     if (m->rail_lost) return true;
     {
-        const BtlXrcLock guard(&m->lock);
+        const BtlXrcLock guard(m->lock);
         for (const auto &[rank, endpoint] : *m->endpoints)
             if (endpoint->forward_to == nullptr && sibling_of(m, rank) == nullptr) return false;
         m->rail_lost = true;
@@ -377,7 +377,7 @@ bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *m, const char *why) noexcept {
     }
     // What the HCA completed is retired first (every send is signaled with several rails); what was queued or in
     // flight without an acknowledgement then completes with an error and goes out again over the other rails.
-    const BtlXrcLock guard(&m->lock);
+    const BtlXrcLock guard(m->lock);
     mca_btl_xrc_drain_completions(m);
     m->transport->abandon();
     return true;

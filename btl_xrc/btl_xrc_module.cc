@@ -96,7 +96,7 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
     auto *m = as_xrc(btl);
     int rc;
     {
-        const BtlXrcLock guard(&m->lock);
+        const BtlXrcLock guard(m->lock);
         rc = add_procs_locked(m, btl, nprocs, procs, endpoints, reachable);
     }
     // Eager mode: the connections wire_up recorded are started now, during MPI_Init, outside the module's lock.
@@ -154,7 +154,7 @@ int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
 
 int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **, mca_btl_base_endpoint_t **endpoints) noexcept {
     auto *m = as_xrc(btl);
-    const BtlXrcLock guard(&m->lock);
+    const BtlXrcLock guard(m->lock);
     for (size_t i = 0; i < nprocs; ++i) {
         mca_btl_base_endpoint_t *endpoint = endpoints[i];
         if (endpoint == nullptr) continue;
@@ -282,7 +282,7 @@ constexpr xrc::SendCompletionFn send_complete = mca_btl_xrc_send_complete;
 // btl_send of a process with threads: the same under the module's lock.
 int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
              mca_btl_base_tag_t tag) noexcept {
-    const BtlXrcLock guard(&as_xrc(btl)->lock);
+    const BtlXrcLock guard(as_xrc(btl)->lock);
     return send_unlocked(btl, endpoint, des, tag);
 }
 
@@ -353,7 +353,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
 int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor,
               void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
               mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
-    const BtlXrcLock guard(&as_xrc(btl)->lock);
+    const BtlXrcLock guard(as_xrc(btl)->lock);
     return sendi_unlocked(btl, endpoint, convertor, header, header_size, payload_size, order, flags, tag, descriptor);
 }
 
@@ -498,7 +498,6 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     mca_btl_xrc_frag_lists_fini(m);
     mca_btl_xrc_rdma_fini(m);
     m->transport.reset();  // every QP, the UD channel, SRQs, the XRC domain, CQ and PD, in that order
-    OBJ_DESTRUCT(&m->lock);
     if (lost != 0) {
         // Nobody above is left to tell (ob1 and the error handlers are gone), and an exit status of 0 would say
         // every message arrived. The job's launcher sees the failure; the device's objects are released above.

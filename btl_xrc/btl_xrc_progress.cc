@@ -120,46 +120,54 @@ void mca_btl_xrc_drain_completions(mca_btl_xrc_module_t *m) noexcept {
 
 namespace {
 
-// Connection work (it makes QPs: never under the module's lock, which tick() takes itself for the queues), the
-// events the service thread recorded, the port's grace: rare, so kept out of the polling path.
+// Connection work (it makes QPs: never under the data-path lock, which tick() takes itself for the queues), the
+// events the service thread recorded, the port's grace: rare, so kept out of the polling path. Every progressing
+// thread may find the transport busy; one serves it at a time (the others go on), so what it tests and sets (the
+// port's health, the failure reported once, the loopback's state) is touched by one thread after another, each
+// seeing what the one before did.
 [[gnu::cold, gnu::noinline]] void serve_transport(mca_btl_xrc_module_t *m) noexcept {
+    if (m->serving.exchange(true, std::memory_order_acquire)) return;
     m->transport->tick();
     mca_btl_xrc_service_progress(m);
     check_port_grace(m);
+    m->serving.store(false, std::memory_order_release);
 }
 
-// threads: other threads may be in the module (MPI_THREAD_MULTIPLE): one thread polls it at a time, the others
-// find it taken and go on (what the holder completes reaches their requests through ob1). Callbacks fire under
-// the (recursive) lock.
-template <bool threads, class Sink = CompletionSink>
-[[gnu::always_inline]] inline int progress_one(mca_btl_xrc_module_t *m) noexcept {
-    int events = 0;
-    if constexpr (threads) {
-        if (opal_mutex_trylock(&m->lock) != 0) return 0;
-        events = poll_module<Sink>(m);
-        opal_mutex_unlock(&m->lock);
-    } else {
-        events = poll_module<Sink>(m);
-    }
-    if (OPAL_UNLIKELY(m->transport->busy())) serve_transport(m);
-    return events;
+template <class Sink = CompletionSink>
+[[gnu::always_inline]] inline int poll_all() noexcept {
+    int count = 0;
+    for (const auto &module : mca_btl_xrc_component.modules)
+        if (OPAL_LIKELY(module->transport != nullptr)) count += poll_module<Sink>(module.get());
+    return count;
 }
 
+// threads: other threads may be in the BTL (MPI_THREAD_MULTIPLE): one thread polls the modules at a time, the
+// others find the lock taken and go on (what the holder completes reaches their requests through ob1). Callbacks
+// fire under the (recursive) lock.
 template <bool threads, class Sink = CompletionSink>
 int progress_all() noexcept {
     int count = 0;
-    for (const auto &module : mca_btl_xrc_component.modules) count += progress_one<threads, Sink>(module.get());
+    if constexpr (threads) {
+        if (opal_mutex_trylock(&mca_btl_xrc_component.lock) == 0) {
+            count = poll_all<Sink>();
+            opal_mutex_unlock(&mca_btl_xrc_component.lock);
+        }
+    } else {
+        count = poll_all<Sink>();
+    }
+    for (const auto &module : mca_btl_xrc_component.modules)
+        if (OPAL_UNLIKELY(module->transport != nullptr && module->transport->busy())) serve_transport(module.get());
     mca_btl_xrc_status_tick();
     return count;
 }
 
 }  // namespace
 
-int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *m) noexcept {
+int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *) noexcept {
     if (OPAL_UNLIKELY(mca_btl_xrc_failover_enabled()))
-        return OPAL_UNLIKELY(opal_using_threads()) ? progress_one<true, CountingSink>(m)
-                                                   : progress_one<false, CountingSink>(m);
-    return OPAL_UNLIKELY(opal_using_threads()) ? progress_one<true>(m) : progress_one<false>(m);
+        return OPAL_UNLIKELY(opal_using_threads()) ? progress_all<true, CountingSink>()
+                                                   : progress_all<false, CountingSink>();
+    return OPAL_UNLIKELY(opal_using_threads()) ? progress_all<true>() : progress_all<false>();
 }
 
 int mca_btl_xrc_progress_unlocked() noexcept {

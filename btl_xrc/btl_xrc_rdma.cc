@@ -128,7 +128,7 @@ int rdma(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr_o
     frag->op.wr.opcode = opcode;
     frag->op.wr.wr.rdma.remote_addr = remote_address;
     frag->op.wr.wr.rdma.rkey = remote_handle->rkey;
-    const BtlXrcLock guard(&m->lock);
+    const BtlXrcLock guard(m->lock);
     const int rc = post(m, endpoint, frag);
     if (rc == OPAL_SUCCESS && opcode == IBV_WR_RDMA_WRITE) {
         ++m->counters.rdma_writes;
@@ -155,7 +155,7 @@ int atomic(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr
     frag->op.wr.wr.atomic.rkey = remote_handle->rkey;
     frag->op.wr.wr.atomic.compare_add = compare_add;
     frag->op.wr.wr.atomic.swap = swap;
-    const BtlXrcLock guard(&m->lock);
+    const BtlXrcLock guard(m->lock);
     const int rc = post(m, endpoint, frag);
     if (rc == OPAL_SUCCESS) ++m->counters.atomics;
     return rc;
@@ -271,7 +271,7 @@ int mca_btl_xrc_flush(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpo
     const bool one = endpoint != nullptr && endpoint != MCA_BTL_ENDPOINT_ANY;
     for (;;) {
         {
-            const BtlXrcLock guard(&m->lock);
+            const BtlXrcLock guard(m->lock);
             if (one) {
                 const xrc::SendQueue &q = *endpoint->peer.queue;
                 if (q.outstanding_callbacks() == 0 && !q.has_pending()) return OPAL_SUCCESS;
