@@ -184,9 +184,13 @@ struct mca_btl_xrc_module_t {
     bool rail_lost;
     // The nodes toward which this rail was given up, each reported once (btl_xrc_failover.cc).
     std::vector<uint32_t> lost_nodes;
-    // Several rails, failover on: the SRQ messages this process took off this rail, by source (the ring's are
+    // Several rails, failover on: the SRQ messages this process took off this rail, by connection (the ring's are
     // counted by the ring): what a copy sent again after the rail's loss is checked against.
     xrc::SourceCounts srq_taken;
+    // Several rails: fragments whose completion progress owes ob1 (btl_xrc_failover.cc), oldest first, linked
+    // through their op's next_pending; under the lock.
+    xrc::SendOp *deferred_head;
+    xrc::SendOp *deferred_tail;
     // Errors reported during finalize: operations accepted earlier that were not delivered. The process then
     // exits with a failure status (no upper layer is left to hear of them).
     uint32_t finalize_errors;
@@ -235,6 +239,11 @@ bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *module, struct mca_btl_base_end
 bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *module, const char *why) noexcept;
 // True when the module's sends are the failover variants (more than one module).
 bool mca_btl_xrc_failover_enabled() noexcept;
+// Progress, from the transport's rare work (it raised the module busy): the completions owed to ob1, and the
+// counts of connections their senders closed. Takes the lock.
+void mca_btl_xrc_failover_serve(mca_btl_xrc_module_t *module) noexcept;
+// Finalize, before the fragment lists go: what is still owed is returned (ob1 is gone, nobody is called).
+void mca_btl_xrc_failover_fini(mca_btl_xrc_module_t *module) noexcept;
 
 // btl_xrc_progress.cc
 // One progress call over every module not finalized yet (finalize and flush wait on the module's work with it;
@@ -243,6 +252,9 @@ int mca_btl_xrc_progress_module(mca_btl_xrc_module_t *module) noexcept;
 // Polls the module's rings and completion queue until they are empty (or a bound): what the HCA has already
 // completed is retired before a rail is given up (btl_xrc_failover.cc). Progress context, outside its poll loop.
 void mca_btl_xrc_drain_completions(mca_btl_xrc_module_t *module) noexcept;
+// One poll of the module's rings and completion queue (counting sources when failover is on), under the lock:
+// returns what it handled.
+int mca_btl_xrc_poll_module(mca_btl_xrc_module_t *module) noexcept;
 // btl_progress, every module and the status record: chosen once at btl_init, as the sends are (the locked one
 // try-locks each module, the other never looks at a lock or at opal_using_threads()).
 int mca_btl_xrc_progress_unlocked() noexcept;

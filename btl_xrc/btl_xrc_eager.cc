@@ -26,8 +26,7 @@ bool mca_btl_xrc_eager_sink_t::send_control(xrc::Peer &to, const xrc::EagerContr
     frag->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
     frag->base.des_cbfunc = nullptr;
     std::memcpy(frag->segment.seg_addr.pval, &message, sizeof(message));
-    to.prepare_srq(frag->op, frag->segment.seg_addr.pval, sizeof(message), frag->lkey,
-                   xrc::kImmMarker | xrc::kImmControl);
+    to.prepare_control(frag->op, frag->segment.seg_addr.pval, sizeof(message), frag->lkey);
     frag->op.on_complete = mca_btl_xrc_frag_return_on_complete;
     if (to.queue->post_or_queue(frag->op) != 0) {
         mca_btl_xrc_frag_return(frag);

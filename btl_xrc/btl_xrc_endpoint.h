@@ -18,12 +18,8 @@ struct mca_btl_base_endpoint_t {
     // With several rails: the same peer's endpoint on another rail, once this rail no longer reaches the peer
     // (btl_xrc_failover.cc). Sends on this endpoint then go over that one. Null while this rail carries them.
     mca_btl_base_endpoint_t *forward_to;
-    // With several rails and failover on: the messages posted to the peer on this rail, by path (the SRQ stream
-    // and the eager ring's), each send's position in its stream (exactly once across a lost rail,
-    // src/core/replay_filter.h); and the INI QP number the last one went out on (how the peer knows us).
-    uint32_t srq_posted;
-    uint32_t ring_posted;
-    uint32_t ini_qpn;
+    // This rail refused RDMA toward the peer after it was lost, and said so (once).
+    bool rdma_refusal_said;
     // A process of another job (MPI_Comm_spawn, connect/accept): not in the module's rank table, no failover (the
     // other rails' tables are by rank of this job) and no eager RDMA ring.
     bool other_job;

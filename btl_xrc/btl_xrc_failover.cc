@@ -1,22 +1,18 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Surviving the loss of one rail when a process has more than one (one module per port). ob1 ends the job on any
-// error a BTL reports as fatal and keeps choosing every BTL it was given, so failover lives here: a module whose
-// rail no longer reaches a peer keeps accepting ob1's sends for it and forwards them, copied into a fragment of a
-// sibling module (another rail that reaches the same process). What was queued or in flight on the lost rail
-// completes here with an error and is sent again over the sibling: the fragments keep their data until their
-// completion, because with several rails the sends never give a fragment back at the post (no inline send: ob1
-// may hear at the post that a fragment of ours is sent, but the fragment stays until its completion) and sendi
-// always hands ob1 a descriptor. RDMA and atomics toward a lost peer fail to ob1, which
-// falls back to sends for a put or get (pml/ob1: put and get failures fall back to copy in/out).
+// Surviving the loss of one rail when a process has more than one (one module per port), mapped onto ob1. ob1 ends
+// the job on any error a BTL reports as fatal and keeps choosing every BTL it was given, so failover lives here: a
+// module whose rail no longer reaches a peer keeps accepting ob1's sends for it and forwards them, copied into a
+// fragment of a sibling module (another rail that reaches the same process). What was queued or in flight on the
+// lost rail completes here with an error and is sent again over the sibling: the fragments keep their data until
+// their completion, because with several rails no send gives its fragment back at the post (no inline send).
+// The decisions (the sibling, the header, numbering, drain and verdict) are the core's: src/core/failover.h and
+// src/core/replay_filter.h, which also say why nothing is lost or delivered twice.
 //
-// Exactly once: a message whose completion failed with the rail may have been delivered all the same (the HCA
-// wrote it at the receiver, the acknowledgement died with the rail). Each send is numbered in its endpoint's stream
-// on its rail (the SRQ stream or the eager ring's), a copy sent again carries that number, and the receiver drops
-// it when the lost rail delivered that many already (src/core/replay_filter.h: the counts, the verdict). The
-// receiver counts SRQ messages by source in its progress (chosen at btl_init with the sends), and a ring's by the
-// ring. Put and get are not counted: one whose completion failed goes back to ob1, which moves the same bytes to
-// the same place again with sends (idempotent), and the message that completes the transfer (FIN, or the
-// sender's data fragments) is a send, counted like the others.
+// A forwarded original is done once its copy is posted: the copy holds everything, so ob1 hears of the original
+// at once (a completion owed from inside btl_send is paid from the next progress call), and no fragment of one
+// rail ever waits on another's. RDMA toward a lost peer is refused (its registrations are the lost rail's); ob1
+// moves the data with sends instead. An atomic is never sent twice: one refused or failed with its rail ends the
+// job, saying why.
 //
 // With a single module none of this runs: the sends chosen at btl_init are the ones without a test of their own.
 #include "btl_xrc_eager.h"
@@ -24,6 +20,7 @@
 #include "btl_xrc_job.h"
 #include "btl_xrc_rdma.h"
 
+#include "src/core/failover.h"
 #include "src/core/port_transport.h"
 
 #include <algorithm>
@@ -35,30 +32,7 @@ namespace {
 
 bool failover_on = false;
 
-// A forwarded message travels under this tag with a header naming the rail it was sent on (its fabric, the GID's
-// subnet prefix), its own tag and, for a copy sent again, its place on that rail: the receiver drops it if the rail
-// delivered it, and otherwise hands it to ob1 as if that rail had carried it. ob1 ties a
-// registration handle in a message (RGET, PUT) to the BTL that delivered it and reads or writes with that BTL:
-// delivered as the sibling's, the handle of the lost rail would be used on the sibling's rail (a remote access
-// error, which puts the node's shared TGT QP in the error state). Delivered as the lost rail's, the RDMA fails
-// with that rail and ob1 falls back to sends. Every message has room for the header: ob1 is told a maximum send
-// size that much smaller (mca_btl_xrc_failover_enable).
 constexpr mca_btl_base_tag_t kForwardedTag = MCA_BTL_TAG_BTL + 0x1b;
-enum Stream : uint8_t {
-    kNew = 0,   // never posted on the lost rail (forwarded after the loss, or its post failed): delivered
-    kSrq = 1,   // sent again: `seq` in the sender's SRQ stream toward this peer on the lost rail
-    kRing = 2,  // sent again: `seq` in the sender's eager ring stream toward this peer on the lost rail
-};
-struct ForwardedHeader {
-    uint8_t subnet_prefix[8];
-    uint8_t tag;
-    uint8_t stream;    // Stream
-    uint16_t lid;      // the sender's LID on the lost rail and
-    uint32_t ini_qpn;  // its INI QP toward the receiver's node there: how the receiver knows an SRQ message's source
-    uint32_t seq;
-    uint32_t rank;  // the sender's: the ring it wrote into on the lost rail
-};
-static_assert(sizeof(ForwardedHeader) == 24);  // the message after it stays 8-byte aligned
 
 mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) {
     return reinterpret_cast<mca_btl_xrc_module_t *>(btl);
@@ -70,25 +44,16 @@ std::string rail_name(const mca_btl_xrc_module_t *m) {
 
 // The same peer's endpoint on a rail that still carries its traffic, or null.
 mca_btl_base_endpoint_t *sibling_of(const mca_btl_xrc_module_t *m, uint32_t rank) {
-    for (const auto &module : mca_btl_xrc_component.modules) {
-        mca_btl_xrc_module_t *s = module.get();
-        if (s == nullptr || s == m || s->rail_lost || s->finalizing || s->endpoints == nullptr) continue;
-        auto it = s->endpoints->find(rank);
-        if (it == s->endpoints->end()) continue;
-        mca_btl_base_endpoint_t *to = it->second;
-        if (to->forward_to == nullptr && !to->peer.queue->broken()) return to;
-    }
-    return nullptr;
-}
-
-// A forwarded copy completed on the sibling: the original's owner hears of it as if its own rail had sent it.
-void forwarded_complete(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, mca_btl_base_descriptor_t *des,
-                        int status) {
-    auto *original = static_cast<mca_btl_xrc_frag_t *>(des->des_cbdata);
-    mca_btl_xrc_module_t *m = original->module;
-    if (original->base.des_cbfunc != nullptr && !m->finalizing)
-        original->base.des_cbfunc(&m->super, original->endpoint, &original->base, status);
-    if (original->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(original);
+    mca_btl_base_endpoint_t *to = nullptr;
+    const auto usable = [&](mca_btl_xrc_module_t &s) {
+        if (s.rail_lost || s.finalizing || s.endpoints == nullptr) return false;
+        auto it = s.endpoints->find(rank);
+        if (it == s.endpoints->end() || it->second->forward_to != nullptr || it->second->peer.queue->broken())
+            return false;
+        to = it->second;
+        return true;
+    };
+    return xrc::choose_sibling(mca_btl_xrc_component.modules, m, usable) != nullptr ? to : nullptr;
 }
 
 // A fragment of the sibling's lists for `wire` bytes: up to the full size its lists were made with (ob1 is told
@@ -104,58 +69,70 @@ mca_btl_xrc_frag_t *copy_frag(mca_btl_xrc_module_t *s, mca_btl_base_endpoint_t *
     frag->module = s;
     frag->endpoint = to;
     frag->segment.seg_len = wire;
-    frag->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK;
+    frag->base.des_flags = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+    frag->base.des_cbfunc = nullptr;
     frag->base.order = order;
     return frag;
 }
 
-// Sends `frag`'s message (as prepared by its owner: header and payload in its segment) over the sibling its
-// endpoint forwards to. The original stays with its owner until the copy completes. `again`: it was posted on
-// the lost rail and its completion failed (the receiver checks whether that rail delivered it).
-int forward(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag, bool again) noexcept {
+// Sends a copy of `frag`'s message (as prepared by its owner: header and payload in its segment) over the sibling
+// its endpoint forwards to. `failed`: its op as it failed on the lost rail (the receiver checks whether that rail
+// delivered it), null when it was never sent there.
+int forward(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag, const xrc::SendOp *failed) noexcept {
     mca_btl_base_endpoint_t *to = frag->endpoint->forward_to;
     mca_btl_xrc_module_t *s = to->module;
     const size_t length = frag->segment.seg_len;
-    mca_btl_xrc_frag_t *copy = copy_frag(s, to, frag->base.order, length + sizeof(ForwardedHeader));
+    mca_btl_xrc_frag_t *copy = copy_frag(s, to, frag->base.order, length + sizeof(xrc::ForwardedHeader));
     if (copy == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    const xrc::ForwardedHeader header = xrc::forwarded_header(frag->module->transport->subnet_prefix(), tag, failed,
+                                                              mca_btl_xrc_component.job->my_rank);
     auto *out = static_cast<unsigned char *>(copy->segment.seg_addr.pval);
-    ForwardedHeader header{};
-    const xrc::PortAddress &lost = frag->module->transport->address();
-    std::memcpy(header.subnet_prefix, lost.gid, sizeof(header.subnet_prefix));
-    header.tag = tag;
-    if (again) {
-        header.stream = frag->ring ? kRing : kSrq;
-        header.lid = lost.lid;
-        header.ini_qpn = frag->endpoint->ini_qpn;
-        header.seq = frag->seq;
-        header.rank = mca_btl_xrc_component.job->my_rank;
-    }
     std::memcpy(out, &header, sizeof(header));
     std::memcpy(out + sizeof(header), frag->segment.seg_addr.pval, length);
-    copy->base.des_cbfunc = forwarded_complete;
-    copy->base.des_cbdata = frag;
     ++frag->module->counters.failover_sends;
     const int rc = s->super.btl_send(&s->super, to, &copy->base, kForwardedTag);
     if (rc < 0) mca_btl_xrc_frag_return(copy);
     return rc;
 }
 
-// Completion of a send under failover: one that failed with its rail is sent again over another one.
+// Completion of a send under failover: one that failed with its rail is sent again over another one, and its
+// owner hears that it is sent.
 void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
-    if (OPAL_UNLIKELY(status != IBV_WC_SUCCESS) && !frag->module->finalizing) {
-        if (mca_btl_xrc_fail_over(frag->module, frag->endpoint, ibv_wc_status_str(status))) {
-            if (forward(frag, frag->tag, true) >= 0) return;
-            mca_btl_xrc_report_error(frag->module, frag->endpoint,
-                                     "a send that failed with its rail could not be sent over another one");
-        } else {
-            char what[160];
-            snprintf(what, sizeof(what), "a send failed (%s) and no other rail reaches this peer",
-                     ibv_wc_status_str(status));
-            mca_btl_xrc_report_error(frag->module, frag->endpoint, what);
+    if (OPAL_LIKELY(status == IBV_WC_SUCCESS) || frag->module->finalizing) {
+        mca_btl_xrc_send_complete(op, status);
+        return;
+    }
+    if (mca_btl_xrc_fail_over(frag->module, frag->endpoint, ibv_wc_status_str(status))) {
+        if (forward(frag, frag->tag, op) >= 0) {
+            mca_btl_xrc_send_complete(op, IBV_WC_SUCCESS);
+            return;
         }
+        mca_btl_xrc_report_error(frag->module, frag->endpoint,
+                                 "a send that failed with its rail could not be sent over another one");
+    } else {
+        char what[160];
+        snprintf(what, sizeof(what), "a send failed (%s) and no other rail reaches this peer",
+                 ibv_wc_status_str(status));
+        mca_btl_xrc_report_error(frag->module, frag->endpoint, what);
     }
     mca_btl_xrc_send_complete(op, status);
+}
+
+// A send ob1 handed to a rail that no longer reaches its peer: the copy goes now, the original's completion from
+// the next progress call (ob1 does not expect its callback from inside btl_send).
+int forward_at_post(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag) noexcept {
+    const int rc = forward(frag, tag, nullptr);
+    if (rc < 0) return rc;
+    frag->op.on_complete = mca_btl_xrc_send_complete;
+    mca_btl_xrc_defer(frag->module, frag, IBV_WC_SUCCESS);
+    return OPAL_SUCCESS;
+}
+
+// The fragment was prepared, numbered and posted (or queued) on its rail: what ob1 is told.
+[[gnu::always_inline]] inline void sent(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint,
+                                        mca_btl_xrc_frag_t *frag, bool ring) noexcept {
+    mca_btl_xrc_sent(m, endpoint, ring, frag->segment.seg_len);
 }
 
 // btl_send with several rails: the fragment is kept until its completion (it is what is sent again if the rail
@@ -167,36 +144,26 @@ template <bool threads>
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
     frag->endpoint = endpoint;
     frag->tag = tag;
-    if (OPAL_UNLIKELY(endpoint->forward_to != nullptr)) return forward(frag, tag, false);
+    if (OPAL_UNLIKELY(endpoint->forward_to != nullptr)) return forward_at_post(frag, tag);
     xrc::Peer &peer = endpoint->peer;
     auto *data = static_cast<unsigned char *>(frag->segment.seg_addr.pval);
     const bool ring =
         peer.prepare(frag->op, data, static_cast<uint32_t>(frag->segment.seg_len), frag->lkey, tag, frag->capacity);
+    peer.number(frag->op, ring);
     frag->op.on_complete = failover_send_complete;
     if (OPAL_UNLIKELY(peer.queue->post_or_queue(frag->op) != 0)) {
         peer.unprepare(frag->op, ring);
+        peer.streams.unnumber(ring);
         if (mca_btl_xrc_fail_over(m, endpoint, "the connection to this peer has failed"))
-            return forward(frag, tag, false);
+            return forward_at_post(frag, tag);
         mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
         return OPAL_ERROR;
     }
-    // Its place in its stream on this rail, and the INI QP the receiver sees the stream come from (none yet while
-    // the connection is made: the last one is kept).
-    frag->ring = ring;
-    if (ring) {
-        frag->seq = endpoint->ring_posted++;
-    } else {
-        // The first SRQ send over a new connection: the receiver counts this source from 0 again.
-        if (OPAL_UNLIKELY((frag->op.wr.imm_data & htonl(xrc::kImmFirst)) != 0)) endpoint->srq_posted = 0;
-        frag->seq = endpoint->srq_posted++;
-    }
-    if (const ibv_qp *qp = peer.queue->qp(); OPAL_LIKELY(qp != nullptr)) endpoint->ini_qpn = qp->qp_num;
-    mca_btl_xrc_sent(m, endpoint, ring, frag->segment.seg_len);
+    sent(m, endpoint, frag, ring);
     // Ours and nobody asked for a callback: ob1 hears now that it is sent (as from an inline send with one rail),
     // instead of polling for the completion. The fragment stays posted and is sent again if its rail fails; its
     // completion then calls no one and returns it. Not when the application's threads may call MPI at once: there
-    // ob1 keeps its callback, because told at the post, multi-threaded jobs on two rails lost a message's
-    // completion (docs/benchmarks.md, "Rail failover: cost, runs, a hang with threads"; the cause is not known).
+    // ob1 keeps its callback (docs/benchmarks.md, "Rail failover: cost, runs, a hang with threads").
     if (!threads && (frag->base.des_flags & (MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) ==
                         MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) {
         frag->base.des_cbfunc = nullptr;
@@ -216,34 +183,157 @@ int failover_send_locked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *en
     return failover_send_body<true>(btl, endpoint, des, tag);
 }
 
-// btl_sendi with several rails: a message assembled on the stack could not be sent again, so ob1 gets a
-// descriptor to fill and send (btl_send above).
-int failover_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *, void *,
-                   size_t header_size, size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t,
-                   mca_btl_base_descriptor_t **descriptor) noexcept {
+// btl_sendi with several rails: the message is assembled into a fragment that stays until its completion (what is
+// sent again if the rail fails), never on the stack. It goes out now when the queue can post, so that ob1's round
+// robin over the rails advances once per message; otherwise ob1 gets a descriptor to fill and send (btl_send
+// above), which queues in order, or forwards toward a lost rail.
+int failover_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor,
+                   void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
+                   mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
+    auto *m = as_xrc(btl);
     const size_t total = header_size + payload_size;
-    if (descriptor != nullptr)
-        *descriptor = total <= btl->btl_eager_limit ? mca_btl_xrc_alloc(btl, endpoint, order, total, flags) : nullptr;
-    return OPAL_ERR_OUT_OF_RESOURCE;
+    if (descriptor != nullptr) *descriptor = nullptr;
+    if (total > btl->btl_eager_limit) return OPAL_ERR_OUT_OF_RESOURCE;
+    xrc::Peer &peer = endpoint->peer;
+    if (endpoint->forward_to != nullptr || !peer.queue->ready()) {
+        if (descriptor != nullptr) *descriptor = mca_btl_xrc_alloc(btl, endpoint, order, total, flags);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(
+        mca_btl_xrc_alloc(btl, endpoint, order, total, flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP));
+    if (frag == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    auto *data = static_cast<unsigned char *>(frag->segment.seg_addr.pval);
+    const size_t position = convertor != nullptr ? convertor->bConverted : 0;
+    if (!mca_btl_xrc_assemble(data, header, header_size, convertor, payload_size)) {
+        mca_btl_xrc_frag_return(frag);
+        return OPAL_ERROR;
+    }
+    const auto length = static_cast<uint32_t>(total);
+    const bool ring = peer.prepare(frag->op, data, length, frag->lkey, tag, frag->capacity);
+    peer.number(frag->op, ring);
+    frag->tag = tag;
+    frag->op.on_complete = failover_send_complete;
+    if (peer.queue->post_ready(frag->op) != 0) {
+        peer.unprepare(frag->op, ring);
+        peer.streams.unnumber(ring);
+        mca_btl_xrc_frag_return(frag);
+        if (payload_size > 0) {
+            size_t rewind = position;
+            (void)opal_convertor_set_position(convertor, &rewind);
+        }
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    sent(m, endpoint, frag, ring);
+    return OPAL_SUCCESS;
 }
 
-// RDMA and atomics toward a peer this rail no longer reaches: an error, which ob1 answers with sends (the
-// registrations are this rail's, and the peer's keys another rail's protection domain does not know).
+int failover_sendi_locked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor,
+                          void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
+                          mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
+    const BtlXrcLock guard(as_xrc(btl)->lock);
+    return failover_sendi(btl, endpoint, convertor, header, header_size, payload_size, order, flags, tag, descriptor);
+}
+
+// RDMA toward a peer this rail no longer reaches: the registrations (ours and the peer's keys) are this rail's
+// protection domain's, so no other rail can carry it. Said once per peer: ob1 moves the data with sends instead,
+// but a one-sided window registered on this rail (osc/rdma) has no other way to the peer.
 bool rdma_refused(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexcept {
     if (OPAL_LIKELY(endpoint->forward_to == nullptr && !endpoint->peer.queue->broken())) return false;
-    return endpoint->forward_to != nullptr ||
-           mca_btl_xrc_fail_over(m, endpoint, "the connection to this peer has failed");
+    if (endpoint->forward_to == nullptr &&
+        !mca_btl_xrc_fail_over(m, endpoint, "the connection to this peer has failed"))
+        return false;  // no other rail: the operation fails as with one rail
+    if (!endpoint->rdma_refusal_said) {
+        endpoint->rdma_refusal_said = true;
+        opal_output(0,
+                    "btl:xrc: %s: %s: RDMA toward rank %u (host %s) refused: the rail is lost toward it and its "
+                    "registrations are this rail's; message data goes by sends over %s, one-sided windows "
+                    "registered on this rail cannot reach it",
+                    opal_process_info.nodename, rail_name(m).c_str(), endpoint->peer.rank,
+                    mca_btl_xrc_component.job->hostname_of(endpoint->peer.rank).c_str(),
+                    rail_name(endpoint->forward_to->module).c_str());
+    }
+    return true;
 }
 
-// btl_put or btl_get (`Rdma`) with several rails: refused toward a peer this rail no longer reaches.
-template <decltype(&mca_btl_xrc_put) Rdma>
-int failover_rdma(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
-                  uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
-                  mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
-                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
-    if (rdma_refused(as_xrc(btl), endpoint)) return OPAL_ERROR;
-    return Rdma(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags, order, cbfunc,
-                cbcontext, cbdata);
+// btl_put with several rails. Refused at the post, ob1 falls back to sends for that range at once.
+int failover_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                 uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                 mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
+                 mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
+    {
+        const BtlXrcLock guard(as_xrc(btl)->lock);
+        if (rdma_refused(as_xrc(btl), endpoint)) return OPAL_ERROR;
+    }
+    return mca_btl_xrc_put(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags,
+                           order, cbfunc, cbcontext, cbdata);
+}
+
+// btl_get with several rails. ob1 puts a get refused at the post on a list that only its completion callbacks
+// retry, and, with the rail's sends gone, such callbacks may never come: a refused get is accepted and completes
+// with an error from the next progress call instead, on which ob1 asks the sender for the data by sends.
+int failover_get(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                 uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                 mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
+                 mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
+    auto *m = as_xrc(btl);
+    {
+        const BtlXrcLock guard(m->lock);
+        if (rdma_refused(m, endpoint))
+            return mca_btl_xrc_rdma_refuse(m, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    }
+    return mca_btl_xrc_get(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags,
+                           order, cbfunc, cbcontext, cbdata);
+}
+
+// Atomics with several rails: never sent twice, and never over another rail (the window's registration is this
+// rail's). One toward a peer this rail no longer reaches was not executed, but nothing else can carry it.
+template <class Atomic, class... Args>
+int failover_atomic(const char *what, mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, Atomic atomic,
+                    Args... args) noexcept {
+    auto *m = as_xrc(btl);
+    bool refused;
+    {
+        const BtlXrcLock guard(m->lock);
+        refused = endpoint->forward_to != nullptr || endpoint->peer.queue->broken();
+    }
+    if (OPAL_UNLIKELY(refused)) {
+        char message[256];
+        snprintf(message, sizeof(message),
+                 "%s refused (not executed): the rail is lost toward this peer, and the window it targets is "
+                 "registered on this rail only, so no other rail can carry it",
+                 what);
+        mca_btl_xrc_report_error(m, endpoint, message);
+        return OPAL_ERROR;
+    }
+    return atomic(btl, endpoint, args...);
+}
+
+int failover_atomic_op(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, uint64_t remote_address,
+                       mca_btl_base_registration_handle_t *remote_handle, mca_btl_base_atomic_op_t op, uint64_t operand,
+                       int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                       void *cbdata) noexcept {
+    return failover_atomic("an atomic operation", btl, endpoint, mca_btl_xrc_atomic_op, remote_address, remote_handle,
+                           op, operand, flags, order, cbfunc, cbcontext, cbdata);
+}
+
+int failover_atomic_fop(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                        uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                        mca_btl_base_registration_handle_t *remote_handle, mca_btl_base_atomic_op_t op,
+                        uint64_t operand, int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc,
+                        void *cbcontext, void *cbdata) noexcept {
+    return failover_atomic("an atomic fetch-and-op", btl, endpoint, mca_btl_xrc_atomic_fop, local_address,
+                           remote_address, local_handle, remote_handle, op, operand, flags, order, cbfunc, cbcontext,
+                           cbdata);
+}
+
+int failover_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                          uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                          mca_btl_base_registration_handle_t *remote_handle, uint64_t compare, uint64_t value,
+                          int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                          void *cbdata) noexcept {
+    return failover_atomic("an atomic compare-and-swap", btl, endpoint, mca_btl_xrc_atomic_cswap, local_address,
+                           remote_address, local_handle, remote_handle, compare, value, flags, order, cbfunc, cbcontext,
+                           cbdata);
 }
 
 // The rails other than `m` that still carry traffic, for the message ("simhca1:1, simhca0:2").
@@ -256,11 +346,11 @@ std::string surviving_rails(const mca_btl_xrc_module_t *m) {
     return names;
 }
 
-// How many messages of the stream `header` names this process took off the lost rail (`lost`, our module on it):
-// the SRQ messages from the sender's source, or what was consumed from the ring it writes into (0 when it cannot
-// say: the copy is then delivered).
-uint32_t taken_on(const mca_btl_xrc_module_t *lost, const ForwardedHeader &header) noexcept {
-    if (header.stream == kSrq) return lost->srq_taken.of(xrc::SourceCounts::key(header.lid, header.ini_qpn));
+// What this process took off the lost rail (`lost`, our module on it) of the stream `header` names: the SRQ
+// messages of its connection, or what was consumed from the ring its writer writes into (0 when it cannot say:
+// the copy is then delivered).
+uint32_t taken_on(const mca_btl_xrc_module_t *lost, const xrc::ForwardedHeader &header) noexcept {
+    if (xrc::stream_of(header) == xrc::ReplayStream::srq) return lost->srq_taken.of(xrc::source_of(header));
     auto it = lost->endpoints->find(header.rank);
     if (it == lost->endpoints->end()) return 0;
     const xrc::EagerRing *ring = it->second->peer.granted;
@@ -269,23 +359,22 @@ uint32_t taken_on(const mca_btl_xrc_module_t *lost, const ForwardedHeader &heade
 
 // A copy sent again after the lost rail failed its original: true when that rail delivered the original (the
 // copy is dropped). What the rail delivered is taken off it first (its completion queue, its rings: they may
-// still hold the original), unless another thread is polling it now.
-bool delivered_already(mca_btl_xrc_module_t *lost, const ForwardedHeader &header) noexcept {
-    if (lost->endpoints == nullptr) return false;
+// still hold the original). Progress context, under the lock (progress holds it: the lost module's queues are
+// this thread's to poll).
+bool delivered_already(mca_btl_xrc_module_t *lost, const xrc::ForwardedHeader &header) noexcept {
+    if (lost->endpoints == nullptr || lost->transport == nullptr) return false;
     // Once deep: a copy met while draining does not drain again (the module whose poll called us may be the one
     // that would be drained, and its ring's current message is not released yet).
     static thread_local bool draining = false;
     if (!draining) {
         draining = true;
-        if (!opal_using_threads()) {
-            mca_btl_xrc_drain_completions(lost);
-        } else if (opal_mutex_trylock(lost->lock) == 0) {
-            mca_btl_xrc_drain_completions(lost);
-            opal_mutex_unlock(lost->lock);
-        }
+        constexpr unsigned kDrainBound = 1u << 16;
+        if (!xrc::drain_until_empty([lost] { return mca_btl_xrc_poll_module(lost); }, kDrainBound))
+            BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: a rail still delivering after %u polls: a copy is judged anyway",
+                            opal_process_info.nodename, rail_name(lost).c_str(), kDrainBound);
         draining = false;
     }
-    if (xrc::judge_replay(header.seq, taken_on(lost, header)) == xrc::ReplayVerdict::duplicate) {
+    if (xrc::judge_forwarded(header, taken_on(lost, header)) == xrc::ReplayVerdict::duplicate) {
         ++lost->counters.replays_dropped;
         return true;
     }
@@ -296,38 +385,84 @@ bool delivered_already(mca_btl_xrc_module_t *lost, const ForwardedHeader &header
 // A forwarded message arrived (on any rail): to ob1 as the module of the rail it was sent on, on this process's
 // side of the same fabric; as the receiving module's if this process has none there (nothing then ties it).
 void forwarded_receive(mca_btl_base_module_t *btl, const mca_btl_base_segment_t *segment) {
-    ForwardedHeader header;
-    if (segment->seg_len < sizeof(header)) return;
-    std::memcpy(&header, segment->seg_addr.pval, sizeof(header));
+    const auto header = xrc::read_forwarded_header(segment->seg_addr.pval, segment->seg_len);
     mca_btl_xrc_module_t *as = as_xrc(btl);
+    if (!header) {
+        BTL_XRC_VERBOSE(1, "btl:xrc: %s: dropped a malformed %zu-byte forwarded message", opal_process_info.nodename,
+                        static_cast<size_t>(segment->seg_len));
+        return;
+    }
     bool found = false;
     for (const auto &module : mca_btl_xrc_component.modules)
         if (module != nullptr && module->transport != nullptr &&
-            std::memcmp(module->transport->address().gid, header.subnet_prefix, sizeof(header.subnet_prefix)) == 0) {
+            std::memcmp(module->transport->subnet_prefix(), header->subnet_prefix, sizeof(header->subnet_prefix)) ==
+                0) {
             as = module.get();
             found = true;
         }
-    if (header.stream != kNew && found && as != as_xrc(btl) && delivered_already(as, header)) return;
-    const mca_btl_active_message_callback_t *reg = &as->receive_callbacks[header.tag];
+    if (xrc::stream_of(*header) != xrc::ReplayStream::fresh && found && as != as_xrc(btl) &&
+        delivered_already(as, *header))
+        return;
+    const mca_btl_active_message_callback_t *reg = &as->receive_callbacks[header->tag];
     if (reg->cbfunc == nullptr) return;
-    mca_btl_xrc_deliver(as, reg, header.tag, static_cast<unsigned char *>(segment->seg_addr.pval) + sizeof(header),
-                        segment->seg_len - sizeof(header));
+    mca_btl_xrc_deliver(as, reg, header->tag, static_cast<unsigned char *>(segment->seg_addr.pval) + sizeof(*header),
+                        segment->seg_len - sizeof(*header));
 }
 
 }  // namespace
+
+void mca_btl_xrc_defer(mca_btl_xrc_module_t *m, mca_btl_xrc_frag_t *frag, ibv_wc_status status) noexcept {
+    frag->deferred_status = status;
+    frag->op.next_pending = nullptr;
+    if (m->deferred_tail != nullptr)
+        m->deferred_tail->next_pending = &frag->op;
+    else
+        m->deferred_head = &frag->op;
+    m->deferred_tail = &frag->op;
+    m->transport->raise();
+}
+
+void mca_btl_xrc_failover_serve(mca_btl_xrc_module_t *m) noexcept {
+    static thread_local std::vector<xrc::SourceKey> closed;
+    m->transport->take_closed_sources(closed);  // also with one rail: they are recorded either way
+    if (!failover_on) return;
+    const BtlXrcLock guard(m->lock);
+    // What their senders closed: the connections' last messages are taken first, so that counting them does not
+    // make the entries again.
+    if (!closed.empty()) {
+        (void)xrc::drain_until_empty([m] { return mca_btl_xrc_poll_module(m); }, 1u << 16);
+        for (xrc::SourceKey source : closed) m->srq_taken.forget(source);
+    }
+    xrc::SendOp *op = m->deferred_head;
+    m->deferred_head = m->deferred_tail = nullptr;
+    while (op != nullptr) {
+        xrc::SendOp *next = op->next_pending;
+        op->on_complete(op, frag_of(op)->deferred_status);
+        op = next;
+    }
+}
+
+void mca_btl_xrc_failover_fini(mca_btl_xrc_module_t *m) noexcept {
+    mca_btl_xrc_failover_serve(m);  // finalizing: the fragments go back to their lists, no one is called
+}
 
 void mca_btl_xrc_failover_enable(mca_btl_xrc_module_t *m, bool threads) noexcept {
     failover_on = true;
     mca_btl_base_active_message_trigger[kForwardedTag].cbfunc = mca_btl_xrc_receive_adapter<forwarded_receive>;
     mca_btl_base_active_message_trigger[kForwardedTag].cbdata = nullptr;
     m->super.btl_send = threads ? failover_send_locked : failover_send;
-    // Room for the forwarding header in front of the largest message ob1 sends (the fragment lists keep their size).
-    m->super.btl_max_send_size -= sizeof(ForwardedHeader);
+    m->super.btl_sendi = threads ? failover_sendi_locked : failover_sendi;
+    // Room in front of the largest message ob1 sends for a header per rail it may be forwarded over (a copy whose
+    // rail fails too is forwarded again, header and all); the fragment lists keep their size.
+    const size_t hops = mca_btl_xrc_component.modules.size() - 1;
+    m->super.btl_max_send_size -= hops * sizeof(xrc::ForwardedHeader);
     m->super.btl_eager_limit = std::min(m->super.btl_eager_limit, m->super.btl_max_send_size);
     m->super.btl_rndv_eager_limit = std::min(m->super.btl_rndv_eager_limit, m->super.btl_max_send_size);
-    m->super.btl_sendi = failover_sendi;
-    m->super.btl_put = failover_rdma<mca_btl_xrc_put>;
-    m->super.btl_get = failover_rdma<mca_btl_xrc_get>;
+    m->super.btl_put = failover_put;
+    m->super.btl_get = failover_get;
+    m->super.btl_atomic_op = failover_atomic_op;
+    m->super.btl_atomic_fop = failover_atomic_fop;
+    m->super.btl_atomic_cswap = failover_atomic_cswap;
 }
 
 bool mca_btl_xrc_failover_enabled() noexcept {
@@ -358,18 +493,16 @@ bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *end
 
 bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *m, const char *why) noexcept {
     if (!failover_on || m->finalizing) return false;
+    const BtlXrcLock guard(m->lock);
     if (m->rail_lost) return true;
-    {
-        const BtlXrcLock guard(m->lock);
-        for (const auto &[rank, endpoint] : *m->endpoints)
-            if (endpoint->forward_to == nullptr && sibling_of(m, rank) == nullptr) return false;
-        m->rail_lost = true;
-        for (const auto &[rank, endpoint] : *m->endpoints)
-            if (endpoint->forward_to == nullptr) {
-                endpoint->forward_to = sibling_of(m, rank);
-                ++m->counters.failovers;
-            }
-    }
+    for (const auto &[rank, endpoint] : *m->endpoints)
+        if (endpoint->forward_to == nullptr && sibling_of(m, rank) == nullptr) return false;
+    m->rail_lost = true;
+    for (const auto &[rank, endpoint] : *m->endpoints)
+        if (endpoint->forward_to == nullptr) {
+            endpoint->forward_to = sibling_of(m, rank);
+            ++m->counters.failovers;
+        }
     try {
         opal_output(0, "btl:xrc: %s: %s: rail lost: %s; traffic continues on %s", opal_process_info.nodename,
                     rail_name(m).c_str(), why, surviving_rails(m).c_str());
@@ -377,7 +510,6 @@ bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *m, const char *why) noexcept {
     }
     // What the HCA completed is retired first (every send is signaled with several rails); what was queued or in
     // flight without an acknowledgement then completes with an error and goes out again over the other rails.
-    const BtlXrcLock guard(m->lock);
     mca_btl_xrc_drain_completions(m);
     m->transport->abandon();
     return true;

@@ -20,10 +20,9 @@ struct mca_btl_xrc_frag_t {
     size_t capacity;
     // The tag it was sent with (several rails only: a send that failed with its rail is sent again over another).
     mca_btl_base_tag_t tag;
-    // Several rails, failover on: its position in its endpoint's stream on this rail (SRQ or ring), what the
-    // receiver checks a copy sent again against.
-    bool ring;
-    uint32_t seq;
+    // Several rails: its completion is due from progress with this status (btl_xrc_failover.cc: a forwarded
+    // original, or RDMA refused toward a lost rail), linked through op.next_pending meanwhile.
+    ibv_wc_status deferred_status;
     // RDMA and atomics
     mca_btl_base_rdma_completion_fn_t rdma_cb;
     void *rdma_context;
@@ -65,6 +64,15 @@ void mca_btl_xrc_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept;
 // btl_alloc: a send fragment of `size` bytes from the module's lists (null when none is free or it is too large).
 mca_btl_base_descriptor_t *mca_btl_xrc_alloc(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
                                              uint8_t order, size_t size, uint32_t flags) noexcept;
+
+// Packs up to *size bytes of the convertor's data at `dst`; *size becomes what was packed. False on error.
+bool mca_btl_xrc_pack(opal_convertor_t *convertor, unsigned char *dst, size_t *size) noexcept;
+// The header, then the payload from the convertor: what sendi puts on the wire.
+bool mca_btl_xrc_assemble(unsigned char *dst, const void *header, size_t header_size, opal_convertor_t *convertor,
+                          size_t payload_size) noexcept;
+// Several rails (btl_xrc_failover.cc): `frag`'s op completes with `status` from the next progress call, under the
+// lock (the caller holds it).
+void mca_btl_xrc_defer(mca_btl_xrc_module_t *module, mca_btl_xrc_frag_t *frag, ibv_wc_status status) noexcept;
 
 int mca_btl_xrc_frag_lists_init(mca_btl_xrc_module_t *module) noexcept;
 void mca_btl_xrc_frag_lists_fini(mca_btl_xrc_module_t *module) noexcept;

@@ -23,7 +23,9 @@
 
 namespace {
 
-mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) { return reinterpret_cast<mca_btl_xrc_module_t *>(btl); }
+mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) {
+    return reinterpret_cast<mca_btl_xrc_module_t *>(btl);
+}
 
 // First add_procs (during MPI_Init, after the fence). Eager mode starts every remote node's connection now,
 // through the rank of that node that spreads the TGT QPs evenly; nothing waits for them (sends queue until each
@@ -152,7 +154,8 @@ int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
     }
 }
 
-int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **, mca_btl_base_endpoint_t **endpoints) noexcept {
+int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **,
+                  mca_btl_base_endpoint_t **endpoints) noexcept {
     auto *m = as_xrc(btl);
     const BtlXrcLock guard(m->lock);
     for (size_t i = 0; i < nprocs; ++i) {
@@ -213,21 +216,6 @@ int xrc_free(mca_btl_base_module_t *, mca_btl_base_descriptor_t *des) noexcept {
 // sendi's stack buffer: the largest inline send (btl_xrc_max_inline_data is at most 1024), eager footer included.
 constexpr size_t kInlineBufferSize = 1024 + xrc::kEagerFooterSize + 8;
 
-// Packs up to *size bytes of the convertor's data at `dst`; *size becomes what was packed. False on error.
-bool pack(opal_convertor_t *convertor, unsigned char *dst, size_t *size) noexcept {
-    if (*size == 0) return true;
-    iovec iov{dst, *size};
-    uint32_t iov_count = 1;
-    return opal_convertor_pack(convertor, &iov, &iov_count, size) >= 0;
-}
-
-// The header, then the payload from the convertor: what sendi puts on the wire.
-bool assemble(unsigned char *dst, const void *header, size_t header_size, opal_convertor_t *convertor,
-              size_t payload_size) noexcept {
-    std::memcpy(dst, header, header_size);
-    return pack(convertor, dst + header_size, &payload_size);
-}
-
 mca_btl_base_descriptor_t *xrc_prepare_src(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
                                            opal_convertor_t *convertor, uint8_t order, size_t reserve, size_t *size,
                                            uint32_t flags) noexcept {
@@ -236,7 +224,7 @@ mca_btl_base_descriptor_t *xrc_prepare_src(mca_btl_base_module_t *btl, mca_btl_b
     auto *des = xrc_alloc(btl, endpoint, order, reserve + max_data, flags);
     if (des == nullptr) return nullptr;
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
-    if (!pack(convertor, static_cast<unsigned char *>(frag->segment.seg_addr.pval) + reserve, &max_data)) {
+    if (!mca_btl_xrc_pack(convertor, static_cast<unsigned char *>(frag->segment.seg_addr.pval) + reserve, &max_data)) {
         mca_btl_xrc_frag_return(frag);
         return nullptr;
     }
@@ -256,8 +244,8 @@ constexpr xrc::SendCompletionFn send_complete = mca_btl_xrc_send_complete;
     frag->endpoint = endpoint;
     xrc::Peer &peer = endpoint->peer;
     auto *data = static_cast<unsigned char *>(frag->segment.seg_addr.pval);
-    const bool ring = peer.prepare(frag->op, data, static_cast<uint32_t>(frag->segment.seg_len), frag->lkey, tag,
-                                   frag->capacity);
+    const bool ring =
+        peer.prepare(frag->op, data, static_cast<uint32_t>(frag->segment.seg_len), frag->lkey, tag, frag->capacity);
     // Inline and nobody asked for a callback: the data is in the work request, the fragment is free at once.
     if (frag->op.sge.length <= m->transport->max_inline() && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
         frag->op.wr.send_flags = IBV_SEND_INLINE;
@@ -317,7 +305,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     if (wire <= m->transport->max_inline()) {
         // Small: assemble on the stack and send inline; nothing to release afterwards.
         alignas(8) unsigned char buffer[kInlineBufferSize];
-        if (!assemble(buffer, header, header_size, convertor, payload_size)) return OPAL_ERROR;
+        if (!mca_btl_xrc_assemble(buffer, header, header_size, convertor, payload_size)) return OPAL_ERROR;
         xrc::SendOp op(xrc::SendOp::Unfilled::tag);
         const bool ring = peer.prepare_routed(op, ring_room, buffer, length, 0, tag);
         op.wr.send_flags = IBV_SEND_INLINE;
@@ -333,7 +321,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     if (des == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
     auto *data = static_cast<unsigned char *>(frag->segment.seg_addr.pval);
-    if (!assemble(data, header, header_size, convertor, payload_size)) {
+    if (!mca_btl_xrc_assemble(data, header, header_size, convertor, payload_size)) {
         mca_btl_xrc_frag_return(frag);
         return OPAL_ERROR;
     }
@@ -350,9 +338,9 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     return OPAL_SUCCESS;
 }
 
-int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor,
-              void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
-              mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
+int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor, void *header,
+              size_t header_size, size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
+              mca_btl_base_descriptor_t **descriptor) noexcept {
     const BtlXrcLock guard(as_xrc(btl)->lock);
     return sendi_unlocked(btl, endpoint, convertor, header, header_size, payload_size, order, flags, tag, descriptor);
 }
@@ -363,6 +351,21 @@ int xrc_register_error(mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_
 }
 
 }  // namespace
+
+// Packs up to *size bytes of the convertor's data at `dst`; *size becomes what was packed. False on error.
+bool mca_btl_xrc_pack(opal_convertor_t *convertor, unsigned char *dst, size_t *size) noexcept {
+    if (*size == 0) return true;
+    iovec iov{dst, *size};
+    uint32_t iov_count = 1;
+    return opal_convertor_pack(convertor, &iov, &iov_count, size) >= 0;
+}
+
+// The header, then the payload from the convertor: what sendi puts on the wire.
+bool mca_btl_xrc_assemble(unsigned char *dst, const void *header, size_t header_size, opal_convertor_t *convertor,
+                          size_t payload_size) noexcept {
+    std::memcpy(dst, header, header_size);
+    return mca_btl_xrc_pack(convertor, dst + header_size, &payload_size);
+}
 
 void mca_btl_xrc_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
@@ -438,7 +441,8 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     // A port that stayed down past its grace, or work that failed here (the process will exit with an error, and
     // the peers it cannot reach will not answer): no reason to wait out finalize_wait.
     const auto failed = [m] { return m->port_failure_reported || m->finalize_errors != 0; };
-    if (!progress_until(m, [&] { return m->transport->own_work_finished() || failed(); }, wait))
+    if (!progress_until(
+            m, [&] { return m->transport->own_work_finished() || failed(); }, wait))
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: connections still open after %d s at finalize", opal_process_info.nodename,
                         wait);
     // Other jobs' senders (a spawned child's parents, a job met through MPI_Comm_connect) go on past our
@@ -456,7 +460,8 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     // through it what they had from us, nor answer LEAVING: their TGT QPs go now rather than after the wait.
     if (m->counters.failovers != 0) drop_lost_initiators(m);
     const int peer_wait = std::min(wait, mca_btl_xrc_component.params.finalize_peer_wait);
-    if (!failed() && !progress_until(m, [&] { return m->transport->finished() || failed(); }, peer_wait)) {
+    if (!failed() && !progress_until(
+                         m, [&] { return m->transport->finished() || failed(); }, peer_wait)) {
         // Each is told, and retires what it posted toward this node with a fence toward our SRQ, which must still
         // be there: its answer is waited for, but not beyond half of peer_wait again (a sender that does not
         // progress, or is gone, does not answer; the connection manager's leaving wait, set at btl_init).

@@ -51,7 +51,7 @@ struct CompletionSink {
 struct CountingSink : CompletionSink {
     static constexpr bool kCountsSources = true;
     [[gnu::always_inline]] void took(const ibv_wc &wc, bool first) noexcept {
-        m->srq_taken.count(xrc::SourceCounts::key(wc.slid, wc.src_qp), first);
+        m->srq_taken.count(xrc::source_key(wc.qp_num, wc.src_qp), first);
     }
 };
 
@@ -106,6 +106,10 @@ template <class Sink = CompletionSink>
 
 }  // namespace
 
+int mca_btl_xrc_poll_module(mca_btl_xrc_module_t *m) noexcept {
+    return mca_btl_xrc_failover_enabled() ? poll_module<CountingSink>(m) : poll_module(m);
+}
+
 void mca_btl_xrc_drain_completions(mca_btl_xrc_module_t *m) noexcept {
     // Bounded: a peer that keeps sending cannot hold the caller here.
     // With failover on, what is drained is counted as always (a rail is drained before it is given up).
@@ -129,6 +133,7 @@ namespace {
     if (m->serving.exchange(true, std::memory_order_acquire)) return;
     m->transport->tick();
     mca_btl_xrc_service_progress(m);
+    mca_btl_xrc_failover_serve(m);
     check_port_grace(m);
     m->serving.store(false, std::memory_order_release);
 }

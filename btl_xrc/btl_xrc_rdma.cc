@@ -16,7 +16,9 @@
 
 namespace {
 
-mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) { return reinterpret_cast<mca_btl_xrc_module_t *>(btl); }
+mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) {
+    return reinterpret_cast<mca_btl_xrc_module_t *>(btl);
+}
 
 int register_mem_cb(void *reg_data, void *base, size_t size, mca_rcache_base_registration_t *reg) {
     auto *m = static_cast<mca_btl_xrc_module_t *>(reg_data);
@@ -40,10 +42,26 @@ int deregister_mem_cb(void *reg_data, mca_rcache_base_registration_t *reg) {
     return OPAL_SUCCESS;
 }
 
+bool is_atomic(const xrc::SendOp &op) noexcept {
+    return op.wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || op.wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
+}
+
 // Every one-sided operation completes here, so flush sees it, even one posted without a callback (osc/rdma
 // leaves it out for a put that needs no clean-up).
 void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
+    // With several rails a failed send goes out again over another; an atomic never does: it may have executed
+    // (only its answer was lost), and its window is registered on this rail only. The job ends, saying so.
+    if (OPAL_UNLIKELY(status != IBV_WC_SUCCESS) && op->posted_on != 0 && is_atomic(*op) &&
+        mca_btl_xrc_failover_enabled() && !frag->module->finalizing) {
+        char what[256];
+        snprintf(what, sizeof(what),
+                 "an atomic %s failed with its rail (%s): it may have executed, so it is not sent again, and no "
+                 "other rail reaches the window it targets",
+                 op->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? "fetch-and-add" : "compare-and-swap",
+                 ibv_wc_status_str(status));
+        mca_btl_xrc_report_error(frag->module, frag->endpoint, what);
+    }
     if (frag->rdma_cb != nullptr && !frag->module->finalizing)
         frag->rdma_cb(&frag->module->super, frag->endpoint, frag->local_address, frag->local_handle, frag->rdma_context,
                       frag->rdma_cbdata, status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR);
@@ -76,23 +94,23 @@ void describe(const xrc::SendOp &op, char *out, size_t size) {
     const ibv_send_wr &wr = op.wr;
     const auto bytes = static_cast<unsigned long long>(wr.num_sge > 0 ? wr.sg_list[0].length : 0);
     switch (wr.opcode) {
-    case IBV_WR_RDMA_READ:
-        snprintf(out, size, "RDMA read of %llu bytes at 0x%llx", bytes, (unsigned long long)wr.wr.rdma.remote_addr);
-        break;
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-        snprintf(out, size, "RDMA write of %llu bytes at 0x%llx", bytes,
-                 (unsigned long long)wr.wr.rdma.remote_addr);
-        break;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-        snprintf(out, size, "atomic fetch-and-add at 0x%llx", (unsigned long long)wr.wr.atomic.remote_addr);
-        break;
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-        snprintf(out, size, "atomic compare-and-swap at 0x%llx", (unsigned long long)wr.wr.atomic.remote_addr);
-        break;
-    default:
-        snprintf(out, size, "send of %llu bytes", bytes);
-        break;
+        case IBV_WR_RDMA_READ:
+            snprintf(out, size, "RDMA read of %llu bytes at 0x%llx", bytes, (unsigned long long)wr.wr.rdma.remote_addr);
+            break;
+        case IBV_WR_RDMA_WRITE:
+        case IBV_WR_RDMA_WRITE_WITH_IMM:
+            snprintf(out, size, "RDMA write of %llu bytes at 0x%llx", bytes,
+                     (unsigned long long)wr.wr.rdma.remote_addr);
+            break;
+        case IBV_WR_ATOMIC_FETCH_AND_ADD:
+            snprintf(out, size, "atomic fetch-and-add at 0x%llx", (unsigned long long)wr.wr.atomic.remote_addr);
+            break;
+        case IBV_WR_ATOMIC_CMP_AND_SWP:
+            snprintf(out, size, "atomic compare-and-swap at 0x%llx", (unsigned long long)wr.wr.atomic.remote_addr);
+            break;
+        default:
+            snprintf(out, size, "send of %llu bytes", bytes);
+            break;
     }
 }
 
@@ -163,6 +181,16 @@ int atomic(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr
 
 }  // namespace
 
+int mca_btl_xrc_rdma_refuse(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                            mca_btl_base_registration_handle_t *local_handle, mca_btl_base_rdma_completion_fn_t cbfunc,
+                            void *cbcontext, void *cbdata) noexcept {
+    mca_btl_xrc_frag_t *frag = rdma_frag(m, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (frag == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    frag->op.posted_on = 0;
+    mca_btl_xrc_defer(m, frag, IBV_WC_GENERAL_ERR);
+    return OPAL_SUCCESS;
+}
+
 int mca_btl_xrc_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
                     uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
                     mca_btl_base_registration_handle_t *remote_handle, size_t size, int, int,
@@ -182,8 +210,8 @@ int mca_btl_xrc_get(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoin
 int mca_btl_xrc_atomic_fop(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
                            uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
                            mca_btl_base_registration_handle_t *remote_handle, mca_btl_base_atomic_op_t op,
-                           uint64_t operand, int flags, int, mca_btl_base_rdma_completion_fn_t cbfunc,
-                           void *cbcontext, void *cbdata) noexcept {
+                           uint64_t operand, int flags, int, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
+                           void *cbdata) noexcept {
     if (op != MCA_BTL_ATOMIC_ADD) return OPAL_ERR_NOT_SUPPORTED;
     return atomic(btl, endpoint, IBV_WR_ATOMIC_FETCH_AND_ADD, local_address, remote_address, local_handle,
                   remote_handle, operand, 0, flags, cbfunc, cbcontext, cbdata);
@@ -204,8 +232,8 @@ int mca_btl_xrc_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t
                              mca_btl_base_registration_handle_t *remote_handle, uint64_t compare, uint64_t value,
                              int flags, int, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                              void *cbdata) noexcept {
-    return atomic(btl, endpoint, IBV_WR_ATOMIC_CMP_AND_SWP, local_address, remote_address, local_handle,
-                  remote_handle, compare, value, flags, cbfunc, cbcontext, cbdata);
+    return atomic(btl, endpoint, IBV_WR_ATOMIC_CMP_AND_SWP, local_address, remote_address, local_handle, remote_handle,
+                  compare, value, flags, cbfunc, cbcontext, cbdata);
 }
 
 void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::SendQueue &queue,
@@ -256,9 +284,8 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
     if (mca_btl_xrc_failover_enabled() && !m->finalizing) {
         // Several rails: each operation of the queue completes with the error next, and a send goes out again over
         // another rail that reaches its peer (the job ends there if none does); RDMA falls back to sends in ob1.
-        BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s:%u: %s%s", opal_process_info.nodename,
-                        m->transport->device_name().c_str(), m->transport->port_num(), what,
-                        "; its queue's operations go to another rail");
+        BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s:%u: %s%s", opal_process_info.nodename, m->transport->device_name().c_str(),
+                        m->transport->port_num(), what, "; its queue's operations go to another rail");
         return;
     }
     mca_btl_xrc_report_error(m, endpoint, what);
@@ -301,8 +328,8 @@ mca_btl_base_registration_handle_t *mca_btl_xrc_register_mem(mca_btl_base_module
 
 int mca_btl_xrc_deregister_mem(mca_btl_base_module_t *btl, mca_btl_base_registration_handle_t *handle) noexcept {
     auto *m = as_xrc(btl);
-    auto *reg = reinterpret_cast<mca_btl_xrc_reg_t *>(reinterpret_cast<char *>(handle) -
-                                                      offsetof(mca_btl_xrc_reg_t, handle));
+    auto *reg =
+        reinterpret_cast<mca_btl_xrc_reg_t *>(reinterpret_cast<char *>(handle) - offsetof(mca_btl_xrc_reg_t, handle));
     m->rcache->rcache_deregister(m->rcache, &reg->base);
     return OPAL_SUCCESS;
 }

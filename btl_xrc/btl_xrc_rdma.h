@@ -26,6 +26,11 @@ int mca_btl_xrc_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t
                              mca_btl_base_registration_handle_t *remote_handle, uint64_t compare, uint64_t value,
                              int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                              void *cbdata) noexcept;
+// RDMA refused toward a peer its rail no longer reaches (btl_xrc_failover.cc): accepted, and its callback hears of
+// the failure from the next progress call. The lock is held.
+int mca_btl_xrc_rdma_refuse(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                            mca_btl_base_registration_handle_t *local_handle, mca_btl_base_rdma_completion_fn_t cbfunc,
+                            void *cbcontext, void *cbdata) noexcept;
 int mca_btl_xrc_flush(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint) noexcept;
 mca_btl_base_registration_handle_t *mca_btl_xrc_register_mem(mca_btl_base_module_t *btl,
                                                              mca_btl_base_endpoint_t *endpoint, void *base,

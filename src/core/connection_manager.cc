@@ -7,8 +7,11 @@ namespace xrc {
 
 NodeLink::NodeLink(ConnectionManager &cm, std::uint64_t port, std::uint32_t node, std::uint32_t owner,
                    std::uint32_t depth, std::uint32_t signal_interval)
-    : cm_(cm), port_(port), node_(node), owner_(owner), queue_(depth, signal_interval, node, &NodeLink::blocked, this) {
-}
+    : cm_(cm),
+      port_(port),
+      node_(node),
+      owner_(owner),
+      queue_(depth, signal_interval, node, &NodeLink::blocked, this) {}
 
 void NodeLink::blocked(void *self) noexcept {
     auto *link = static_cast<NodeLink *>(self);
@@ -18,12 +21,18 @@ void NodeLink::blocked(void *self) noexcept {
 
 const char *link_state_name(NodeLink::State state) noexcept {
     switch (state) {
-    case NodeLink::State::idle: return "idle";
-    case NodeLink::State::waiting: return "waiting";
-    case NodeLink::State::connecting: return "connecting";
-    case NodeLink::State::connected: return "connected";
-    case NodeLink::State::draining: return "draining";
-    case NodeLink::State::failed: return "failed";
+        case NodeLink::State::idle:
+            return "idle";
+        case NodeLink::State::waiting:
+            return "waiting";
+        case NodeLink::State::connecting:
+            return "connecting";
+        case NodeLink::State::connected:
+            return "connected";
+        case NodeLink::State::draining:
+            return "draining";
+        case NodeLink::State::failed:
+            return "failed";
     }
     return "unknown";
 }
@@ -359,16 +368,19 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
             case Deferred::Kind::open: {
                 NodeLink &link = *d.link;
                 ibv_qp *qp = nullptr;
+                std::uint32_t tgt_qpn = 0;
                 {
                     Guard g(*this);
-                    if (link.opening_ && link.state_ == NodeLink::State::connected && link.generation_ == d.generation &&
-                        !held_)
+                    if (link.opening_ && link.state_ == NodeLink::State::connected &&
+                        link.generation_ == d.generation && !held_) {
                         qp = link.ini_.get();
+                        tgt_qpn = link.tgt_qpn_;
+                    }
                     link.opening_ = false;
                 }
                 if (qp == nullptr) break;
                 // Queued sends go out; a post that fails completes its send here, outside the mutex.
-                link.queue_.open(qp);
+                link.queue_.open(qp, tgt_qpn);
                 Guard g(*this);
                 if (finalizing_ && link.state_ == NodeLink::State::connected) close(link);
                 break;
@@ -437,8 +449,7 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
         // was posted before was retired by the fence its answer waited for; only when that answer came too late
         // for a fence (this process did not progress while the creator waited) are unsignaled sends still
         // outstanding not waited for (docs/admin.md: finalize's bound).
-        if (link.leave_ == NodeLink::Leave::answered && !link.fence_posted_)
-            link.queue_.forget_unsignaled();
+        if (link.leave_ == NodeLink::Leave::answered && !link.fence_posted_) link.queue_.forget_unsignaled();
         if (link.queue_.needs_fence() && !link.fence_posted_ && !held_ && !link.target_left()) {
             const PortAddress *owner = host_.address_of(link.owner_);
             make_fence(link.fence_, owner != nullptr ? owner->srqs.front().srq_num : 0, &NodeLink::fence_done);
@@ -534,15 +545,33 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
         return;
     }
     switch (m.type) {
-    case CmType::Connect: on_connect(m, *from); break;
-    case CmType::Accept: on_accept(m, *from); break;
-    case CmType::Reject: on_reject(m); break;
-    case CmType::Close: on_close(m, *from); break;
-    case CmType::CloseAck: on_close_ack(m); break;
-    case CmType::Leaving: on_leaving(m); break;
-    case CmType::LeavingAck: on_leaving_ack(m); break;
-    case CmType::Address: on_address(m, *from); break;
-    case CmType::AddressAck: on_address_ack(m); break;
+        case CmType::Connect:
+            on_connect(m, *from);
+            break;
+        case CmType::Accept:
+            on_accept(m, *from);
+            break;
+        case CmType::Reject:
+            on_reject(m);
+            break;
+        case CmType::Close:
+            on_close(m, *from);
+            break;
+        case CmType::CloseAck:
+            on_close_ack(m);
+            break;
+        case CmType::Leaving:
+            on_leaving(m);
+            break;
+        case CmType::LeavingAck:
+            on_leaving_ack(m);
+            break;
+        case CmType::Address:
+            on_address(m, *from);
+            break;
+        case CmType::AddressAck:
+            on_address_ack(m);
+            break;
     }
 }
 
@@ -600,8 +629,8 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
     a.token = from.token;
     a.tgt_qpn = tgt->qp_num;
     send(from, a);
-    host_.note("accepted rank " + std::to_string(m.src_rank) + "'s connection (TGT QP " +
-               std::to_string(tgt->qp_num) + ")");
+    host_.note("accepted rank " + std::to_string(m.src_rank) + "'s connection (TGT QP " + std::to_string(tgt->qp_num) +
+               ")");
     if (config_.reciprocate && (config_.other_job || port_identity(from) != config_.my_port)) {
         try {  // not here: starting a connection may grow the completion queue that progress polls
             deferred_.push_back(
@@ -665,10 +694,9 @@ void ConnectionManager::on_reject(const CmMessage &m) noexcept {
 
 void ConnectionManager::answer_reject(const CmMessage &m) noexcept {
     for (NodeLink *link : connecting_) {
-        if (link->generation_ != m.generation || link->owner_ != m.src_rank || link->ini_qpn() != m.ini_qpn)
-            continue;
-        const std::string why = std::string("rank ") + std::to_string(m.src_rank) + " refused the connection: " +
-                                cm_reject_name(m.reason);
+        if (link->generation_ != m.generation || link->owner_ != m.src_rank || link->ini_qpn() != m.ini_qpn) continue;
+        const std::string why =
+            std::string("rank ") + std::to_string(m.src_rank) + " refused the connection: " + cm_reject_name(m.reason);
         // The rank chosen to make the TGT QP is leaving, but sends wait for other ranks of its node: through one
         // of them instead.
         if (m.reason == CmReject::Finalizing && link->queue_.has_pending()) {
@@ -699,6 +727,7 @@ void ConnectionManager::on_close(const CmMessage &m, const PortAddress &from) no
     // Also when nothing was made (yet): a copy of the CONNECT still on its way must not make a TGT QP nobody uses.
     auto &newest = closed_generation_[m.src_rank];
     newest = std::max(newest, m.generation);
+    if (m.tgt_qpn != 0) host_.source_closed(m.tgt_qpn, m.ini_qpn);
     if (handle_keeper_ != nullptr) {
         handle_keeper_->drop_handle(m.tgt_qpn, m.ini_qpn);
     } else if (auto it = opened_.find(m.tgt_qpn); it != opened_.end() && it->second.ini_qpn == m.ini_qpn) {
@@ -923,7 +952,7 @@ void ConnectionManager::resume() noexcept {
     }
     // Outside the manager's mutex: opening posts what queued, and a post that fails completes its send upward.
     for (NodeLink *link : reopen)
-        if (!link->queue_.broken()) link->queue_.open(link->ini_.get());
+        if (!link->queue_.broken()) link->queue_.open(link->ini_.get(), link->tgt_qpn_);
     host_.timers_changed();
     host_.unlock_queues();
 }

@@ -100,6 +100,10 @@ public:
     virtual void note(const std::string &what) noexcept = 0;
     // A timer was set (a connection started, a CLOSE is to be acknowledged): whoever serves timers looks again.
     virtual void timers_changed() noexcept {}
+    // The sender closed the connection from its INI QP `ini_qpn` to our TGT QP `tgt_qpn`, after its fence retired
+    // everything it posted there: nothing it carried will ever be sent again (replay_filter.h). Under the
+    // manager's mutex, on whichever thread serves datagrams: record it, act later.
+    virtual void source_closed(std::uint32_t /*tgt_qpn*/, std::uint32_t /*ini_qpn*/) noexcept {}
     // Around what tick() does to the links' send queues (opening, draining, failing them): the lock their other
     // users (senders, progress) hold, if any. Never held by the manager while it makes or readies a QP.
     virtual void lock_queues() noexcept {}
@@ -140,8 +144,8 @@ struct CmConfig {
     std::uint32_t my_rank = 0;
     std::uint32_t jobid = 0;
     std::uint32_t port_index = 0;
-    std::uint32_t my_node = 0;        // the launcher's node id: a label for messages
-    std::uint64_t my_port = 0;        // port_identity() of this process's address: what "my node" means here
+    std::uint32_t my_node = 0;  // the launcher's node id: a label for messages
+    std::uint64_t my_port = 0;  // port_identity() of this process's address: what "my node" means here
     std::uint64_t my_token = 0;
     std::uint32_t queue_depth = 512;
     std::uint32_t signal_interval = 32;
@@ -220,7 +224,7 @@ private:
     bool target_left() const noexcept { return leave_ != Leave::none; }
     std::uint32_t leave_mark_ = 0;
     std::uint64_t left_at_us_ = 0;
-    bool opening_ = false;  // accepted; tick() has yet to open its queue
+    bool opening_ = false;        // accepted; tick() has yet to open its queue
     bool start_pending_ = false;  // wanted; tick() makes its INI QP
 };
 
@@ -506,9 +510,9 @@ private:
     std::vector<NodeLink *> connecting_, connected_, draining_, waiting_;
     std::size_t clock_hand_ = 0;
     OwnedTgts owned_;
-    std::unordered_map<std::uint32_t, std::uint32_t> owned_qpns_;  // TGT QPN -> sender, for hold_tgt
+    std::unordered_map<std::uint32_t, std::uint32_t> owned_qpns_;         // TGT QPN -> sender, for hold_tgt
     std::unordered_map<std::uint32_t, std::uint32_t> closed_generation_;  // by sender: newest generation closed
-    std::unordered_map<std::uint32_t, OpenedTgt> opened_;        // by TGT QPN
+    std::unordered_map<std::uint32_t, OpenedTgt> opened_;                 // by TGT QPN
     std::vector<CloseNotice> notices_;
     // ADDRESS to one rank, until it answers. `old_lid`: the LID that rank last heard of (an earlier change it has
     // not acknowledged keeps its own old LID, so that it still recognises the port).

@@ -8,6 +8,7 @@
 
 #include "address.h"
 #include "eager_rdma.h"
+#include "replay_filter.h"
 #include "send_queue.h"
 #include "wire_format.h"
 
@@ -37,11 +38,13 @@ public:
     // until the first SRQ message to this peer is prepared on it.
     std::uint32_t imm_flags = 0;
 
-    EagerChannel eager;          // toward the peer's ring, once granted
+    EagerChannel eager;            // toward the peer's ring, once granted
     EagerRing *granted = nullptr;  // the ring this process granted the peer: our messages carry its consumed count
     EagerState eager_state = EagerState::off;
     std::uint32_t eager_sends = 0;  // SRQ sends so far while counting
     std::uint32_t eager_word = 0;   // index of our credit word while requested/active
+    // Several rails: the positions of the sends kept for replay toward this peer on this rail (replay_filter.h).
+    SendStreams streams;
 
     // The SRQ number of the smallest class that holds `bytes`, 0 if none does.
     std::uint32_t srq_for(std::size_t bytes) const noexcept {
@@ -82,6 +85,20 @@ public:
         op.wr.send_flags = 0;
         op.wr.qp_type.xrc.remote_srqn = srq_for(len);
         imm_flags = 0;
+    }
+    // An eager RDMA set-up message (kImmControl). It leaves the first-message flag to the next data message: a
+    // control message is neither counted nor numbered (replay_filter.h), so the first message of a connection,
+    // where both sides' counts start again, must be one that is.
+    void prepare_control(SendOp &op, const void *data, std::uint32_t len, std::uint32_t lkey) noexcept {
+        const std::uint32_t flags = imm_flags;
+        imm_flags = 0;
+        prepare_srq(op, data, len, lkey, kImmMarker | kImmControl);
+        imm_flags = flags;
+    }
+    // A send kept for replay (several rails), just prepared: its place in its stream.
+    [[gnu::always_inline]] void number(SendOp &op, bool ring) noexcept {
+        op.replay_stream = ring ? ReplayStream::ring : ReplayStream::srq;
+        op.replay_seq = streams.number(ring, !ring && (op.wr.imm_data & htonl(kImmFirst)) != 0);
     }
     // The prepared message could not be posted after all (sendi gives up): what prepare() took goes back.
     void unprepare(const SendOp &op, bool ring) noexcept {

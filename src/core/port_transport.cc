@@ -59,14 +59,18 @@ Result<std::unique_ptr<PortTransport>> PortTransport::make(std::shared_ptr<Opene
 
 PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port,
                              const TransportConfig &config, AddressLookup lookup, Listener listener)
-    : device_(std::move(device)), port_(port), lookup_(std::move(lookup)), listener_(std::move(listener)),
-      path_(config.path), health_(config.port_down_grace_us) {
+    : device_(std::move(device)),
+      port_(port),
+      lookup_(std::move(lookup)),
+      listener_(std::move(listener)),
+      path_(config.path),
+      health_(config.port_down_grace_us) {
     path_.port_num = port_.port;
     const ibv_mtu wanted = config.mtu_bytes != 0 ? mtu_from_bytes(config.mtu_bytes) : port_.port_attr.active_mtu;
     path_.mtu = std::min(wanted, port_.port_attr.active_mtu);
-    path_.max_rd_atomic = static_cast<std::uint8_t>(
-        std::min<int>(path_.max_rd_atomic, std::max(1, std::min(device_->device_attr.max_qp_rd_atom,
-                                                                device_->device_attr.max_qp_init_rd_atom))));
+    path_.max_rd_atomic = static_cast<std::uint8_t>(std::min<int>(
+        path_.max_rd_atomic,
+        std::max(1, std::min(device_->device_attr.max_qp_rd_atom, device_->device_attr.max_qp_init_rd_atom))));
     poll_batch_ = static_cast<std::uint32_t>(config.poll_batch);
     depth_ = static_cast<std::uint32_t>(std::min(config.send_queue_depth, device_->device_attr.max_qp_wr));
     signal_interval_ = static_cast<std::uint32_t>(config.signal_interval);
@@ -210,6 +214,24 @@ private:
     std::size_t links_ = 0;  // what this manager reserved, in other_links_
 };
 
+void PortTransport::source_closed(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {
+    {
+        std::lock_guard<std::mutex> guard(notes_mutex_);
+        try {
+            closed_sources_.push_back(source_key(tgt_qpn, ini_qpn));
+        } catch (...) {  // out of memory: that connection's count stays (one entry, never wrong)
+            return;
+        }
+    }
+    raise();
+}
+
+void PortTransport::take_closed_sources(std::vector<SourceKey> &out) noexcept {
+    out.clear();
+    std::lock_guard<std::mutex> guard(notes_mutex_);
+    out.swap(closed_sources_);
+}
+
 void PortTransport::attach_other(std::uint32_t jobid, Peer &peer, const PortAddress &address, std::uint32_t owner,
                                  AddressLookup lookup) {
     ConnectionManager *cm = others_->find(jobid);
@@ -292,7 +314,8 @@ void PortTransport::describe(StatusPort &out) const {
     out.xrcd_ino = domain_->file_ino();
     out.cm_qpn = address_.cm_qpn;
     for (const auto &pool : pools_)
-        out.srqs.push_back({pool->buffer_size(), pool->srq_num(), pool->count(), pool->posted(), pool->low_watermark()});
+        out.srqs.push_back(
+            {pool->buffer_size(), pool->srq_num(), pool->count(), pool->posted(), pool->low_watermark()});
     // The QP state each connection's INI QP was driven to: INIT until the target accepted, then RTS.
     auto qp_state = [](bool has_qp, bool ready, const SendQueue &queue) -> std::string {
         if (!has_qp) return {};
@@ -324,20 +347,22 @@ void PortTransport::describe(StatusPort &out) const {
                 out.tgts.push_back({tgt_qpn, "RTS", sender, 0, {}, ini_qpn, generation, other, false});
             });
     });
-    cm_->for_each_owned([&](std::uint32_t sender, std::uint32_t generation, std::uint32_t ini_qpn,
-                            std::uint32_t tgt_qpn) {
-        const PortAddress *from = lookup_(sender);
-        out.tgts.push_back({tgt_qpn,
-                            "RTS",
-                            sender,
-                            from != nullptr ? from->node_id : 0,
-                            {},
-                            ini_qpn,
-                            generation,
-                            cm_->config().jobid,
-                            false});
+    cm_->for_each_owned(
+        [&](std::uint32_t sender, std::uint32_t generation, std::uint32_t ini_qpn, std::uint32_t tgt_qpn) {
+            const PortAddress *from = lookup_(sender);
+            out.tgts.push_back({tgt_qpn,
+                                "RTS",
+                                sender,
+                                from != nullptr ? from->node_id : 0,
+                                {},
+                                ini_qpn,
+                                generation,
+                                cm_->config().jobid,
+                                false});
+        });
+    cm_->for_each_opened([&](std::uint32_t tgt_qpn, std::uint32_t ini_qpn) {
+        out.handles.push_back({tgt_qpn, ini_qpn});
     });
-    cm_->for_each_opened([&](std::uint32_t tgt_qpn, std::uint32_t ini_qpn) { out.handles.push_back({tgt_qpn, ini_qpn}); });
     if (loopback_ini_ && loopback_tgt_) {
         const std::uint32_t me = cm_->config().my_rank;
         StatusLink l;
@@ -499,7 +524,7 @@ bool PortTransport::port_up() noexcept {
     counters_->port_down_ms += (now - since) / 1000;
     cm_->resume();
     others_->for_each([](std::uint32_t, ConnectionManager &cm, bool) { cm.resume(); });
-    if (loopback_ini_ && !finalizing_) loopback_queue_->open(loopback_ini_.get());
+    if (loopback_ini_ && !finalizing_) loopback_queue_->open(loopback_ini_.get(), loopback_tgt_->qp_num);
     changed();
     return true;
 }
@@ -747,7 +772,7 @@ void PortTransport::open_loopback() noexcept {
     count_connection_opened(*counters_);
     changed();
     lock_queues();
-    if (!health_.down()) loopback_queue_->open(loopback_ini_.get());  // else port_up() opens it
+    if (!health_.down()) loopback_queue_->open(loopback_ini_.get(), loopback_tgt_->qp_num);  // else port_up() opens it
     unlock_queues();
 }
 

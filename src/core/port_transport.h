@@ -94,6 +94,10 @@ public:
     ~PortTransport() override;
 
     const PortAddress &address() const noexcept { return address_; }
+    // The fabric the port is on: the first half of its GID.
+    const std::uint8_t (&subnet_prefix() const noexcept)[8] {
+        return *reinterpret_cast<const std::uint8_t(*)[8]>(address_.gid);
+    }
     const std::string &device_name() const noexcept { return device_->name; }
     std::uint8_t port_num() const noexcept { return port_.port; }
     ibv_pd *pd() const noexcept { return pd_.get(); }
@@ -141,6 +145,9 @@ public:
     std::uint64_t serve_timers() noexcept;
     // Called (from any thread) when a timer was set, so that the serving thread looks again.
     void on_timers_changed(std::function<void()> wake) { wake_ = std::move(wake); }
+    // The connections whose senders closed them since the last call (replay_filter.h: their counts can go), into
+    // `out` (emptied first). Progress.
+    void take_closed_sources(std::vector<SourceKey> &out) noexcept;
     // Work for progress was recorded by another thread (the owner's own, like an async event): busy() says so.
     void raise() noexcept { service_due_.store(true, std::memory_order_release); }
     // Clears what raise() set; true if it was set.
@@ -242,6 +249,7 @@ private:
     void lock_queues() noexcept override {
         if (listener_.lock_queues) listener_.lock_queues();
     }
+    void source_closed(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept override;
     void unlock_queues() noexcept override {
         if (listener_.unlock_queues) listener_.unlock_queues();
     }
@@ -279,7 +287,8 @@ private:
     std::atomic<bool> service_due_{false};
     std::atomic<bool> changed_due_{false};
     std::mutex notes_mutex_;
-    std::vector<std::string> notes_;  // from the serving thread, said by tick()
+    std::vector<std::string> notes_;         // from the serving thread, said by tick()
+    std::vector<SourceKey> closed_sources_;  // under notes_mutex_: source_closed() until take_closed_sources()
     std::unique_ptr<XrcDomain> domain_;
     std::vector<std::unique_ptr<RecvPool>> pools_;
     std::unique_ptr<UdChannel> ud_;

@@ -46,9 +46,10 @@ int SendQueue::post_or_queue(SendOp &op) noexcept {
     return 0;
 }
 
-void SendQueue::open(ibv_qp *qp) noexcept {
+void SendQueue::open(ibv_qp *qp, std::uint32_t tgt_qpn) noexcept {
     if (broken_) return;
     qp_ = qp;
+    connection_ = source_key(tgt_qpn, qp->qp_num);
     open_ = true;
     if (pending_head_ == &closed_marker_) {
         pending_head_ = closed_marker_.next_pending;
@@ -92,6 +93,7 @@ void SendQueue::drain_pending() noexcept {
         if (pending_head_ == nullptr) pending_tail_ = nullptr;
         if (post_now(*op) != 0) {
             broken_ = true;
+            op->posted_on = 0;
             if (op->on_complete != nullptr) op->on_complete(op, IBV_WC_GENERAL_ERR);
             fail_all(IBV_WC_GENERAL_ERR);
             return;
@@ -105,6 +107,7 @@ void SendQueue::fail_all(ibv_wc_status status) noexcept {
         ++head_;
         if (slot.op != nullptr) {
             --outstanding_callbacks_;
+            slot.op->posted_on = connection_;
             slot.op->on_complete(slot.op, status);
         }
     }
@@ -114,8 +117,10 @@ void SendQueue::fail_all(ibv_wc_status status) noexcept {
         SendOp *next = op->next_pending;
         if (op == &closed_marker_)
             closed_marker_.next_pending = nullptr;
-        else if (op->on_complete != nullptr)
+        else if (op->on_complete != nullptr) {
+            op->posted_on = 0;
             op->on_complete(op, status);
+        }
         op = next;
     }
 }

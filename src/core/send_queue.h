@@ -16,6 +16,8 @@
 // posted before it on the same QP (completions are in order per QP).
 #pragma once
 
+#include "replay_filter.h"
+
 #include <infiniband/verbs.h>
 
 #include <atomic>
@@ -44,7 +46,7 @@ inline SendQueue *send_queue_of(std::uint64_t wr_id) noexcept {
 struct SendOp {
     enum class Unfilled { tag };
 
-    SendOp() noexcept : wr{}, sge{} {}
+    SendOp() noexcept : wr{}, sge{}, replay_seq(0), replay_stream(ReplayStream::fresh), posted_on(0) {}
     // Work request and scatter entry left as they are: for a temporary that Peer::prepare_ring or prepare_srq fills
     // in whole (every field a post reads), an inline send's, so that the send path does not zero them first.
     explicit SendOp(Unfilled) noexcept {}
@@ -53,6 +55,13 @@ struct SendOp {
     ibv_sge sge;
     SendCompletionFn on_complete = nullptr;  // null: nobody waits for this operation (inline send)
     SendOp *next_pending = nullptr;
+    // A send kept for replay with several rails (replay_filter.h): its place in its stream, set when it is numbered
+    // (left as they are by the Unfilled constructor: an inline send is never kept).
+    std::uint32_t replay_seq;
+    ReplayStream replay_stream;
+    // Set by the queue just before it completes the op with an error: the connection it was posted on, 0 when it
+    // never reached a QP. Read only by a failed op's callback, so the data path never writes it.
+    SourceKey posted_on;
 };
 
 // `op` as a fence: a signaled zero-length SEND_WITH_IMM carrying the no-op marker to `remote_srqn` (any SRQ of
@@ -116,8 +125,9 @@ public:
     // Posts now or queues until it can go out (the op must stay valid). 0, or an errno if the queue is broken.
     int post_or_queue(SendOp &op) noexcept;
 
-    // The connection is ready on `qp`: queued sends go out.
-    void open(ibv_qp *qp) noexcept;
+    // The connection is ready on `qp`, which reaches the TGT QP `tgt_qpn` (0: not told; what a failed op then
+    // names as its connection has no TGT QP number): queued sends go out.
+    void open(ibv_qp *qp, std::uint32_t tgt_qpn = 0) noexcept;
     // No new posts (they queue); what was posted still completes. Idempotent.
     void stop() noexcept;
     // Posts `op` (signaled) even though the queue is stopped: the fence that retires unsignaled requests before
@@ -178,6 +188,7 @@ private:
     void fail_all(ibv_wc_status status) noexcept;
 
     ibv_qp *qp_ = nullptr;
+    SourceKey connection_ = 0;  // what the ops posted on qp_ name as their connection when they fail
     std::uint32_t depth_;
     std::atomic<std::uint32_t> signal_interval_;
     std::uint32_t base_signal_interval_;

@@ -4,7 +4,8 @@
 //   the immediate data of every SRQ send (tag and flags),
 //   the footer of an eager RDMA ring message and the ring set-up messages (EagerControl),
 //   the connection manager's datagrams (CmMessage),
-//   the modex blob's header (its codec is address.cc).
+//   the modex blob's header (its codec is address.cc),
+//   the header of a message carried by another rail than its own (ForwardedHeader, failover.h).
 // All multi-byte fields of the datagrams and the blob are little endian, written and read field by field by
 // their codecs; the eager footer and control messages are read only by the same build on the same machine
 // type (a job runs one build), so they are plain structs.
@@ -30,11 +31,15 @@ inline constexpr std::uint32_t kImmNop = 0x0200u;
 inline constexpr std::uint32_t kImmFirst = 0x0400u;
 inline constexpr std::uint32_t kImmKnownFlags = kImmControl | kImmNop | kImmFirst;
 
-inline constexpr std::uint32_t make_imm(std::uint8_t tag) noexcept { return kImmMarker | tag; }
+inline constexpr std::uint32_t make_imm(std::uint8_t tag) noexcept {
+    return kImmMarker | tag;
+}
 inline constexpr bool imm_valid(std::uint32_t imm) noexcept {
     return (imm & kImmMarkerMask) == kImmMarker && (imm & kImmFlagMask & ~kImmKnownFlags) == 0;
 }
-inline constexpr std::uint8_t imm_tag(std::uint32_t imm) noexcept { return static_cast<std::uint8_t>(imm & 0xffu); }
+inline constexpr std::uint8_t imm_tag(std::uint32_t imm) noexcept {
+    return static_cast<std::uint8_t>(imm & 0xffu);
+}
 
 // ---------------------------------------------------------------------------------------- eager RDMA ring footer
 // The last 24 bytes of every span a writer puts into a peer's ring (layout in eager_rdma.h).
@@ -132,6 +137,26 @@ struct CmMessage {
 
     bool operator==(const CmMessage &) const = default;
 };
+
+// ----------------------------------------------------------------------------------------- forwarded message
+// With several rails, a message carried by another rail than the one it was sent for (the BTL's failover) travels
+// under a tag of its own behind this header: the rail it belongs to (its fabric: the GID's subnet prefix), its own
+// tag, and, for a copy sent again after that rail failed it, its place there (replay_filter.h): the stream
+// (ReplayStream), the connection (our TGT QP, the sender's INI QP) for the SRQ stream, the writer's rank for the
+// ring's, and the position. Read by failover.h's decoder, which refuses a short one or another version.
+inline constexpr std::uint32_t kForwardedMagic = 0x58465701u;  // "XFW" version 1
+struct ForwardedHeader {
+    std::uint32_t magic_version;
+    std::uint8_t tag;
+    std::uint8_t stream;
+    std::uint16_t reserved;
+    std::uint8_t subnet_prefix[8];
+    std::uint32_t tgt_qpn;
+    std::uint32_t ini_qpn;
+    std::uint32_t seq;
+    std::uint32_t rank;
+};
+static_assert(sizeof(ForwardedHeader) == 32);  // the message behind it stays 8-byte aligned
 
 // ------------------------------------------------------------------------------------------------- modex blob
 // The magic stays across versions, so that a blob of another version is named as such.
