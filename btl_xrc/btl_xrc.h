@@ -5,6 +5,7 @@
 
 #include "btl_xrc_ompi.h"
 
+#include "src/core/async_event_policy.h"
 #include "src/core/counters.h"
 #include "src/core/eager_manager.h"
 #include "src/core/registered_block.h"
@@ -267,14 +268,14 @@ void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_
 // Does what one asynchronous event of the device calls for (src/core/async_event_policy.h decides), on the module
 // the event is about (several ports of one device share a context, and so an async fd). Progress context only: a
 // fatal event calls the upper layer's error callback.
-void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *module, const struct ibv_async_event &event) noexcept;
+void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *module, const xrc::AsyncEventRecord &event) noexcept;
 // The port's grace period in microseconds (btl_xrc_port_down_grace, or the retry budget), 0 for no limit.
 uint64_t mca_btl_xrc_port_down_grace_us() noexcept;
 // A connection failed (its sends have completed with an error): reported with the rank it went through.
 void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *module, const xrc::NodeLink *link,
                                      const std::string &why) noexcept;
 // What one asynchronous event of the device means to the module (progress context: may report an error).
-void mca_btl_xrc_async_event(mca_btl_xrc_module_t *module, const struct ibv_async_event &event) noexcept;
+void mca_btl_xrc_async_event(mca_btl_xrc_module_t *module, const xrc::AsyncEventRecord &event) noexcept;
 
 // btl_xrc_service.cc: with btl_xrc_async_progress, a thread per module sleeps on the connection manager's
 // completion channel and the device's async fd, answers CONNECT and CLOSE, runs the manager's retransmissions,

@@ -56,26 +56,25 @@ void requery_port(mca_btl_xrc_module_t *m, const std::string &why) {
 
 }  // namespace
 
-void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const ibv_async_event &event) noexcept {
+void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const xrc::AsyncEventRecord &event) noexcept {
     try {
         xrc::EventSubject subject;
-        subject.type = event.event_type;
+        subject.type = event.type;
         mca_btl_xrc_module_t *target = m;
-        if (xrc::is_port_event(event.event_type)) {
-            subject.port_num = event.element.port_num;
-            if (auto *owner = find_module(
-                    m, [&](mca_btl_xrc_module_t *x) { return x->transport->port_num() == event.element.port_num; }))
+        if (xrc::is_port_event(event.type)) {
+            subject.port_num = event.port_num;
+            if (auto *owner =
+                    find_module(m, [&](mca_btl_xrc_module_t *x) { return x->transport->port_num() == event.port_num; }))
                 target = owner;
-        } else if (xrc::is_qp_event(event.event_type) && event.element.qp != nullptr) {
-            subject.qp_num = event.element.qp->qp_num;
+        } else if (xrc::is_qp_event(event.type) && event.qp_num != 0) {
+            subject.qp_num = event.qp_num;
             if (auto *owner = find_module(m, [&](mca_btl_xrc_module_t *x) {
                     return x->transport->role_of(subject.qp_num).kind != xrc::QpRole::Kind::unknown;
                 }))
                 target = owner;
             subject.role = target->transport->role_of(subject.qp_num);
-        } else if (event.event_type == IBV_EVENT_CQ_ERR && event.element.cq != nullptr) {
-            if (auto *owner =
-                    find_module(m, [&](mca_btl_xrc_module_t *x) { return x->transport->cq() == event.element.cq; }))
+        } else if (event.type == IBV_EVENT_CQ_ERR && event.cq != nullptr) {
+            if (auto *owner = find_module(m, [&](mca_btl_xrc_module_t *x) { return x->transport->cq() == event.cq; }))
                 target = owner;
         }
         const xrc::EventDecision d = xrc::decide_event(subject, target->transport->port_num());
@@ -117,8 +116,7 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const ibv_async_event &ev
                 // process fell behind its senders. Re-arm and say so (RNR retry is the backstop).
                 BTL_XRC_VERBOSE(10,
                                 "btl:xrc: SRQ low watermark reached; buffers are reposted as messages are consumed");
-                if (event.element.srq != nullptr && event.element.srq->srq_context != nullptr)
-                    (void)static_cast<xrc::RecvPool *>(event.element.srq->srq_context)->arm_limit();
+                if (event.srq_context != nullptr) (void)static_cast<xrc::RecvPool *>(event.srq_context)->arm_limit();
                 break;
             case xrc::EventVerdict::fatal: {
                 if (target->finalizing) {
@@ -129,13 +127,13 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const ibv_async_event &ev
                 }
                 // Several rails: a device that failed, or a completion queue that lost completions, takes its
                 // ports' rails with it; the job goes on if other rails reach every peer of theirs.
-                if (event.event_type == IBV_EVENT_DEVICE_FATAL) {
+                if (event.type == IBV_EVENT_DEVICE_FATAL) {
                     bool all = true;
                     for (const auto &module : mca_btl_xrc_component.modules)
                         if (module != nullptr && same_device(module.get(), target))
                             all = mca_btl_xrc_lose_rail(module.get(), d.what.c_str()) && all;
                     if (all) break;
-                } else if (event.event_type == IBV_EVENT_CQ_ERR && mca_btl_xrc_lose_rail(target, d.what.c_str())) {
+                } else if (event.type == IBV_EVENT_CQ_ERR && mca_btl_xrc_lose_rail(target, d.what.c_str())) {
                     break;
                 }
                 mca_btl_base_endpoint_t *endpoint = nullptr;

@@ -60,8 +60,9 @@ void async_event_cb(int, short, void *arg) {
     auto *m = static_cast<mca_btl_xrc_module_t *>(arg);
     ibv_async_event event{};
     while (ibv_get_async_event(m->transport->context(), &event) == 0) {
-        mca_btl_xrc_async_event(m, event);
+        const xrc::AsyncEventRecord record = xrc::record_event(event);
         ibv_ack_async_event(&event);
+        mca_btl_xrc_async_event(m, record);
     }
 }
 
@@ -69,7 +70,7 @@ void async_event_cb(int, short, void *arg) {
 
 // clang-format off
 // (the switch keeps the indentation it had inside the reading loop)
-void mca_btl_xrc_async_event(mca_btl_xrc_module_t *m, const ibv_async_event &event) noexcept {
+void mca_btl_xrc_async_event(mca_btl_xrc_module_t *m, const xrc::AsyncEventRecord &event) noexcept {
         ++m->counters.async_events;
         mca_btl_xrc_act_on_event(m, event);
 }

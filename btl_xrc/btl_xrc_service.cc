@@ -17,7 +17,7 @@
 
 struct mca_btl_xrc_service_t {
     std::mutex events_mutex;
-    std::vector<ibv_async_event> events;  // read and acknowledged, waiting for progress
+    std::vector<xrc::AsyncEventRecord> events;  // read and acknowledged, waiting for progress
     std::unique_ptr<xrc::ServiceThread> thread;
 };
 
@@ -31,7 +31,7 @@ void read_async_events(mca_btl_xrc_module_t *m) noexcept {
     while (ibv_get_async_event(m->transport->context(), &event) == 0) {
         try {
             std::lock_guard<std::mutex> guard(s.events_mutex);
-            s.events.push_back(event);
+            s.events.push_back(xrc::record_event(event));
         } catch (...) {  // out of memory: the event is lost, as the device may lose them
         }
         ibv_ack_async_event(&event);
@@ -80,11 +80,11 @@ void mca_btl_xrc_service_stop(mca_btl_xrc_module_t *m) noexcept {
 void mca_btl_xrc_service_progress(mca_btl_xrc_module_t *m) noexcept {
     mca_btl_xrc_service_t *s = m->service.get();
     if (s == nullptr) return;
-    std::vector<ibv_async_event> events;
+    std::vector<xrc::AsyncEventRecord> events;
     {
         std::lock_guard<std::mutex> guard(s->events_mutex);
         if (s->events.empty()) return;
         events.swap(s->events);
     }
-    for (const ibv_async_event &event : events) mca_btl_xrc_async_event(m, event);
+    for (const xrc::AsyncEventRecord &event : events) mca_btl_xrc_async_event(m, event);
 }

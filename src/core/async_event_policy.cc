@@ -155,4 +155,19 @@ EventDecision decide_event(const EventSubject &s, std::uint8_t my_port) {
     }
 }
 
+AsyncEventRecord record_event(const ibv_async_event &event) noexcept {
+    AsyncEventRecord record;
+    record.type = event.event_type;
+    if (is_port_event(event.event_type)) {
+        record.port_num = static_cast<std::uint8_t>(event.element.port_num);
+    } else if (is_qp_event(event.event_type)) {
+        if (event.element.qp != nullptr) record.qp_num = event.element.qp->qp_num;
+    } else if (event.event_type == IBV_EVENT_CQ_ERR) {
+        record.cq = event.element.cq;
+    } else if (event.event_type == IBV_EVENT_SRQ_LIMIT_REACHED || event.event_type == IBV_EVENT_SRQ_ERR) {
+        if (event.element.srq != nullptr) record.srq_context = event.element.srq->srq_context;
+    }
+    return record;
+}
+
 }  // namespace xrc

@@ -71,6 +71,18 @@ struct EventDecision {
     std::uint32_t peer_rank = UINT32_MAX;
 };
 
+// What acting on an event needs of it, copied when it is read. The reader acknowledges every event at once (a QP
+// or SRQ being destroyed waits for its events' acknowledgements), so by the time progress acts on it the objects
+// the event pointed to may be gone: only numbers and pointers compared, never followed, are kept.
+struct AsyncEventRecord {
+    ibv_event_type type = IBV_EVENT_COMM_EST;
+    std::uint8_t port_num = 0;     // port events
+    std::uint32_t qp_num = 0;      // QP events (0: the event named no QP)
+    const void *cq = nullptr;      // CQ events: compared with the port's CQ, never followed
+    void *srq_context = nullptr;   // SRQ events: the SRQ's context (its RecvPool, which outlives the SRQ's events)
+};
+AsyncEventRecord record_event(const ibv_async_event &event) noexcept;
+
 // The decision for one event seen by the module of port `my_port`.
 EventDecision decide_event(const EventSubject &subject, std::uint8_t my_port);
 
