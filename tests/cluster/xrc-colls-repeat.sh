@@ -6,7 +6,8 @@
 # xrc-colls-onesided.sh makes), each bounded by MPIRUN_TIMEOUT (90 s, as in make check), and counts the runs that
 # passed, failed and timed out; extra mpirun arguments come from COLLS_MPIRUN_ARGS. Each run's wall time is
 # printed; the output of a run that did not pass is kept in $COLLS_KEEP (default: the work dir, removed at the
-# end) as colls.N.out.
+# end) as colls.N.out. COLLS_FRESH=1: a new cluster for every run (the job is then the first one on freshly started
+# nodes and daemons, as in xrc-colls-onesided.sh).
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
 reps=${COLLS_REPS:-50}
@@ -15,6 +16,11 @@ keep=${COLLS_KEEP:-}
 up_cluster 4 3
 pass=0 failed=0 hung=0
 for ((i = 1; i <= reps; i++)); do
+    if [ "${COLLS_FRESH:-0}" = 1 ] && [ $i -gt 1 ]; then
+        expect_no_objects
+        sc down >/dev/null || die "simcluster down failed"
+        up_cluster 4 3 >/dev/null
+    fi
     t0=$EPOCHREALTIME
     # shellcheck disable=SC2086
     XRC_MPIRUN_ARGS="${COLLS_MPIRUN_ARGS:-}" xrc_run "$WORKDIR/out" "$hosts" self,vader,xrc "$MPI_DIR/collectives" \
