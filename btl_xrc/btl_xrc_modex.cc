@@ -145,20 +145,45 @@ int mca_btl_xrc_modex_publish(const mca_btl_xrc_modules_t &modules) noexcept {
     }
 }
 
+namespace {
+
+// The service thread needs a peer's address that no thread has fetched: it is not fetched there (a PMIx_Get that
+// goes to the launcher blocks the thread, and with it the connection manager's mutex and every lookup of the
+// main thread, for as long as the launcher takes: under load on Open MPI 5.0, once for the whole job), but asked
+// of progress. Called with the job's addresses_mutex held.
+void want(mca_btl_xrc_job_t &job, uint32_t jobid, uint32_t rank) {
+    for (const auto &w : job.wanted)
+        if (w.jobid == jobid && w.rank == rank) return;
+    job.wanted.push_back({jobid, rank});
+    job.addresses_wanted.store(true, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int module_index) noexcept {
     if (rank >= size) return nullptr;
     try {
-        std::lock_guard<std::mutex> guard(addresses_mutex);
-        auto it = addresses.find(rank);
-        if (it == addresses.end()) {
-            std::optional<xrc::ProcessAddress> decoded =
-                fetch_address(name_of(*this, rank), "rank " + std::to_string(rank));
-            if (decoded)
-                for (auto &port : decoded->ports)
-                    if (auto moved = moved_lids.find(xrc::port_identity(port)); moved != moved_lids.end())
-                        port.lid = moved->second;
-            it = addresses.emplace(rank, std::move(decoded)).first;
+        {
+            std::lock_guard<std::mutex> guard(addresses_mutex);
+            auto it = addresses.find(rank);
+            if (it != addresses.end()) {
+                if (!it->second || module_index < 0) return nullptr;
+                return xrc::paired_port(mine, static_cast<std::size_t>(module_index), *it->second);
+            }
+            if (mca_btl_xrc_serving) {
+                want(*this, jobid, rank);
+                mca_btl_xrc_wake_progress();
+                return nullptr;
+            }
         }
+        // Fetched without the mutex: the service thread keeps serving what it knows meanwhile.
+        std::optional<xrc::ProcessAddress> decoded = fetch_address(name_of(*this, rank), "rank " + std::to_string(rank));
+        std::lock_guard<std::mutex> guard(addresses_mutex);
+        if (decoded)
+            for (auto &port : decoded->ports)
+                if (auto moved = moved_lids.find(xrc::port_identity(port)); moved != moved_lids.end())
+                    port.lid = moved->second;
+        auto it = addresses.emplace(rank, std::move(decoded)).first;  // another thread's fetch, if first, stays
         if (!it->second || module_index < 0) return nullptr;
         return xrc::paired_port(mine, static_cast<std::size_t>(module_index), *it->second);
     } catch (...) {
@@ -166,24 +191,49 @@ const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int modul
     }
 }
 
-const xrc::PortAddress *mca_btl_xrc_job_t::other_port_address(uint32_t jobid, uint32_t rank,
+const xrc::PortAddress *mca_btl_xrc_job_t::other_port_address(uint32_t other_jobid, uint32_t rank,
                                                               int module_index) noexcept {
     try {
-        std::lock_guard<std::mutex> guard(addresses_mutex);
-        const uint64_t key = (uint64_t(jobid) << 32) | rank;
-        auto it = other_addresses.find(key);
-        if (it == other_addresses.end()) {
-            opal_process_name_t name = OPAL_PROC_MY_NAME;
-            name.jobid = jobid;
-            name.vpid = rank;
-            std::optional<xrc::ProcessAddress> decoded =
-                fetch_address(name, "rank " + std::to_string(rank) + " of job " + std::to_string(jobid));
-            it = other_addresses.emplace(key, std::move(decoded)).first;
+        const uint64_t key = (uint64_t(other_jobid) << 32) | rank;
+        {
+            std::lock_guard<std::mutex> guard(addresses_mutex);
+            auto it = other_addresses.find(key);
+            if (it != other_addresses.end()) {
+                if (!it->second || module_index < 0) return nullptr;
+                return xrc::paired_port(mine, static_cast<std::size_t>(module_index), *it->second);
+            }
+            if (mca_btl_xrc_serving) {
+                want(*this, other_jobid, rank);
+                mca_btl_xrc_wake_progress();
+                return nullptr;
+            }
         }
+        opal_process_name_t name = OPAL_PROC_MY_NAME;
+        name.jobid = other_jobid;
+        name.vpid = rank;
+        std::optional<xrc::ProcessAddress> decoded =
+            fetch_address(name, "rank " + std::to_string(rank) + " of job " + std::to_string(other_jobid));
+        std::lock_guard<std::mutex> guard(addresses_mutex);
+        auto it = other_addresses.emplace(key, std::move(decoded)).first;
         if (!it->second || module_index < 0) return nullptr;
         return xrc::paired_port(mine, static_cast<std::size_t>(module_index), *it->second);
     } catch (...) {
         return nullptr;
+    }
+}
+
+void mca_btl_xrc_job_t::fetch_wanted_addresses() noexcept {
+    std::vector<Wanted> fetch;
+    {
+        std::lock_guard<std::mutex> guard(addresses_mutex);
+        fetch.swap(wanted);
+        addresses_wanted.store(false, std::memory_order_relaxed);
+    }
+    for (const Wanted &w : fetch) {
+        if (w.jobid == jobid)
+            (void)port_address(w.rank, -1);
+        else
+            (void)other_port_address(w.jobid, w.rank, -1);
     }
 }
 

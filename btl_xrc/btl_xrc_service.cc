@@ -6,6 +6,7 @@
 // what must reach ob1 or a send queue (src/core/connection_manager.h), async events are read, acknowledged and
 // recorded here, and progress acts on both (PortTransport::tick, mca_btl_xrc_service_progress).
 #include "btl_xrc.h"
+#include "btl_xrc_job.h"
 
 #include "src/core/port_transport.h"
 #include "src/core/service_thread.h"
@@ -14,6 +15,15 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+thread_local bool mca_btl_xrc_serving = false;
+
+void mca_btl_xrc_wake_progress() noexcept {
+    // The modules are fixed once btl_init returned, and no peer can send a datagram before then (it needs this
+    // process's address, published at the end of btl_init and readable after the fence).
+    for (const auto &module : mca_btl_xrc_component.modules)
+        if (module->transport != nullptr) module->transport->raise();
+}
 
 struct mca_btl_xrc_service_t {
     std::mutex events_mutex;
@@ -48,7 +58,12 @@ int mca_btl_xrc_service_start(mca_btl_xrc_module_t *m) noexcept {
         m->service.reset(std::make_unique<mca_btl_xrc_service_t>().release());
         mca_btl_xrc_service_t *s = m->service.get();
         std::vector<xrc::ServiceThread::Source> sources;
-        sources.push_back({t->cm_event_fd(), [t] { t->serve_cm(); }});
+        // Datagrams: their senders are looked up without a PMIx call (mca_btl_xrc_job_t::port_address).
+        sources.push_back({t->cm_event_fd(), [t] {
+                               mca_btl_xrc_serving = true;
+                               t->serve_cm();
+                               mca_btl_xrc_serving = false;
+                           }});
         sources.push_back({t->context()->async_fd, [m] { read_async_events(m); }});
         s->thread = std::make_unique<xrc::ServiceThread>(std::move(sources), [t] { return t->serve_timers(); });
         xrc::ServiceThread *thread = s->thread.get();
@@ -78,6 +93,11 @@ void mca_btl_xrc_service_stop(mca_btl_xrc_module_t *m) noexcept {
 }
 
 void mca_btl_xrc_service_progress(mca_btl_xrc_module_t *m) noexcept {
+    // The peers whose datagrams the service thread dropped for want of their address: fetched here, so that their
+    // next retransmission is answered.
+    if (mca_btl_xrc_job_t *job = mca_btl_xrc_component.job.get();
+        job != nullptr && job->addresses_wanted.load(std::memory_order_relaxed))
+        job->fetch_wanted_addresses();
     mca_btl_xrc_service_t *s = m->service.get();
     if (s == nullptr) return;
     std::vector<xrc::AsyncEventRecord> events;
