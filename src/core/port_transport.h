@@ -139,8 +139,13 @@ public:
     void serve_cm() noexcept;
     // The serving thread: due retransmissions. Returns when next due (CLOCK_MONOTONIC us), UINT64_MAX if never.
     std::uint64_t serve_timers() noexcept;
-    // Called (from any thread) when a timer was set, so that the serving thread looks again.
-    void on_timers_changed(std::function<void()> wake) { wake_ = std::move(wake); }
+    // Called (from any thread) when a timer was set, so that the serving thread looks again. Replacing it waits for
+    // a call of the old one under way: once this returns with an empty function, the old one is never called again
+    // (the serving thread may be destroyed).
+    void on_timers_changed(std::function<void()> wake) {
+        std::lock_guard<std::mutex> g(wake_mutex_);
+        wake_ = std::move(wake);
+    }
     // Work for progress was recorded by another thread (the owner's own, like an async event): busy() says so.
     void raise() noexcept { service_due_.store(true, std::memory_order_release); }
     // Clears what raise() set; true if it was set.
@@ -237,6 +242,7 @@ private:
     void link_failed(const NodeLink &link, const std::string &why) noexcept override;
     void note(const std::string &what) noexcept override;
     void timers_changed() noexcept override {
+        std::lock_guard<std::mutex> g(wake_mutex_);  // a leaf: wake_ only pokes the serving thread's poll
         if (wake_) wake_();
     }
     void lock_queues() noexcept override {
@@ -275,6 +281,7 @@ private:
     CqPtr cq_;
     CompChannelPtr cm_channel_;  // served only: the UD QP's own CQ and its channel
     CqPtr cm_cq_;
+    std::mutex wake_mutex_;  // guards wake_: set by the owner, called by any thread that sets a timer
     std::function<void()> wake_;
     std::atomic<bool> service_due_{false};
     std::atomic<bool> changed_due_{false};
@@ -291,11 +298,14 @@ private:
     QpPtr loopback_ini_;
     QpPtr loopback_tgt_;
     SendOp loopback_fence_;
-    const char *loopback_failure_ = nullptr;
+    // The loopback pair could not be made (open_loopback, in tick()): reported once by the tick that takes it. Any
+    // progressing thread ticks; the mutex (a leaf) guards both.
+    std::mutex loopback_mutex_;
+    bool loopback_failed_ = false;
     std::atomic<bool> loopback_wanted_{false};  // a send queued: tick() makes the pair
-    PortHealth health_;
+    PortHealth health_;  // thread-safe itself; its transitions are made under the queues' lock (port_down/up)
     bool finalizing_ = false;
-    std::string loopback_error_;
+    std::string loopback_error_;  // why, under loopback_mutex_
     Counters uncounted_;  // until count_into() names the real ones
     Counters *counters_ = &uncounted_;
 };
