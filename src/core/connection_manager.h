@@ -527,8 +527,10 @@ private:
     std::size_t live_ini_ = 0;
     bool finalizing_ = false;
     bool held_ = false;
-    bool abandoned_ = false;           // the rail is given up for good (abandon)
-    std::uint64_t resumed_at_us_ = 0;  // when the port last came back (resume)
+    // The rail is given up for good (abandon).
+    bool abandoned_ = false;
+    // When the port last came back (resume).
+    std::uint64_t resumed_at_us_ = 0;
     std::unordered_map<std::uint64_t, std::unique_ptr<NodeLink>> links_;  // by port_identity()
     std::vector<NodeLink *> connecting_, connected_, draining_, waiting_;
     std::size_t clock_hand_ = 0;

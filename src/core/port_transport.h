@@ -173,6 +173,7 @@ public:
     bool lid_changed(std::uint16_t new_lid) noexcept;
     // The rail is given up for good (ConnectionManager::abandon), the on-node loopback queue with it.
     void abandon() noexcept;
+    bool abandoned() const noexcept { return cm_->abandoned(); }
     // The port has been down longer than the grace period (port_down_grace_us).
     bool port_grace_expired() noexcept { return health_.grace_expired(now_us()); }
     // What `op` is when the transport itself posted it (a link's drain fence, the loopback fence): a description;
