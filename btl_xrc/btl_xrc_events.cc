@@ -118,23 +118,27 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const xrc::AsyncEventReco
                                 "btl:xrc: SRQ low watermark reached; buffers are reposted as messages are consumed");
                 if (event.srq_context != nullptr) (void)static_cast<xrc::RecvPool *>(event.srq_context)->arm_limit();
                 break;
+            case xrc::EventVerdict::lose_rail:
             case xrc::EventVerdict::fatal: {
                 if (target->finalizing) {
-                    // Work still draining fails through its completions (and is counted there); the event
-                    // itself only says why.
-                    opal_output(0, "btl:xrc: %s: %s (during MPI_Finalize)", where(target).c_str(), d.what.c_str());
+                    // Completions discarded (CQ_ERR): what they would have reported is lost without a word, so
+                    // the event counts as lost work itself (the process exits 1). Otherwise work still draining
+                    // fails through its completions (and is counted there); the event itself only says why.
+                    if (d.lost_work)
+                        mca_btl_xrc_report_error(target, nullptr, d.what.c_str());
+                    else
+                        opal_output(0, "btl:xrc: %s: %s (during MPI_Finalize)", where(target).c_str(), d.what.c_str());
                     break;
                 }
-                // Several rails: a device that failed, or a completion queue that lost completions, takes its
-                // ports' rails with it; the job goes on if other rails reach every peer of theirs.
-                if (event.type == IBV_EVENT_DEVICE_FATAL) {
+                // Several rails: a device that failed takes its ports' rails with it; the job goes on if other
+                // rails reach every peer of theirs. Never for a completion queue that discarded completions
+                // (fatal): what they reported is gone, and no rail knows to send it again.
+                if (d.verdict == xrc::EventVerdict::lose_rail) {
                     bool all = true;
                     for (const auto &module : mca_btl_xrc_component.modules)
                         if (module != nullptr && same_device(module.get(), target))
                             all = mca_btl_xrc_lose_rail(module.get(), d.what.c_str()) && all;
                     if (all) break;
-                } else if (event.type == IBV_EVENT_CQ_ERR && mca_btl_xrc_lose_rail(target, d.what.c_str())) {
-                    break;
                 }
                 mca_btl_base_endpoint_t *endpoint = nullptr;
                 std::string what = d.what;

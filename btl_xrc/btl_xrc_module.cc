@@ -7,6 +7,7 @@
 #include "btl_xrc_job.h"
 #include "btl_xrc_rdma.h"
 
+#include "src/core/finalize.h"
 #include "src/core/port_transport.h"
 
 #include <arpa/inet.h>
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <string>
 
 #include <unistd.h>
 
@@ -382,106 +384,77 @@ mca_btl_base_descriptor_t *mca_btl_xrc_alloc(mca_btl_base_module_t *btl, mca_btl
 
 namespace {
 
-std::int64_t monotonic_ms() {
+std::uint64_t monotonic_us() {
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
-    return static_cast<std::int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+    return static_cast<std::uint64_t>(now.tv_sec) * 1000000u + static_cast<std::uint64_t>(now.tv_nsec) / 1000u;
 }
 
-// Calls progress until `done()` or `milliseconds` passed, sleeping a little between calls so that a process
-// waiting for its node's other ranks leaves them the CPU.
-template <class Done>
-bool progress_until_ms(mca_btl_xrc_module_t *m, Done done, std::int64_t milliseconds) {
-    const std::int64_t start = monotonic_ms();
-    for (;;) {
-        if (done()) return true;
-        const int events = mca_btl_xrc_progress_module(m);
-        mca_btl_xrc_status_tick();
-        if (events == 0) {
-            const timespec pause{0, 200000};
-            nanosleep(&pause, nullptr);
-        }
-        if (monotonic_ms() - start >= milliseconds) return done();
-    }
-}
-
-template <class Done>
-bool progress_until(mca_btl_xrc_module_t *m, Done done, int seconds) {
-    return progress_until_ms(m, done, static_cast<std::int64_t>(seconds) * 1000);
-}
-
-// The TGT QPs this process made for the peers it failed over from this module, dropped at finalize.
-void drop_lost_initiators(mca_btl_xrc_module_t *m) noexcept {
+// The TGT QPs this process made for the peers it failed over from this module, dropped at finalize; returns them.
+std::string drop_lost_initiators(mca_btl_xrc_module_t *m) noexcept {
+    std::string dropped;
     try {
-        std::string dropped;
         for (const auto &endpoint : m->endpoints_made) {
             if (endpoint->forward_to == nullptr) continue;
             const std::string these = m->transport->drop_initiator(endpoint->peer.rank);
             if (!these.empty()) dropped += (dropped.empty() ? "" : "; ") + these;
         }
-        if (!dropped.empty())
-            BTL_XRC_VERBOSE(10, "btl:xrc: %s: %s:%u: the rail is lost toward their senders: dropping %s",
-                            opal_process_info.nodename, m->transport->device_name().c_str(), m->transport->port_num(),
-                            dropped.c_str());
-    } catch (...) {  // out of memory for the note: what was not dropped goes after the peer wait
+    } catch (...) {  // out of memory for the list: what was not dropped goes after the peer wait
     }
+    return dropped;
 }
+
+// The module as finalize's order (src/core/finalize.h) sees it: its transport, and the peers its rail was lost to.
+class FinalizingModule final : public xrc::FinalizePort {
+public:
+    explicit FinalizingModule(mca_btl_xrc_module_t *m) noexcept : m_(m) {}
+    bool own_work_finished() noexcept override { return m_->transport->own_work_finished(); }
+    bool finished() noexcept override { return m_->transport->finished(); }
+    bool abandoned() noexcept override { return m_->transport->abandoned(); }
+    std::string leave_other_jobs() noexcept override { return m_->transport->leave_other_jobs(); }
+    std::string drop_lost_initiators() noexcept override {
+        return m_->counters.failovers != 0 ? ::drop_lost_initiators(m_) : std::string();
+    }
+    std::string leave_initiators() noexcept override { return m_->transport->leave_initiators(); }
+    std::string drop_initiators() noexcept override { return m_->transport->drop_initiators(); }
+
+private:
+    mca_btl_xrc_module_t *m_;
+};
 
 int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     auto *m = as_xrc(btl);
-    const int wait = mca_btl_xrc_component.params.finalize_wait;
     // What was accepted is delivered: every send queue drains (a connection still being made completes first) and
     // every connection is closed; the TGT QPs this process made stay until their initiators closed them too, so a
-    // sender still draining toward this node loses nothing. Errors from here on are peers that left: no error
-    // callback (Open MPI's error handling is being torn down).
+    // sender still draining toward this node loses nothing (the order and bounds: src/core/finalize.h). Errors from
+    // here on are peers that left: no error callback (Open MPI's error handling is being torn down).
     m->finalizing = true;
     static const mca_btl_active_message_callback_t no_receive_callbacks[MCA_BTL_TAG_MAX] = {};
     m->receive_callbacks = no_receive_callbacks;
     m->transport->begin_finalize();
     // A port that stayed down past its grace, or work that failed here (the process will exit with an error, and
-    // the peers it cannot reach will not answer): no reason to wait out finalize_wait.
+    // the peers it cannot reach will not answer): nothing more is waited for.
     const auto failed = [m] { return m->port_failure_reported || m->finalize_errors != 0; };
-    if (!progress_until(
-            m, [&] { return m->transport->own_work_finished() || failed(); }, wait))
-        BTL_XRC_VERBOSE(1, "btl:xrc: %s: connections still open after %d s at finalize", opal_process_info.nodename,
-                        wait);
-    // Other jobs' senders (a spawned child's parents, a job met through MPI_Comm_connect) go on past our
-    // finalize and would not close before the peer wait ran out: told now, they answer as soon as they
-    // progress, and what they posted toward us is retired by their fence like below.
-    const std::string others_told = failed() ? std::string() : m->transport->leave_other_jobs();
-    if (!others_told.empty())
-        BTL_XRC_VERBOSE(5, "btl:xrc: %s: %s:%d: MPI_Finalize: told other jobs' senders that this process leaves: %s",
-                        opal_process_info.nodename, m->transport->device_name().c_str(), m->transport->port_num(),
-                        others_told.c_str());
-    // What is left is other nodes' senders closing the TGT QPs we made for them. One that is alive but has not
-    // reached its own finalize (computing, stopped, or behind a launcher whose finalize fence is no barrier) would
-    // hold this process for up to finalize_wait: bounded by seconds, then it is told we leave.
-    // Several rails: the senders this rail was lost toward (their traffic went over another rail) cannot close
-    // through it what they had from us, nor answer LEAVING: their TGT QPs go now rather than after the wait.
-    if (m->counters.failovers != 0) drop_lost_initiators(m);
-    const int peer_wait = std::min(wait, mca_btl_xrc_component.params.finalize_peer_wait);
-    if (!failed() && !progress_until(
-                         m, [&] { return m->transport->finished() || failed(); }, peer_wait)) {
-        // Each is told, and retires what it posted toward this node with a fence toward our SRQ, which must still
-        // be there: its answer is waited for, but not beyond half of peer_wait again (a sender that does not
-        // progress, or is gone, does not answer; the connection manager's leaving wait, set at btl_init).
-        const std::string left = m->transport->leave_initiators();
-        const std::int64_t answer_wait_ms = static_cast<std::int64_t>(m->transport->leaving_wait_us() / 1000);
-        const std::int64_t asked = monotonic_ms();
-        if (!left.empty())
-            (void)progress_until_ms(
-                m, [&] { return m->transport->finished() || failed(); }, answer_wait_ms);
-        const std::string silent = m->transport->drop_initiators();
-        const std::string answers =
-            silent.empty() ? "every one answered (what it had posted before is retired)" : "no answer from " + silent;
-        if (!left.empty())
-            BTL_XRC_VERBOSE(1,
-                            "btl:xrc: %s: %s:%d: leaving MPI_Finalize after waiting %d s (btl_xrc_finalize_peer_wait) "
-                            "for senders to close the TGT QPs made for them: %s; each was told, signals every send "
-                            "from then on and closes without a fence; %s after %lld ms; the TGT QPs go with the "
-                            "last rank of this node holding them",
-                            opal_process_info.nodename, m->transport->device_name().c_str(), m->transport->port_num(),
-                            peer_wait, left.c_str(), answers.c_str(), static_cast<long long>(monotonic_ms() - asked));
+    const auto &params = mca_btl_xrc_component.params;
+    xrc::FinalizeConfig config;
+    config.wait_us = static_cast<std::uint64_t>(params.finalize_wait) * 1000000u;
+    config.peer_wait_us = static_cast<std::uint64_t>(params.finalize_peer_wait) * 1000000u;
+    config.answer_wait_us = m->transport->leaving_wait_us();
+    FinalizingModule port(m);
+    xrc::Finalize order(port, config, monotonic_us());
+    for (;;) {
+        order.step(monotonic_us(), failed());
+        for (const xrc::FinalizeNote &note : order.take_notes())
+            BTL_XRC_VERBOSE(note.verbosity, "btl:xrc: %s: %s:%u: %s", opal_process_info.nodename,
+                            m->transport->device_name().c_str(), m->transport->port_num(), note.text.c_str());
+        if (order.done()) break;
+        const int events = mca_btl_xrc_progress_module(m);
+        mca_btl_xrc_status_tick();
+        // Sleeping a little when there was nothing to do leaves the CPU to the node's other ranks we wait for.
+        if (events == 0) {
+            const timespec pause{0, 200000};
+            nanosleep(&pause, nullptr);
+        }
     }
     mca_btl_xrc_service_stop(m);  // before anything it serves goes
     m->transport->tick();         // what it recorded last (notes, status)
@@ -494,6 +467,7 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
                     static_cast<unsigned long long>(m->counters.failover_sends));
     mca_btl_xrc_report_counters(m);
     mca_btl_xrc_status_module_done(m);
+    mca_btl_xrc_failover_fini(m);  // completions still owed go back to their lists first
     mca_btl_xrc_async_fini(m);
     m->endpoints.reset();
     m->other_endpoints.reset();

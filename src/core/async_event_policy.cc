@@ -132,14 +132,18 @@ EventDecision decide_event(const EventSubject &s, std::uint8_t my_port) {
             return d;
         case IBV_EVENT_CQ_ERR:
             d.verdict = EventVerdict::fatal;
-            d.what = "the completion queue overran (CQ_ERR): completions were lost";
+            d.lost_work = true;
+            d.what =
+                "the completion queue overran (CQ_ERR): completions were discarded, among them messages whose "
+                "senders were told they arrived and sends whose owners will never hear: the job cannot go on "
+                "(no other rail knows what to send again)";
             return d;
         case IBV_EVENT_SRQ_ERR:
             d.verdict = EventVerdict::fatal;
             d.what = "a shared receive queue failed (SRQ_ERR): messages to this process can no longer be received";
             return d;
         case IBV_EVENT_DEVICE_FATAL:
-            d.verdict = EventVerdict::fatal;
+            d.verdict = EventVerdict::lose_rail;
             d.what = "the device reported a fatal error (DEVICE_FATAL)";
             return d;
         case IBV_EVENT_SRQ_LIMIT_REACHED:

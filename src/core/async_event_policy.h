@@ -15,7 +15,12 @@
 //   On a QP this port does not hold (destroyed meanwhile, or another port's): logged.
 // - LAST_WQE_REACHED on a TGT QP still in use: it entered the error state: the job ends naming the sender. On a
 //   QP that is being closed or is unknown: expected, ignored.
-// - CQ_ERR, SRQ_ERR, DEVICE_FATAL: completions or receives can no longer be trusted: the job ends.
+// - DEVICE_FATAL: the device's rails are lost: with other rails that reach every peer of theirs, the traffic moves
+//   there (what was in flight completes with an error and is sent again); otherwise the job ends.
+// - CQ_ERR: the completion queue overran and discarded completions, receives among them that the sender's HCA saw
+//   acknowledged (lost: nobody sends them again) and sends' completions (their owners never hear). Nothing says
+//   which, so no rail failover can make up for it: the job ends, and during MPI_Finalize it counts as lost work.
+// - SRQ_ERR: receives can no longer be trusted: the job ends.
 // - SRQ_LIMIT_REACHED: re-arm the watermark. COMM_EST, SQ_DRAINED, PATH_MIG: ignored (counted).
 #pragma once
 
@@ -52,7 +57,8 @@ enum class EventVerdict : std::uint8_t {
     resume,     // the port is active again: post what was held
     requery,    // the port's attributes may have changed: query it and log
     rearm_srq,  // an SRQ hit its low watermark
-    fatal,      // end the job (the message says what broke)
+    lose_rail,  // the port's rail is lost: fail its traffic over to other rails if they reach every peer, else fatal
+    fatal,      // end the job (the message says what broke), whatever other rails there are
 };
 
 struct EventSubject {
@@ -69,6 +75,9 @@ struct EventDecision {
     std::string what;
     // The rank the event ties to (the INI QP's target rank, the TGT QP's sender), or UINT32_MAX.
     std::uint32_t peer_rank = UINT32_MAX;
+    // The event itself means accepted work may have been lost without any completion saying so (CQ_ERR): during
+    // MPI_Finalize too it is an error of its own (the process exits 1), not only the cause of failed completions.
+    bool lost_work = false;
 };
 
 // What acting on an event needs of it, copied when it is read. The reader acknowledges every event at once (a QP

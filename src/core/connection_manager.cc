@@ -89,7 +89,7 @@ void ConnectionManager::connect(NodeLink &link) noexcept {
 }
 
 void ConnectionManager::connect_locked(NodeLink &link) noexcept {
-    if (link.state_ != NodeLink::State::idle || finalizing_) return;
+    if (link.state_ != NodeLink::State::idle || finalizing_ || abandoned_) return;
     if (config_.max_ini_qps != 0 && live_ini_ >= config_.max_ini_qps) return;
     start_later(link);
 }
@@ -111,7 +111,7 @@ void ConnectionManager::start_wanted() noexcept {
     links.swap(to_start_);
     for (NodeLink *link : links) {
         link->start_pending_ = false;
-        if (link->state_ != NodeLink::State::idle) continue;
+        if (link->state_ != NodeLink::State::idle || abandoned_) continue;
         if (config_.max_ini_qps != 0 && live_ini_ >= config_.max_ini_qps) {
             link->state_ = NodeLink::State::waiting;  // room is made by the next tick
             waiting_.push_back(link);
@@ -124,6 +124,10 @@ void ConnectionManager::start_wanted() noexcept {
 // A send queued on a link that is not open: connect it, making room under the cap first if needed.
 void ConnectionManager::wanted(NodeLink &link) noexcept {
     if (link.state_ != NodeLink::State::idle) return;
+    if (abandoned_) {  // its sends fail (upward: another rail takes them), nothing is made on this one
+        fail(link, "this rail was given up");
+        return;
+    }
     if (config_.max_ini_qps != 0 && live_ini_ >= config_.max_ini_qps) {
         link.state_ = NodeLink::State::waiting;
         waiting_.push_back(&link);
@@ -162,6 +166,7 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     link.tgt_qpn_ = 0;
     link.fence_posted_ = false;
     link.leave_ = NodeLink::Leave::none;
+    link.unfenced_ = false;
     link.state_ = NodeLink::State::connecting;
     const std::uint64_t now = host_.now_us();
     link.attempts_ = 0;
@@ -239,6 +244,7 @@ void ConnectionManager::retract(NodeLink &link, std::uint32_t tgt_qpn) noexcept 
 
 void ConnectionManager::notice(std::uint32_t rank, std::uint32_t generation, std::uint32_t ini_qpn,
                                std::uint32_t tgt_qpn) noexcept {
+    if (abandoned_) return;  // nothing goes out through a rail given up, and nothing is waited for
     for (const CloseNotice &n : notices_)
         if (n.rank == rank && n.generation == generation) return;
     const std::uint64_t now = host_.now_us();
@@ -284,6 +290,7 @@ void ConnectionManager::finish_close(NodeLink &link) noexcept {
     if (link.leave_ == NodeLink::Leave::retiring || link.leave_ == NodeLink::Leave::fenced) answer_leaving(link);
     const bool target_left = link.target_left();
     link.leave_ = NodeLink::Leave::none;
+    link.unfenced_ = false;
     link.queue_.detach();
     const std::uint32_t ini_qpn = link.ini_qpn();
     drop_ini(link);
@@ -445,11 +452,14 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
             continue;
         }
         // The TGT QP's creator left: its SRQ is gone (or going), and a fence naming it would put the shared TGT QP
-        // in error for every rank still holding it. Every send posted since LEAVING arrived is signaled, and what
-        // was posted before was retired by the fence its answer waited for; only when that answer came too late
-        // for a fence (this process did not progress while the creator waited) are unsignaled sends still
-        // outstanding not waited for (docs/admin.md: finalize's bound).
-        if (link.leave_ == NodeLink::Leave::answered && !link.fence_posted_) link.queue_.forget_unsignaled();
+        // in error for every rank still holding it; no other rank of that node promises to keep its SRQ either.
+        // Every send posted since LEAVING arrived is signaled, and what was posted before was retired by the fence
+        // its answer waited for. When that answer came too late for a fence (this process did not progress while
+        // the creator waited, or the port was down), unsignaled sends, to any rank of that node, may still be
+        // outstanding and only the HCA knows whether they were acknowledged: the INI QP is kept until its retry
+        // budget has passed with the port up. A request unacknowledged by then has failed with an error
+        // completion, which breaks the queue (above: reported as lost); so the others were acknowledged.
+        if (link.unfenced_ && !link.fence_posted_ && unfenced_retired(link, now)) link.queue_.forget_unsignaled();
         if (link.queue_.needs_fence() && !link.fence_posted_ && !held_ && !link.target_left()) {
             const PortAddress *owner = host_.address_of(link.owner_);
             make_fence(link.fence_, owner != nullptr ? owner->srqs.front().srq_num : 0, &NodeLink::fence_done);
@@ -597,6 +607,11 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
     r.token = from.token;
     if (finalizing_) {
         r.reason = CmReject::Finalizing;
+        send(from, r);
+        return;
+    }
+    if (abandoned_) {  // no TGT QP on a rail given up: the sender's traffic goes over another one
+        r.reason = CmReject::Resources;
         send(from, r);
         return;
     }
@@ -763,6 +778,7 @@ void ConnectionManager::on_leaving(const CmMessage &m) noexcept {
             leaving_.push_back(link.get());
         } catch (...) {  // out of memory: no fence; the creator stops waiting at its bound
             link->leave_ = NodeLink::Leave::answered;
+            answered_unfenced(*link);
         }
         host_.note("rank " + std::to_string(m.src_rank) + " is leaving with TGT QP " + std::to_string(m.tgt_qpn) +
                    " of the link to node " + std::to_string(link->node_) +
@@ -791,6 +807,7 @@ void ConnectionManager::settle_leaving(NodeLink &link, std::uint64_t now) noexce
             const PortAddress *owner = host_.address_of(link.owner_);
             if (owner == nullptr) {
                 link.leave_ = NodeLink::Leave::answered;
+                answered_unfenced(link);
                 unlist(leaving_, link);
                 return;
             }
@@ -808,7 +825,18 @@ void ConnectionManager::settle_leaving(NodeLink &link, std::uint64_t now) noexce
         }
     }
     if (live && link.leave_ == NodeLink::Leave::fenced && !queue.retired(link.leave_mark_)) return;
+    if (link.leave_ != NodeLink::Leave::fenced) answered_unfenced(link);
     answer_leaving(link);
+}
+
+bool ConnectionManager::unfenced_retired(const NodeLink &link, std::uint64_t now) const noexcept {
+    if (held_ || config_.retry_budget_us == 0) return false;  // no retransmission while down; 0: no bound
+    return now - std::max(link.unfenced_since_us_, resumed_at_us_) >= config_.retry_budget_us;
+}
+
+void ConnectionManager::answered_unfenced(NodeLink &link) noexcept {
+    link.unfenced_ = true;
+    link.unfenced_since_us_ = host_.now_us();
 }
 
 void ConnectionManager::answer_leaving(NodeLink &link) noexcept {
@@ -827,6 +855,7 @@ std::string ConnectionManager::describe(const OwnedTgt &t) const {
 std::string ConnectionManager::leave_initiators() noexcept {
     Guard g(*this);
     std::string left;
+    if (abandoned_) return left;  // nobody can answer through it, and finished() does not wait for them
     const std::uint64_t now = host_.now_us();
     for (auto &[k, t] : owned_) {
         if (!t.leaving) {
@@ -930,9 +959,10 @@ void ConnectionManager::resume() noexcept {
     host_.lock_queues();
     {
         Guard g(*this);
-        if (held_) {
+        if (held_ && !abandoned_) {
             held_ = false;
             const std::uint64_t now = host_.now_us();
+            resumed_at_us_ = now;
             for (NodeLink *link : connecting_) {
                 link->deadline_us_ = now + config_.connect_timeout_us;
                 link->retry_us_ = config_.first_retry_us;
@@ -962,12 +992,35 @@ void ConnectionManager::abandon(ibv_wc_status status) noexcept {
     std::vector<NodeLink *> links;
     {
         Guard g(*this);
-        held_ = true;  // nothing reopens them
+        if (abandoned_) {
+            host_.unlock_queues();
+            return;
+        }
+        abandoned_ = true;
+        held_ = true;  // nothing is posted or reopened
         try {
             links.reserve(links_.size());
             for (const auto &[port, link] : links_) links.push_back(link.get());
         } catch (...) {  // out of memory: the queues fail through their own completions instead
         }
+        // Nothing left to wait for through the rail: connections being made, drained or waiting for room end
+        // here (failed, quietly: the owner gave the rail up and moves their traffic), CLOSE, LEAVING and ADDRESS
+        // are no longer retransmitted. Their deadlines would never have expired: held_ stops them.
+        for (const auto &[port, link] : links_) {
+            link->state_ = NodeLink::State::failed;
+            link->opening_ = false;
+            link->start_pending_ = false;
+        }
+        connecting_.clear();
+        connected_.clear();
+        draining_.clear();
+        waiting_.clear();
+        to_start_.clear();
+        leaving_.clear();
+        notices_.clear();
+        address_notices_.clear();
+        for (auto &[k, t] : owned_) t.leaving = false;
+        awaiting_leaving_ack_ = 0;
     }
     // Outside the manager's mutex: failing a queue completes its operations upward, which may send elsewhere.
     for (NodeLink *link : links) {

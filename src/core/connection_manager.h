@@ -162,6 +162,11 @@ struct CmConfig {
     // The initiator fences toward the creator's SRQ only within half of it after LEAVING arrived, so that the
     // fence finds that SRQ still there with time to spare.
     std::uint64_t leaving_wait_us = 2500000;
+    // How long the HCA retransmits a request nobody acknowledges before it fails it (retry_budget_us() of the
+    // path's timeout and retry count; 0: without limit). An INI QP whose unsignaled sends no fence may retire (the
+    // TGT QP's creator left) is kept that long after its last unsignaled post, with the port up: a request still
+    // unacknowledged by then has failed with an error completion, so the others were acknowledged.
+    std::uint64_t retry_budget_us = 34359738;  // timeout 20, retry count 7
     // Accepting a connection from a node this process has no connection to starts one back (MPI traffic almost
     // always goes both ways: replies, rendezvous acknowledgements), unless the cap would need an eviction.
     bool reciprocate = true;
@@ -224,7 +229,11 @@ private:
     bool target_left() const noexcept { return leave_ != Leave::none; }
     std::uint32_t leave_mark_ = 0;
     std::uint64_t left_at_us_ = 0;
-    bool opening_ = false;        // accepted; tick() has yet to open its queue
+    // Answered without a fence (too late for one): since then every post is signaled, so the unsignaled requests
+    // still outstanding were all posted before this moment.
+    bool unfenced_ = false;
+    std::uint64_t unfenced_since_us_ = 0;
+    bool opening_ = false;  // accepted; tick() has yet to open its queue
     bool start_pending_ = false;  // wanted; tick() makes its INI QP
 };
 
@@ -304,11 +313,23 @@ public:
     void hold() noexcept;
     // The port is back: queued sends go out, and connections under way get their full timeout again from now.
     void resume() noexcept;
-    bool held() const noexcept { return held_; }
+    bool held() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return held_;
+    }
     // The port is given up for good (another rail carries its traffic): every INI QP is moved to the error state,
     // so the HCA neither retransmits nor delivers what was posted any more, and every link's queue fails with
-    // `status`: what was in flight or queued completes upward with it. The links stay (broken) until finalize.
+    // `status`: what was in flight or queued completes upward with it, once. The links stay (failed, their QPs
+    // in error) until the manager goes. Nothing is waited for through the rail from then on: no CONNECT, CLOSE,
+    // LEAVING or ADDRESS is (re)sent, no connection is made (a send that queues fails; a CONNECT is refused), and
+    // finalize does not wait for initiators to close the TGT QPs made for them (they cannot reach us through
+    // it): busy() is false once the recorded work is done, finished() once this process's own work is.
+    // Idempotent; resume() does nothing after it.
     void abandon(ibv_wc_status status) noexcept;
+    bool abandoned() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return abandoned_;
+    }
     // The link whose send queue `queue` is, or null.
     const NodeLink *link_of(const SendQueue &queue) const noexcept;
     // True when `op` is a link's drain fence (posted by this manager, owned by no upper layer).
@@ -331,7 +352,7 @@ public:
     // (so a node that leaves first takes nothing from a sender that still drains toward it).
     bool finished() const noexcept {
         std::lock_guard<std::mutex> g(mutex_);
-        return own_work_finished_locked() && owned_.empty();
+        return own_work_finished_locked() && (owned_.empty() || abandoned_);
     }
 
     // Finalize's own part is done: drained, every CLOSE acknowledged; only initiators may still hold TGT QPs of ours.
@@ -415,7 +436,7 @@ private:
     }
     bool own_work_finished_locked() const noexcept { return drained_locked() && notices_.empty() && deferred_.empty(); }
     void refresh_due() noexcept {
-        const bool due = held_ || !connecting_.empty() || !draining_.empty() || !waiting_.empty() ||
+        const bool due = (held_ && !abandoned_) || !connecting_.empty() || !draining_.empty() || !waiting_.empty() ||
                          !notices_.empty() || !deferred_.empty() || !to_start_.empty() || !leaving_.empty() ||
                          awaiting_leaving_ack_ != 0 || !address_notices_.empty();
         due_.store(due, std::memory_order_relaxed);
@@ -486,6 +507,10 @@ private:
     void migrate_toward(std::uint64_t port, std::uint16_t old_lid, std::uint16_t new_lid) noexcept;
     void settle_leaving(NodeLink &link, std::uint64_t now) noexcept;
     void answer_leaving(NodeLink &link) noexcept;
+    // LEAVING is answered without a fence: what was posted unsignaled before is waited out (unfenced_retired).
+    void answered_unfenced(NodeLink &link) noexcept;
+    // The HCA's retry budget has passed, with the port up, since `link` answered LEAVING without a fence.
+    bool unfenced_retired(const NodeLink &link, std::uint64_t now) const noexcept;
     void resend_leaving(std::uint64_t now) noexcept;
     std::string describe(const OwnedTgt &t) const;
     void resend_notices(std::uint64_t now) noexcept;
@@ -506,6 +531,10 @@ private:
     std::size_t live_ini_ = 0;
     bool finalizing_ = false;
     bool held_ = false;
+    // The rail is given up for good (abandon).
+    bool abandoned_ = false;
+    // When the port last came back (resume).
+    std::uint64_t resumed_at_us_ = 0;
     std::unordered_map<std::uint64_t, std::unique_ptr<NodeLink>> links_;  // by port_identity()
     std::vector<NodeLink *> connecting_, connected_, draining_, waiting_;
     std::size_t clock_hand_ = 0;

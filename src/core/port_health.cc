@@ -11,6 +11,7 @@ std::uint64_t retry_budget_us(std::uint8_t timeout, std::uint8_t retry_cnt) noex
 }
 
 bool PortHealth::on_down(std::uint64_t now_us) noexcept {
+    std::lock_guard<std::mutex> g(mutex_);
     if (down_) return false;
     down_ = true;
     down_since_us_ = now_us;
@@ -18,8 +19,10 @@ bool PortHealth::on_down(std::uint64_t now_us) noexcept {
     return true;
 }
 
-bool PortHealth::on_up(std::uint64_t now_us) noexcept {
+bool PortHealth::on_up(std::uint64_t now_us, std::uint64_t *since_us) noexcept {
+    std::lock_guard<std::mutex> g(mutex_);
     if (!down_) return false;
+    if (since_us != nullptr) *since_us = down_since_us_;
     down_ = false;
     ++ups_;
     const std::uint64_t lasted = now_us - down_since_us_;

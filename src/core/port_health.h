@@ -5,10 +5,14 @@
 // down port is not an error by itself: new posts are held (they queue, as on a link still being connected), and
 // the job ends only when a work request really fails or the port stays down longer than the grace period.
 //
-// Plain state and arithmetic (no verbs calls, no clock of its own): the caller passes the time.
+// State and arithmetic (no verbs calls, no clock of its own): the caller passes the time. Every progressing thread
+// may ask and report at once (events are acted on by whichever thread progresses): each member is one step under
+// the object's own mutex, a leaf lock, so that exactly one of two threads that see the port go down (or up) is told
+// it changed. What the caller does on a change (holding or resuming the sends) it serializes itself.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 
 namespace xrc {
 
@@ -21,29 +25,52 @@ class PortHealth {
 public:
     // `grace_us`: how long the port may stay down before grace_expired() (0: forever).
     explicit PortHealth(std::uint64_t grace_us = 0) noexcept : grace_us_(grace_us) {}
+    PortHealth(const PortHealth &) = delete;
+    PortHealth &operator=(const PortHealth &) = delete;
 
-    bool down() const noexcept { return down_; }
-    std::uint64_t down_since_us() const noexcept { return down_since_us_; }
-    std::uint64_t grace_us() const noexcept { return grace_us_; }
+    bool down() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return down_;
+    }
+    std::uint64_t down_since_us() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return down_since_us_;
+    }
+    std::uint64_t grace_us() const noexcept { return grace_us_; }  // fixed at construction
     // Times the port went down and came back, and the longest time it stayed down so far.
-    std::uint64_t downs() const noexcept { return downs_; }
-    std::uint64_t ups() const noexcept { return ups_; }
-    std::uint64_t longest_down_us() const noexcept { return longest_down_us_; }
+    std::uint64_t downs() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return downs_;
+    }
+    std::uint64_t ups() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return ups_;
+    }
+    std::uint64_t longest_down_us() const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return longest_down_us_;
+    }
 
     // PORT_ERR (or a query that found the port not active). True when the port was up until now: posts are to
     // be held from here on.
     bool on_down(std::uint64_t now_us) noexcept;
     // PORT_ACTIVE (or a query that found it active). True when the port was down until now: held posts resume.
-    bool on_up(std::uint64_t now_us) noexcept;
+    // `since_us`, when given, receives when it went down (for the time spent down).
+    bool on_up(std::uint64_t now_us, std::uint64_t *since_us = nullptr) noexcept;
     // The port has stayed down longer than the grace period: time to end the job.
     bool grace_expired(std::uint64_t now_us) const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
         return down_ && grace_us_ != 0 && now_us - down_since_us_ > grace_us_;
     }
     // How long the port has been down (0 when up).
-    std::uint64_t down_for_us(std::uint64_t now_us) const noexcept { return down_ ? now_us - down_since_us_ : 0; }
+    std::uint64_t down_for_us(std::uint64_t now_us) const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return down_ ? now_us - down_since_us_ : 0;
+    }
 
 private:
-    std::uint64_t grace_us_;
+    mutable std::mutex mutex_;
+    const std::uint64_t grace_us_;
     bool down_ = false;
     std::uint64_t down_since_us_ = 0;
     std::uint64_t downs_ = 0;

@@ -160,6 +160,7 @@ Result<void> PortTransport::open(const TransportConfig &config) {
     cm.my_port = port_identity(address_);
     cm.queue_depth = depth_;
     cm.signal_interval = signal_interval_;
+    cm.retry_budget_us = retry_budget_us(path_.timeout, path_.retry_count);
     CmHost &host = *this;  // (a private base: converted here, where it is accessible)
     cm_ = std::make_unique<ConnectionManager>(host, cm);
     others_ = std::make_unique<JobManagers>(*cm_);
@@ -476,9 +477,18 @@ void PortTransport::flush_serving_notes() noexcept {
 void PortTransport::tick() noexcept {
     if (take_raised()) flush_serving_notes();
     if (loopback_wanted_.exchange(false)) open_loopback();
-    if (loopback_failure_ != nullptr) {
-        const std::string why = loopback_error_;
-        loopback_failure_ = nullptr;
+    // Taken and cleared in one step: of the threads that tick at once, one reports it.
+    bool failed = false;
+    std::string why;
+    {
+        std::lock_guard<std::mutex> g(loopback_mutex_);
+        if (loopback_failed_) {
+            failed = true;
+            loopback_failed_ = false;
+            why.swap(loopback_error_);
+        }
+    }
+    if (failed) {
         lock_queues();
         loopback_queue_->fail(IBV_WC_GENERAL_ERR);
         unlock_queues();
@@ -506,27 +516,39 @@ bool PortTransport::any_broken() const noexcept {
     return broken;
 }
 
+// Any progressing thread may act on the port's events at once: the queues' lock (recursive; the managers' hold and
+// resume take it again) makes each transition one step, so that the port's health, the managers' holds and the
+// loopback queue always change in the same order, and only the thread that saw the change acts on it.
 bool PortTransport::port_down() noexcept {
-    if (!health_.on_down(now_us())) return false;
-    ++counters_->port_downs;
-    cm_->hold();
-    others_->for_each([](std::uint32_t, ConnectionManager &cm, bool) { cm.hold(); });
-    loopback_queue_->stop();
-    changed();
-    return true;
+    lock_queues();
+    const bool was_up = health_.on_down(now_us());
+    if (was_up) {
+        ++counters_->port_downs;
+        cm_->hold();
+        others_->for_each([](std::uint32_t, ConnectionManager &cm, bool) { cm.hold(); });
+        loopback_queue_->stop();
+    }
+    unlock_queues();
+    if (was_up) changed();
+    return was_up;
 }
 
 bool PortTransport::port_up() noexcept {
+    lock_queues();
     const std::uint64_t now = now_us();
-    const std::uint64_t since = health_.down_since_us();
-    if (!health_.on_up(now)) return false;
-    ++counters_->port_ups;
-    counters_->port_down_ms += (now - since) / 1000;
-    cm_->resume();
-    others_->for_each([](std::uint32_t, ConnectionManager &cm, bool) { cm.resume(); });
-    if (loopback_ini_ && !finalizing_) loopback_queue_->open(loopback_ini_.get(), loopback_tgt_->qp_num);
-    changed();
-    return true;
+    std::uint64_t since = now;
+    const bool was_down = health_.on_up(now, &since);
+    if (was_down) {
+        ++counters_->port_ups;
+        counters_->port_down_ms += (now - since) / 1000;
+        cm_->resume();
+        others_->for_each([](std::uint32_t, ConnectionManager &cm, bool) { cm.resume(); });
+        if (loopback_ini_ && !finalizing_ && !cm_->abandoned())
+            loopback_queue_->open(loopback_ini_.get(), loopback_tgt_->qp_num);
+    }
+    unlock_queues();
+    if (was_down) changed();
+    return was_down;
 }
 
 void PortTransport::fail_qp(ibv_qp *qp) noexcept {
@@ -750,13 +772,21 @@ void PortTransport::loopback_blocked(void *self) noexcept {
 // leaves only when every local rank has stopped receiving (leave_node).
 void PortTransport::open_loopback() noexcept {
     lock_queues();
-    const bool wanted = !loopback_ini_ && loopback_failure_ == nullptr && !loopback_queue_->broken();
+    bool wanted = !loopback_ini_ && !loopback_queue_->broken();
     unlock_queues();
+    {
+        std::lock_guard<std::mutex> g(loopback_mutex_);
+        wanted = wanted && !loopback_failed_;
+    }
     if (!wanted) return;
     // Reported by tick(), with the queue's other failures.
     auto failed = [this](const std::string &why) noexcept {
-        loopback_error_ = why;
-        loopback_failure_ = "loopback";
+        std::lock_guard<std::mutex> g(loopback_mutex_);
+        try {
+            loopback_error_ = why;
+        } catch (...) {  // out of memory: reported without the reason
+        }
+        loopback_failed_ = true;
     };
     auto made_ini = create_ini();
     if (!made_ini) return failed(made_ini.error().message());
@@ -767,13 +797,16 @@ void PortTransport::open_loopback() noexcept {
     if (auto connected = connect_ini(ini.get(), address_, tgt->qp_num); !connected)
         return failed(connected.error().message());
     if (!reserve_completions(cm_->live_ini_qps())) return failed("the completion queue cannot grow");
+    // Under the queues' lock, as port_up() reads them and opens the queue: the port's state cannot change between
+    // the test and the open.
+    lock_queues();
     loopback_ini_ = std::move(ini);
     loopback_tgt_ = std::move(tgt);
     count_connection_opened(*counters_);
-    changed();
-    lock_queues();
-    if (!health_.down()) loopback_queue_->open(loopback_ini_.get(), loopback_tgt_->qp_num);  // else port_up() opens it
+    if (!health_.down() && !cm_->abandoned())
+        loopback_queue_->open(loopback_ini_.get(), loopback_tgt_->qp_num);  // else port_up() opens it
     unlock_queues();
+    changed();
 }
 
 PathSettings PortTransport::path_toward(const PortAddress &remote) const noexcept {

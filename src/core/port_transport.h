@@ -143,8 +143,13 @@ public:
     void serve_cm() noexcept;
     // The serving thread: due retransmissions. Returns when next due (CLOCK_MONOTONIC us), UINT64_MAX if never.
     std::uint64_t serve_timers() noexcept;
-    // Called (from any thread) when a timer was set, so that the serving thread looks again.
-    void on_timers_changed(std::function<void()> wake) { wake_ = std::move(wake); }
+    // Called (from any thread) when a timer was set, so that the serving thread looks again. Replacing it waits for
+    // a call of the old one under way: once this returns with an empty function, the old one is never called again
+    // (the serving thread may be destroyed).
+    void on_timers_changed(std::function<void()> wake) {
+        std::lock_guard<std::mutex> g(wake_mutex_);
+        wake_ = std::move(wake);
+    }
     // The connections whose senders closed them since the last call (replay_filter.h: their counts can go), into
     // `out` (emptied first). Progress.
     void take_closed_sources(std::vector<SourceKey> &out) noexcept;
@@ -175,6 +180,7 @@ public:
     bool lid_changed(std::uint16_t new_lid) noexcept;
     // The rail is given up for good (ConnectionManager::abandon), the on-node loopback queue with it.
     void abandon() noexcept;
+    bool abandoned() const noexcept { return cm_->abandoned(); }
     // The port has been down longer than the grace period (port_down_grace_us).
     bool port_grace_expired() noexcept { return health_.grace_expired(now_us()); }
     // What `op` is when the transport itself posted it (a link's drain fence, the loopback fence): a description;
@@ -244,6 +250,7 @@ private:
     void link_failed(const NodeLink &link, const std::string &why) noexcept override;
     void note(const std::string &what) noexcept override;
     void timers_changed() noexcept override {
+        std::lock_guard<std::mutex> g(wake_mutex_);  // a leaf: wake_ only pokes the serving thread's poll
         if (wake_) wake_();
     }
     void lock_queues() noexcept override {
@@ -283,6 +290,7 @@ private:
     CqPtr cq_;
     CompChannelPtr cm_channel_;  // served only: the UD QP's own CQ and its channel
     CqPtr cm_cq_;
+    std::mutex wake_mutex_;  // guards wake_: set by the owner, called by any thread that sets a timer
     std::function<void()> wake_;
     std::atomic<bool> service_due_{false};
     std::atomic<bool> changed_due_{false};
@@ -300,12 +308,15 @@ private:
     QpPtr loopback_ini_;
     QpPtr loopback_tgt_;
     SendOp loopback_fence_;
-    const char *loopback_failure_ = nullptr;
+    // The loopback pair could not be made (open_loopback, in tick()): reported once by the tick that takes it. Any
+    // progressing thread ticks; the mutex (a leaf) guards both.
+    std::mutex loopback_mutex_;
+    bool loopback_failed_ = false;
     std::atomic<bool> loopback_wanted_{false};  // a send queued: tick() makes the pair
-    PortHealth health_;
+    PortHealth health_;  // thread-safe itself; its transitions are made under the queues' lock (port_down/up)
     bool finalizing_ = false;
-    std::string loopback_error_;
-    Counters uncounted_;  // until count_into() names the real ones
+    std::string loopback_error_;  // why, under loopback_mutex_
+    Counters uncounted_;          // until count_into() names the real ones
     Counters *counters_ = &uncounted_;
 };
 

@@ -59,12 +59,30 @@ TEST(AsyncEventPolicy, PortEventsHoldResumeOrRequeryOnlyTheirOwnPort) {
 }
 
 TEST(AsyncEventPolicy, DeviceCqAndSrqErrorsAreFatal) {
-    EXPECT_EQ(decide(IBV_EVENT_DEVICE_FATAL, 0).verdict, EventVerdict::fatal);
+    EXPECT_EQ(decide(IBV_EVENT_DEVICE_FATAL, 0).verdict, EventVerdict::lose_rail);
     EXPECT_EQ(decide(IBV_EVENT_CQ_ERR, 0).verdict, EventVerdict::fatal);
     EXPECT_EQ(decide(IBV_EVENT_SRQ_ERR, 0).verdict, EventVerdict::fatal);
     EXPECT_EQ(decide(IBV_EVENT_SRQ_LIMIT_REACHED, 0).verdict, EventVerdict::rearm_srq);
     EXPECT_EQ(decide(IBV_EVENT_COMM_EST, 0).verdict, EventVerdict::ignore);
     EXPECT_EQ(decide(IBV_EVENT_SQ_DRAINED, 0).verdict, EventVerdict::ignore);
+}
+
+// A completion queue that overran discarded completions: among them receives whose senders' HCAs were acknowledged
+// (the message is lost, and no other rail knows to send it again), and sends' completions (their owners never
+// hear). Failing the rail over would go on without them: the job ends, during MPI_Finalize too. A dead device
+// only loses what its completions report (flushed with an error, sent again over another rail).
+TEST(AsyncEventPolicy, AnOverrunCompletionQueueEndsTheJobEvenWithOtherRails) {
+    const EventDecision cq = decide(IBV_EVENT_CQ_ERR, 0);
+    EXPECT_EQ(cq.verdict, EventVerdict::fatal) << "CQ_ERR taken as a rail loss another rail survives";
+    EXPECT_TRUE(cq.lost_work);
+    EXPECT_NE(cq.what.find("CQ_ERR"), std::string::npos) << cq.what;
+    EXPECT_NE(cq.what.find("discarded"), std::string::npos) << cq.what;
+    EXPECT_NE(cq.what.find("cannot go on"), std::string::npos) << cq.what;
+    const EventDecision dev = decide(IBV_EVENT_DEVICE_FATAL, 0);
+    EXPECT_EQ(dev.verdict, EventVerdict::lose_rail);
+    EXPECT_FALSE(dev.lost_work);
+    for (auto t : {IBV_EVENT_SRQ_ERR, IBV_EVENT_QP_FATAL, IBV_EVENT_PORT_ERR, IBV_EVENT_LID_CHANGE})
+        EXPECT_FALSE(decide(t, 0).lost_work) << ibv_event_type_str(t);
 }
 
 TEST(AsyncEventPolicy, QpErrorsNameTheConnectionAndPeer) {

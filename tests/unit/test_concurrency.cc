@@ -5,6 +5,7 @@
 // crashes. Sizes are iteration counts small enough for a loaded machine under TSan; nothing here is timed.
 #include "cm_test_net.h"
 #include "src/core/eager_rdma.h"
+#include "src/core/port_health.h"
 #include "src/core/send_queue.h"
 
 #include <gtest/gtest.h>
@@ -449,3 +450,98 @@ TEST(Concurrency, EagerRingOneWriterOneReader) {
 }
 
 }  // namespace
+
+// ---- a port's health and a rail given up -------------------------------------------------------------------------
+
+// Every progressing thread acts on the port's events (PORT_ERR, PORT_ACTIVE, a re-query): of two threads that see
+// the same change, exactly one is told it changed, and the counts agree with what the threads were told.
+TEST(Concurrency, PortHealthEventsFromEveryProgressingThread) {
+    PortHealth health(1000);
+    constexpr int kThreads = 4, kRounds = 4000;
+    std::atomic<std::uint64_t> told_down{0}, told_up{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < kRounds; ++i) {
+                const std::uint64_t now = std::uint64_t(i) * 10 + t;
+                if ((i + t) % 2 == 0) {
+                    if (health.on_down(now)) told_down.fetch_add(1);
+                } else {
+                    std::uint64_t since = 0;
+                    if (health.on_up(now, &since)) told_up.fetch_add(1);
+                }
+                (void)health.grace_expired(now);
+                (void)health.down_for_us(now);
+            }
+        });
+    for (auto &t : threads) t.join();
+    EXPECT_EQ(health.downs(), told_down.load());
+    EXPECT_EQ(health.ups(), told_up.load());
+    EXPECT_GT(told_down.load(), 0u);
+    EXPECT_EQ(health.downs() - health.ups(), health.down() ? 1u : 0u);
+}
+
+// A rail given up while senders post under the module's lock, progress ticks and completes, the service thread
+// serves datagrams and timers, and another thread reports the port down and up: every message completes at most
+// once (successfully, or with the rail's status), a send after the loss is refused, and the manager then has
+// nothing left to do.
+TEST(Concurrency, ARailAbandonedWhileSendersProgressAndTheServiceThreadRun) {
+    CmConfig base;
+    base.connect_timeout_us = 3600ull * 1000000;
+    Net net(2, 2, base);
+    constexpr int kMessages = 400;
+    const std::vector<std::uint32_t> remote = {2, 3};
+    for (std::uint32_t r : remote) net[0].peer(r);
+    const std::vector<SendQueue *> queues = queues_of(net[0], remote);
+    std::vector<std::unique_ptr<CountedMessage>> messages;
+    for (int i = 0; i < kMessages; ++i) messages.push_back(std::make_unique<CountedMessage>());
+    std::atomic<int> refused{0};
+    std::atomic<bool> stop{false};
+    {
+        Service service(net);
+        std::thread sender([&] {
+            for (int i = 0; i < kMessages; ++i) {
+                CountedMessage &m = *messages[i];
+                std::lock_guard<std::recursive_mutex> g(net[0].queues_lock);
+                Peer &peer = net[0].peer(remote[i % remote.size()]);
+                peer.prepare_srq(m.op, &m.payload, sizeof(m.payload), 0, make_imm(0x41));
+                m.op.on_complete = counted_done;
+                if (peer.queue->post_or_queue(m.op) != 0) refused.fetch_add(1);
+            }
+        });
+        std::thread progress([&] {
+            while (!stop.load()) {
+                for (auto &p : net.procs)
+                    if (p->cm().busy()) p->cm().tick();
+                complete_posted(net[0], queues);
+                std::this_thread::yield();
+            }
+        });
+        std::thread port_events([&] {
+            for (int i = 0; i < 50; ++i) {
+                net[0].cm().hold();
+                net[0].cm().resume();
+            }
+        });
+        EXPECT_TRUE(wait_for([&] { return messages[kMessages / 4]->completions.load() != 0; }));
+        net[0].cm().abandon(IBV_WC_WR_FLUSH_ERR);
+        sender.join();
+        port_events.join();
+        EXPECT_TRUE(wait_for([&] { return !net[0].cm().busy(); }));
+        stop.store(true);
+        progress.join();
+        service.stop();
+    }
+    int completed = 0;
+    for (const auto &m : messages) {
+        EXPECT_LE(m->completions.load(), 1);
+        completed += m->completions.load();
+        EXPECT_LE(m->failures.load(), m->completions.load());
+    }
+    EXPECT_EQ(completed + refused.load(), kMessages);
+    EXPECT_TRUE(net[0].cm().abandoned());
+    EXPECT_FALSE(net[0].cm().busy());
+    net[0].cm().begin_finalize();
+    net[0].cm().tick();
+    EXPECT_TRUE(net[0].cm().finished());
+}

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A rail given up for good (ConnectionManager::abandon: DEVICE_FATAL, a port down past its grace): its sends fail
+// once, nothing is retransmitted through it any more, the manager stops asking for ticks once nothing is left to
+// do, and finalize has nothing to wait for on it (no CLOSE acknowledgement, no initiator's close).
+#include "cm_test_net.h"
+
+#include <gtest/gtest.h>
+
+using namespace xrc;
+using namespace xrc::cm_test;
+
+namespace {
+
+CmConfig capped_at_one() {
+    CmConfig c;
+    c.max_ini_qps = 1;
+    c.reciprocate = false;
+    c.connect_timeout_us = 2000000;
+    return c;
+}
+
+}  // namespace
+
+// Rank 0 has a CLOSE unacknowledged (its connection to node 1 was evicted) and a connection being made (node 2),
+// every datagram lost (the device is dead), when the rail is given up.
+TEST(ConnectionManagerAbandon, AnAbandonedRailStopsRetransmittingAndLetsFinalizeEnd) {
+    Net net(3, 1, capped_at_one());
+    // Rank 1 makes TGT QPs for rank 2 and rank 0 (finalize would wait for them to close them).
+    Message to_rank1;
+    send(net[2], 1, to_rank1);
+    Message a;
+    send(net[0], 1, a);
+    net.run();
+    NodeLink &to1 = *net[0].peer(1).link;
+    ASSERT_EQ(to1.state(), NodeLink::State::connected);
+    ASSERT_EQ(net[1].cm().owned_tgts(), 2u);
+    complete_all(to1);
+    std::size_t sent_by_0 = 0;
+    net.lose = [&](const Datagram &d) {
+        sent_by_0 += d.from == 0;
+        return true;
+    };
+    to1.queue().clear_used();
+    Message b;
+    send(net[0], 2, b);  // evicts node 1's connection: its CLOSE goes unanswered; node 2's CONNECT too
+    net[0].cm().tick();
+    complete_all(to1);
+    net.run(100000);
+    NodeLink &to2 = *net[0].peer(2).link;
+    ASSERT_EQ(to1.state(), NodeLink::State::idle);
+    ASSERT_EQ(to2.state(), NodeLink::State::connecting);
+    ASSERT_GT(sent_by_0, 0u);
+    EXPECT_FALSE(b.done);
+
+    net[0].cm().abandon(IBV_WC_WR_FLUSH_ERR);
+    net[1].cm().abandon(IBV_WC_WR_FLUSH_ERR);
+    // Its sends fail once, at once.
+    EXPECT_TRUE(b.done);
+    EXPECT_EQ(b.status, IBV_WC_WR_FLUSH_ERR);
+    b.done = false;
+    const std::size_t sent_at_abandon = sent_by_0;
+    // Far past every timer: the connect timeout and CLOSE's give-up deadline included.
+    for (int i = 0; i < 100; ++i) {
+        net.clock += 1000000;
+        (void)net[0].cm().tick_timers();
+        if (net[0].cm().busy()) net[0].cm().tick();
+        net.run(10000);
+    }
+    EXPECT_EQ(sent_by_0, sent_at_abandon) << "CONNECT/CLOSE still sent through a rail given up";
+    EXPECT_FALSE(net[0].cm().busy()) << "an abandoned rail with nothing to do still wants ticks";
+    EXPECT_EQ(net[0].cm().tick_timers(), UINT64_MAX);
+    EXPECT_FALSE(b.done) << "a send failed twice";
+    EXPECT_TRUE(net[0].failures.empty()) << "the BTL gave the rail up: no link failure is reported again";
+    // Finalize: nothing of its own left, and nobody to wait for on this rail.
+    net[0].cm().begin_finalize();
+    net[0].cm().tick();
+    EXPECT_TRUE(net[0].cm().own_work_finished());
+    EXPECT_TRUE(net[0].cm().finished());
+    EXPECT_FALSE(net[0].cm().busy());
+    net[1].cm().begin_finalize();
+    net[1].cm().tick();
+    EXPECT_TRUE(net[1].cm().finished()) << "rank 2 cannot close through a rail given up";
+    EXPECT_FALSE(net[1].cm().busy());
+}
+
+// Sends that queue after the rail was given up (a peer added later, a link never used) are refused at once: no QP
+// is made on the rail and no datagram goes out; the send's owner fails over.
+TEST(ConnectionManagerAbandon, NothingNewStartsOnAnAbandonedRail) {
+    Net net(3, 1);
+    net[0].cm().abandon(IBV_WC_WR_FLUSH_ERR);
+    Message m;
+    send(net[0], 2, m);
+    net[0].cm().tick();
+    net.run(1000000);
+    EXPECT_TRUE(m.done);
+    EXPECT_NE(m.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(net[0].cm().live_ini_qps(), 0u);
+    EXPECT_EQ(net[2].cm().owned_tgts(), 0u);
+    EXPECT_FALSE(net[0].cm().busy());
+    // Eager mode's connect and an incoming CONNECT make nothing either.
+    net[0].cm().connect(net[0].cm().link_for(net[1].address(), 1));
+    Message n;
+    send(net[1], 0, n);
+    net.run(1000000);
+    EXPECT_EQ(net[0].cm().live_ini_qps(), 0u);
+    EXPECT_EQ(net[0].cm().owned_tgts(), 0u);
+    EXPECT_FALSE(net[0].cm().busy());
+}
