@@ -11,6 +11,8 @@
 // once per node contacted.
 // Threads: any application thread may reach these functions (progress, connection events); one at a time touches
 // the writer (writer_mutex). A thread that finds it taken on a periodic look skips it: the holder is writing.
+// A connection event is only flagged (change_pending), never waits for writer_mutex: the transports report events
+// from inside the connection manager, under its lock, and a snapshot takes that lock under writer_mutex (describe).
 #include "btl_xrc.h"
 
 #include "src/core/port_transport.h"
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <ctime>
 #include <memory>
 #include <mutex>
@@ -100,6 +103,8 @@ struct StatusWriter {
 
 std::unique_ptr<StatusWriter> writer;
 std::mutex writer_mutex;
+// A connection event since the last look (mca_btl_xrc_status_changed), taken in by the next one.
+std::atomic<bool> change_pending{false};
 
 // No record from now on: the file goes. The caller holds writer_mutex.
 void release_writer() noexcept {
@@ -146,10 +151,9 @@ void mca_btl_xrc_status_init(const mca_btl_xrc_modules_t &modules, const std::st
 }
 
 void mca_btl_xrc_status_changed() noexcept {
-    const std::lock_guard<std::mutex> guard(writer_mutex);
-    if (!writer || writer->failed) return;
-    writer->schedule.changed();
-    mca_btl_xrc_component.status_countdown = 1;
+    // The next progress call looks (and finds nothing to do when there is no record).
+    change_pending.store(true, std::memory_order_relaxed);
+    mca_btl_xrc_component.status_countdown.store(1, std::memory_order_relaxed);
 }
 
 void mca_btl_xrc_status_poll() noexcept {
@@ -159,7 +163,9 @@ void mca_btl_xrc_status_poll() noexcept {
         mca_btl_xrc_component.status_countdown = UINT32_MAX;
         return;
     }
+    // Reset before the event flag is taken: an event flagged after this sets the countdown to 1 again.
     mca_btl_xrc_component.status_countdown = kCheckEvery;
+    if (change_pending.exchange(false, std::memory_order_relaxed)) writer->schedule.changed();
     const std::uint64_t now_us = clock_ns(CLOCK_MONOTONIC) / 1000;
     if (writer->schedule.due(now_us)) writer->write(now_us);
 }
