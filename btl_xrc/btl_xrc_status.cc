@@ -13,6 +13,10 @@
 // the writer (writer_mutex). A thread that finds it taken on a periodic look skips it: the holder is writing.
 // A connection event is only flagged (change_pending), never waits for writer_mutex: the transports report events
 // from inside the connection manager, under its lock, and a snapshot takes that lock under writer_mutex (describe).
+// A snapshot reads each module under the module's lock (its send queues' state, the counters the data path moves):
+// lock order writer_mutex, the modules' locks, the connection manager's. Progress may reach a periodic look while
+// holding a module's lock (a callback that progresses again), so a periodic look only tries the modules' locks and
+// comes back on the next progress call when one is taken.
 #include "btl_xrc.h"
 
 #include "src/core/port_transport.h"
@@ -30,6 +34,7 @@
 #include <ctime>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -64,7 +69,38 @@ struct StatusWriter {
         return it->second;
     }
 
-    xrc::StatusRecord snapshot() {
+    // Every live module's lock, in order, for a snapshot: waited for, or only tried (none is kept when one is taken).
+    class ModuleLocks {
+    public:
+        ModuleLocks(const std::vector<mca_btl_xrc_module_t *> &modules, bool wait) noexcept : modules_(modules) {
+            if (!opal_using_threads()) return;
+            for (mca_btl_xrc_module_t *m : modules_) {
+                if (wait) {
+                    opal_mutex_lock(&m->lock);
+                } else if (opal_mutex_trylock(&m->lock) != 0) {
+                    taken_ = true;
+                    return;
+                }
+                ++held_;
+            }
+        }
+        ~ModuleLocks() {
+            while (held_ > 0) opal_mutex_unlock(&modules_[--held_]->lock);
+        }
+        ModuleLocks(const ModuleLocks &) = delete;
+        ModuleLocks &operator=(const ModuleLocks &) = delete;
+        bool taken() const noexcept { return taken_; }  // another thread holds one: no snapshot now
+
+    private:
+        const std::vector<mca_btl_xrc_module_t *> &modules_;
+        std::size_t held_ = 0;  // the first held_ modules' locks
+        bool taken_ = false;
+    };
+
+    // Empty when `wait` is false and another thread holds a module's lock.
+    std::optional<xrc::StatusRecord> snapshot(bool wait) {
+        const ModuleLocks locks(modules, wait);
+        if (locks.taken()) return std::nullopt;
         xrc::StatusRecord record;
         record.process = process;
         const bool finalizing =
@@ -84,20 +120,24 @@ struct StatusWriter {
         return record;
     }
 
-    void write(std::uint64_t now_us) {
+    // False when `wait` is false and a module's lock was taken: nothing written, still due.
+    bool write(std::uint64_t now_us, bool wait) {
         const std::uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
         std::string error;
         try {
-            const auto written = xrc::replace_file(path, xrc::encode_status(snapshot()));
+            const std::optional<xrc::StatusRecord> record = snapshot(wait);
+            if (!record) return false;
+            const auto written = xrc::replace_file(path, xrc::encode_status(*record));
             if (!written) error = written.error().message();
         } catch (...) {
             error = "out of memory";
         }
         schedule.wrote(now_us, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu);
-        if (error.empty()) return;
+        if (error.empty()) return true;
         failed = true;
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: no status record for xrc-status from now on: %s", opal_process_info.nodename,
                         error.c_str());
+        return true;
     }
 };
 
@@ -143,7 +183,7 @@ void mca_btl_xrc_status_init(const mca_btl_xrc_modules_t &modules, const std::st
         w->hosts.emplace(p.node, p.host);
         writer = std::move(w);
         BTL_XRC_VERBOSE(10, "btl:xrc: status record %s", writer->path.c_str());
-        writer->write(clock_ns(CLOCK_MONOTONIC) / 1000);
+        (void)writer->write(clock_ns(CLOCK_MONOTONIC) / 1000, true);
         mca_btl_xrc_component.status_countdown = writer->failed ? UINT32_MAX : kCheckEvery;
     } catch (...) {
         writer.reset();
@@ -167,7 +207,9 @@ void mca_btl_xrc_status_poll() noexcept {
     mca_btl_xrc_component.status_countdown = kCheckEvery;
     if (change_pending.exchange(false, std::memory_order_relaxed)) writer->schedule.changed();
     const std::uint64_t now_us = clock_ns(CLOCK_MONOTONIC) / 1000;
-    if (writer->schedule.due(now_us)) writer->write(now_us);
+    // A module busy in another thread: the next progress call tries again.
+    if (writer->schedule.due(now_us) && !writer->write(now_us, false))
+        mca_btl_xrc_component.status_countdown.store(1, std::memory_order_relaxed);
 }
 
 void mca_btl_xrc_status_module_done(mca_btl_xrc_module_t *module) noexcept {
@@ -176,7 +218,7 @@ void mca_btl_xrc_status_module_done(mca_btl_xrc_module_t *module) noexcept {
     auto &modules = writer->modules;
     modules.erase(std::remove(modules.begin(), modules.end(), module), modules.end());
     if (!modules.empty() && !writer->failed) {
-        writer->write(clock_ns(CLOCK_MONOTONIC) / 1000);
+        (void)writer->write(clock_ns(CLOCK_MONOTONIC) / 1000, true);
         return;
     }
     release_writer();
