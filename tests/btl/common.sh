@@ -30,9 +30,15 @@ if [ -n "${BTL_XRC_ASAN:-}" ]; then
 fi
 
 # In an --enable-tsan build every job's processes run under ThreadSanitizer, their reports in $work/tsan/jobN
-# (tests/lib/tsan.sh); run_check fails a job whose reports name our code.
+# (tests/lib/tsan.sh); run_check fails a job whose reports name our code. The daemon is instrumented too: its
+# reports (in its log) are checked when the script finishes.
 tsan_args=()
 tsan_jobs=0
+finish_checks() {
+    tsan_on || return 0
+    tsan_check_files "$me: simhcad" "$work/simhcad.log" ||
+        fail "ThreadSanitizer reports name our code in the software HCA's daemon (above)"
+}
 
 # xrun OUTFILE MPIRUN-ARGS... : mpirun over the software HCA with ob1, bounded; returns mpirun's status.
 xrun() {

@@ -42,10 +42,18 @@ mkdir -p "$WORKDIR"
 
 sc() { "$SIMCLUSTER" "$@"; }
 
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/tsan.sh"  # --enable-tsan: MPI processes and daemons under ThreadSanitizer
+
 # Always tear down (by pid: simcluster down kills what runs in our namespaces), even on failure/interrupt.
 teardown() {
     local rc=$?
     trap - EXIT INT TERM HUP
+    # --enable-tsan: the nodes' software HCA daemons are instrumented; what they reported is in their logs
+    if tsan_on && ls "$SIMCLUSTER_STATE"/nodes/*/simhcad.log >/dev/null 2>&1 &&
+        ! tsan_check_files "$T: the nodes' simhcad" "$SIMCLUSTER_STATE"/nodes/*/simhcad.log; then
+        echo "FAIL: $T: ThreadSanitizer reports name our code in the software HCA's daemons (above)"
+        [ $rc = 0 ] && rc=1
+    fi
     "$SIMCLUSTER" down >/dev/null 2>&1 || "$SIMCLUSTER" clean >/dev/null 2>&1
     rm -rf --one-file-system "$WORKDIR"
     rmdir "$SIMCLUSTER_STATE" 2>/dev/null
@@ -62,7 +70,6 @@ filter_stderr() { grep -avE 'plm:(rsh|ssh): Warning: setpgid(.*) failed in paren
 
 # In an --enable-tsan build every job's processes run under ThreadSanitizer (tests/lib/tsan.sh), their reports in
 # $WORKDIR/tsan/jobN.PID (jobs may run at once); a job whose reports name our code fails.
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/tsan.sh"
 tsan_args=()
 tsan_jobs=0
 

@@ -12,7 +12,7 @@
 . "$(dirname "$0")/xrc-common.sh"
 up_cluster 2 2 --rails 2
 rm -f "$WORKDIR/stop"
-(MPIRUN_TIMEOUT=150 XRC_MPIRUN_ARGS="-x THREADS_STOP_FILE=$WORKDIR/stop --mca btl_xrc_verbose 10 \
+(MPIRUN_TIMEOUT=120 XRC_MPIRUN_ARGS="-x THREADS_STOP_FILE=$WORKDIR/stop --mca btl_xrc_verbose 10 \
     --mca btl_xrc_rail_failover 1 --mca btl_xrc_timeout 14 --mca btl_xrc_finalize_wait 20 \
     --mca btl_xrc_port_down_grace 1" xrc_run "$WORKDIR/out" nodeA:2,nodeB:2 self,vader,xrc "$MPI_DIR/threads" 4 1) &
 job=$!

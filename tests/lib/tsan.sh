@@ -13,6 +13,8 @@
 #                            reports into DIR (made empty; any path every process sees)
 #   tsan_check DIR WHAT      after the job: one line saying what DIR holds, then every distinct report naming our
 #                            code in full; status 1 when there is one
+#   tsan_check_files WHAT FILE...  the same for the reports in these files (a daemon's log: the software HCA's
+#                            daemons of the simulated cluster are instrumented too, their reports go to their logs)
 # Environment: TSAN_KEEP=DIR copies every job's report files to DIR (the test's own directory goes at its end);
 # TSAN_SURVEY=1 lists the reports but never fails a job for them (to see every race of a test in one run).
 #
@@ -46,10 +48,10 @@ tsan_job_args() {
         -x TSAN_OPTIONS="log_path=$dir/tsan:suppressions=$supp:ignore_noninstrumented_modules=1:exitcode=0:history_size=4:second_deadlock_stack=1${TSAN_EXTRA_OPTIONS:+:$TSAN_EXTRA_OPTIONS}")
 }
 
-# tsan_split DIR: every report of DIR's files, each on one line with its lines joined by \x01, prefixed with
+# tsan_split FILE...: every report of these files, each on one line with its lines joined by \x01, prefixed with
 # "ours " or "other ".
 tsan_split() {
-    cat "$1"/tsan.* 2>/dev/null | awk -v ours="$TSAN_OUR_CODE" '
+    cat "$@" 2>/dev/null | awk -v ours="$TSAN_OUR_CODE" '
         /^(WARNING: |==[0-9]+==ERROR: )ThreadSanitizer:/ { in_report = 1; text = $0; mine = 0; skip = 0; next }
         !in_report { next }
         { text = text "\001" $0 }
@@ -59,15 +61,20 @@ tsan_split() {
 }
 
 tsan_check() {
-    local dir=$1 what=$2 all ours other
+    local dir=$1
     if [ -n "${TSAN_KEEP:-}" ]; then
         mkdir -p "$TSAN_KEEP/$(basename "$dir").$$" && cp "$dir"/tsan.* "$TSAN_KEEP/$(basename "$dir").$$/" 2>/dev/null
     fi
-    all=$(tsan_split "$dir")
+    tsan_check_files "$2 ($(ls "$dir" 2>/dev/null | wc -l) report file(s) in $dir)" "$dir"/tsan.*
+}
+
+tsan_check_files() {
+    local what=$1 all ours other
+    shift
+    all=$(tsan_split "$@")
     ours=$(grep -c '^ours ' <<<"$all")
     other=$(grep -c '^other ' <<<"$all")
-    echo "tsan: $what: $ours report(s) naming our code, $other in Open MPI's or the C library's" \
-        "($(ls "$dir" 2>/dev/null | wc -l) report file(s) in $dir)"
+    echo "tsan: $what: $ours report(s) naming our code, $other in Open MPI's or the C library's"
     if [ "$other" -gt 0 ]; then
         grep '^other ' <<<"$all" | tr '\001' '\n' | sed -n 's/^SUMMARY: ThreadSanitizer: /tsan:   other: /p' |
             sort | uniq -c | sort -rn | head -5
