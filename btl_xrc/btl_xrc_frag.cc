@@ -22,6 +22,7 @@ int init_frag(opal_free_list_item_t *item, void *ctx) {
     frag->op = xrc::SendOp{};
     frag->op.wr.sg_list = &frag->op.sge;
     frag->op.wr.num_sge = 1;
+    mca_btl_xrc_frag_made(frag);
     return OPAL_SUCCESS;
 }
 

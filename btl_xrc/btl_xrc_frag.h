@@ -35,6 +35,19 @@ inline mca_btl_xrc_frag_t *frag_of(xrc::SendOp *op) noexcept {
     return reinterpret_cast<mca_btl_xrc_frag_t *>(reinterpret_cast<char *>(op) - offsetof(mca_btl_xrc_frag_t, op));
 }
 
+#ifdef BTL_XRC_TSAN
+// ThreadSanitizer build (--enable-tsan): Open MPI's free lists are lock-free LIFOs whose ordering comes from
+// fences and an acquire-only compare-and-swap, which ThreadSanitizer does not model: it would see no order between
+// one thread returning a fragment and another getting it, and report races on every field of it, and on the list's
+// own head and links. These two run the lists uninstrumented, as libopen-pal does (btl_xrc_frag_lists_tsan.cc),
+// and tell ThreadSanitizer the one order the list guarantees: what a thread wrote to a fragment before returning
+// it happens before what the thread that gets it next does. Races on fragments between our own threads elsewhere
+// stay visible.
+mca_btl_xrc_frag_t *mca_btl_xrc_frag_get(opal_free_list_t *list) noexcept;
+void mca_btl_xrc_frag_return(mca_btl_xrc_frag_t *frag) noexcept;
+// init_frag (a new fragment made by the list, before it goes into it) calls this last.
+void mca_btl_xrc_frag_made(mca_btl_xrc_frag_t *frag) noexcept;
+#else
 inline mca_btl_xrc_frag_t *mca_btl_xrc_frag_get(opal_free_list_t *list) noexcept {
     return reinterpret_cast<mca_btl_xrc_frag_t *>(opal_free_list_get(list));
 }
@@ -42,6 +55,9 @@ inline mca_btl_xrc_frag_t *mca_btl_xrc_frag_get(opal_free_list_t *list) noexcept
 inline void mca_btl_xrc_frag_return(mca_btl_xrc_frag_t *frag) noexcept {
     opal_free_list_return(frag->list, &frag->base.super);
 }
+
+inline void mca_btl_xrc_frag_made(mca_btl_xrc_frag_t *) noexcept {}
+#endif
 
 // Completion of a fragment nobody waits for (the BTL owns it): it goes back to its list.
 inline void mca_btl_xrc_frag_return_on_complete(xrc::SendOp *op, ibv_wc_status) noexcept {

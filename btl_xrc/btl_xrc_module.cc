@@ -253,8 +253,9 @@ constexpr xrc::SendCompletionFn send_complete = mca_btl_xrc_send_complete;
         frag->op.wr.send_flags = IBV_SEND_INLINE;
         frag->op.on_complete = nullptr;
         if (peer.queue->try_post(frag->op) == 0) {
-            if (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
+            // Counted before the fragment goes back: another thread may take it from the list at once.
             mca_btl_xrc_sent(m, endpoint, ring, frag->segment.seg_len);
+            if (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
             return 1;
         }
         frag->op.wr.send_flags = 0;

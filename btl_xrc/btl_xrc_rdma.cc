@@ -6,6 +6,7 @@
 #include "btl_xrc_frag.h"
 #include "btl_xrc_job.h"
 #include "btl_xrc_rdma.h"
+#include "btl_xrc_tsan.h"
 
 #include "src/core/async_event_policy.h"
 #include "src/core/port_transport.h"
@@ -23,9 +24,13 @@ mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) {
 int register_mem_cb(void *reg_data, void *base, size_t size, mca_rcache_base_registration_t *reg) {
     auto *m = static_cast<mca_btl_xrc_module_t *>(reg_data);
     auto *xreg = reinterpret_cast<mca_btl_xrc_reg_t *>(reg);
+    BTL_XRC_TSAN_ACQUIRE(reg);  // from the rcache's free list: its last deregistration came before
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     xreg->mr = ibv_reg_mr(m->transport->pd(), base, size, access);
-    if (xreg->mr == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
+    if (xreg->mr == nullptr) {
+        BTL_XRC_TSAN_RELEASE(reg);  // the rcache returns it to its list at once
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
     xrc::count_registration(m->counters, size);
     xreg->handle.lkey = xreg->mr->lkey;
     xreg->handle.rkey = xreg->mr->rkey;
@@ -34,11 +39,16 @@ int register_mem_cb(void *reg_data, void *base, size_t size, mca_rcache_base_reg
 
 int deregister_mem_cb(void *reg_data, mca_rcache_base_registration_t *reg) {
     auto *xreg = reinterpret_cast<mca_btl_xrc_reg_t *>(reg);
-    if (xreg->mr == nullptr) return OPAL_SUCCESS;
+    // back to the rcache's free list after this, for its next registration
+    if (xreg->mr == nullptr) {
+        BTL_XRC_TSAN_RELEASE(reg);
+        return OPAL_SUCCESS;
+    }
     const size_t length = xreg->mr->length;
     if (ibv_dereg_mr(xreg->mr) != 0) return OPAL_ERROR;
     xrc::count_deregistration(static_cast<mca_btl_xrc_module_t *>(reg_data)->counters, length);
     xreg->mr = nullptr;
+    BTL_XRC_TSAN_RELEASE(reg);
     return OPAL_SUCCESS;
 }
 

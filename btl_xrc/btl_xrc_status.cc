@@ -11,6 +11,12 @@
 // once per node contacted.
 // Threads: any application thread may reach these functions (progress, connection events); one at a time touches
 // the writer (writer_mutex). A thread that finds it taken on a periodic look skips it: the holder is writing.
+// A connection event is only flagged (change_pending), never waits for writer_mutex: the transports report events
+// from inside the connection manager, under its lock, and a snapshot takes that lock under writer_mutex (describe).
+// A snapshot reads the modules under the data-path lock (their send queues' state, the counters the data path
+// moves): lock order writer_mutex, the data-path lock, the connection manager's. Progress may reach a periodic look
+// while another thread holds the data-path lock, so a periodic look only tries it and comes back on the next
+// progress call when it is taken.
 #include "btl_xrc.h"
 
 #include "src/core/port_transport.h"
@@ -24,9 +30,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <ctime>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -46,7 +54,7 @@ struct StatusWriter {
     std::string path;
     xrc::StatusProcess process;
     xrc::StatusSchedule schedule;
-    std::vector<mca_btl_xrc_module_t *> modules;  // the live ones
+    std::vector<mca_btl_xrc_module_t *> modules;      // the live ones
     std::unordered_map<uint32_t, std::string> hosts;  // by node id
     bool failed = false;
 
@@ -61,7 +69,35 @@ struct StatusWriter {
         return it->second;
     }
 
-    xrc::StatusRecord snapshot() {
+    // The process's data-path lock for a snapshot: waited for, or only tried.
+    class DataLock {
+    public:
+        explicit DataLock(bool wait) noexcept {
+            if (!opal_using_threads()) return;
+            opal_recursive_mutex_t *lock = &mca_btl_xrc_component.lock;
+            if (wait) {
+                opal_mutex_lock(lock);
+            } else if (opal_mutex_trylock(lock) != 0) {
+                return;
+            }
+            held_ = lock;
+        }
+        ~DataLock() {
+            if (held_ != nullptr) opal_mutex_unlock(held_);
+        }
+        DataLock(const DataLock &) = delete;
+        DataLock &operator=(const DataLock &) = delete;
+        // Another thread holds it: no snapshot now.
+        bool taken() const noexcept { return opal_using_threads() && held_ == nullptr; }
+
+    private:
+        opal_recursive_mutex_t *held_ = nullptr;
+    };
+
+    // Empty when `wait` is false and another thread holds the data-path lock.
+    std::optional<xrc::StatusRecord> snapshot(bool wait) {
+        const DataLock locks(wait);
+        if (locks.taken()) return std::nullopt;
         xrc::StatusRecord record;
         record.process = process;
         const bool finalizing =
@@ -81,25 +117,31 @@ struct StatusWriter {
         return record;
     }
 
-    void write(std::uint64_t now_us) {
+    // False when `wait` is false and a module's lock was taken: nothing written, still due.
+    bool write(std::uint64_t now_us, bool wait) {
         const std::uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
         std::string error;
         try {
-            const auto written = xrc::replace_file(path, xrc::encode_status(snapshot()));
+            const std::optional<xrc::StatusRecord> record = snapshot(wait);
+            if (!record) return false;
+            const auto written = xrc::replace_file(path, xrc::encode_status(*record));
             if (!written) error = written.error().message();
         } catch (...) {
             error = "out of memory";
         }
         schedule.wrote(now_us, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu);
-        if (error.empty()) return;
+        if (error.empty()) return true;
         failed = true;
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: no status record for xrc-status from now on: %s", opal_process_info.nodename,
                         error.c_str());
+        return true;
     }
 };
 
 std::unique_ptr<StatusWriter> writer;
 std::mutex writer_mutex;
+// A connection event since the last look (mca_btl_xrc_status_changed), taken in by the next one.
+std::atomic<bool> change_pending{false};
 
 // No record from now on: the file goes. The caller holds writer_mutex.
 void release_writer() noexcept {
@@ -119,8 +161,7 @@ void mca_btl_xrc_status_init(const mca_btl_xrc_modules_t &modules, const std::st
     if (interval < 0 || modules.empty() || writer) return;
     try {
         const mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
-        auto w = std::make_unique<StatusWriter>(std::uint64_t(interval) * 1000000u,
-                                                clock_ns(CLOCK_MONOTONIC) / 1000);
+        auto w = std::make_unique<StatusWriter>(std::uint64_t(interval) * 1000000u, clock_ns(CLOCK_MONOTONIC) / 1000);
         w->path = dir + "/" + xrc::status_file_name(job_name, job.my_rank);
         for (const auto &module : modules) w->modules.push_back(module.get());
         xrc::StatusProcess &p = w->process;
@@ -138,7 +179,7 @@ void mca_btl_xrc_status_init(const mca_btl_xrc_modules_t &modules, const std::st
         w->hosts.emplace(p.node, p.host);
         writer = std::move(w);
         BTL_XRC_VERBOSE(10, "btl:xrc: status record %s", writer->path.c_str());
-        writer->write(clock_ns(CLOCK_MONOTONIC) / 1000);
+        (void)writer->write(clock_ns(CLOCK_MONOTONIC) / 1000, true);
         mca_btl_xrc_component.status_countdown = writer->failed ? UINT32_MAX : kCheckEvery;
     } catch (...) {
         writer.reset();
@@ -146,10 +187,9 @@ void mca_btl_xrc_status_init(const mca_btl_xrc_modules_t &modules, const std::st
 }
 
 void mca_btl_xrc_status_changed() noexcept {
-    const std::lock_guard<std::mutex> guard(writer_mutex);
-    if (!writer || writer->failed) return;
-    writer->schedule.changed();
-    mca_btl_xrc_component.status_countdown = 1;
+    // The next progress call looks (and finds nothing to do when there is no record).
+    change_pending.store(true, std::memory_order_relaxed);
+    mca_btl_xrc_component.status_countdown.store(1, std::memory_order_relaxed);
 }
 
 void mca_btl_xrc_status_poll() noexcept {
@@ -159,9 +199,13 @@ void mca_btl_xrc_status_poll() noexcept {
         mca_btl_xrc_component.status_countdown = UINT32_MAX;
         return;
     }
+    // Reset before the event flag is taken: an event flagged after this sets the countdown to 1 again.
     mca_btl_xrc_component.status_countdown = kCheckEvery;
+    if (change_pending.exchange(false, std::memory_order_relaxed)) writer->schedule.changed();
     const std::uint64_t now_us = clock_ns(CLOCK_MONOTONIC) / 1000;
-    if (writer->schedule.due(now_us)) writer->write(now_us);
+    // A module busy in another thread: the next progress call tries again.
+    if (writer->schedule.due(now_us) && !writer->write(now_us, false))
+        mca_btl_xrc_component.status_countdown.store(1, std::memory_order_relaxed);
 }
 
 void mca_btl_xrc_status_module_done(mca_btl_xrc_module_t *module) noexcept {
@@ -170,7 +214,7 @@ void mca_btl_xrc_status_module_done(mca_btl_xrc_module_t *module) noexcept {
     auto &modules = writer->modules;
     modules.erase(std::remove(modules.begin(), modules.end(), module), modules.end());
     if (!modules.empty() && !writer->failed) {
-        writer->write(clock_ns(CLOCK_MONOTONIC) / 1000);
+        (void)writer->write(clock_ns(CLOCK_MONOTONIC) / 1000, true);
         return;
     }
     release_writer();

@@ -1,15 +1,16 @@
 dnl SPDX-License-Identifier: BSD-3-Clause
 dnl --enable-asan: build everything (core, plugin, software HCA, tests) with AddressSanitizer + UBSan.
 dnl Programs started by mpirun then need libasan preloaded; tests/smoke does that when ASAN_FLAGS is set.
-dnl --enable-tsan: build with ThreadSanitizer. Only the core (src/core) and its unit tests (tests/unit) are
-dnl meant to build and run that way; the plugin would need Open MPI itself built with TSan to say anything.
+dnl --enable-tsan: build everything with ThreadSanitizer. Open MPI stays uninstrumented: its MPI processes get the
+dnl runtime preloaded (tests/lib/tsan.sh, which tests/btl and tests/cluster use when TSAN_FLAGS is set), and the
+dnl plugin tells TSan the ordering Open MPI's lock-free free lists give (BTL_XRC_TSAN, btl_xrc/btl_xrc_tsan.h).
 dnl The two runtimes cannot share a process, so the options exclude each other.
 AC_DEFUN([BTL_XRC_SANITIZERS], [
   AC_ARG_ENABLE([asan],
     [AS_HELP_STRING([--enable-asan], [build with AddressSanitizer and UndefinedBehaviorSanitizer])],
     [], [enable_asan=no])
   AC_ARG_ENABLE([tsan],
-    [AS_HELP_STRING([--enable-tsan], [build with ThreadSanitizer (the core and its unit tests only)])],
+    [AS_HELP_STRING([--enable-tsan], [build with ThreadSanitizer (Open MPI itself uninstrumented)])],
     [], [enable_tsan=no])
   AS_IF([test "x$enable_asan" = xyes && test "x$enable_tsan" = xyes],
     [AC_MSG_ERROR([--enable-asan and --enable-tsan cannot be combined: AddressSanitizer and ThreadSanitizer cannot share a process])])

@@ -1,75 +1,116 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // What one process's module (one device port) counts: traffic by path, connections, receive-side events and
-// registered memory. Plain fields bumped with plain increments where the code already is (the send paths touch
-// the module anyway): no atomics, no indirection, nothing per message beyond an add. The BTL publishes every
+// registered memory. Each field is bumped where the code already is (the send paths touch the module anyway) by
+// the thread that holds the lock of what it counts (the data path's, or a connection manager's mutex), and read
+// by others (MPI_T, the status record) without it: a relaxed atomic load and store, which on every target is the
+// plain load, add and store a plain field compiles to (no locked instruction), so nothing per message beyond an
+// add. Two writers under different locks could lose an increment, never tear one. The BTL publishes every
 // field as an MPI_T performance variable btl_xrc_<name> (btl_xrc/btl_xrc_pvars.cc, summed over the process's
 // ports); anything that connects or closes (the transport, a connection manager) bumps the same struct.
 // Size: constant (one struct per module), whatever the job's size.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 
 namespace xrc {
 
+// One counter: a word one thread at a time writes and any thread may read.
+class Count {
+public:
+    Count() noexcept = default;
+    Count(const Count &other) noexcept : value_(other.load()) {}
+    Count &operator=(const Count &other) noexcept {
+        store(other.load());
+        return *this;
+    }
+    Count &operator=(std::uint64_t v) noexcept {
+        store(v);
+        return *this;
+    }
+    operator std::uint64_t() const noexcept { return load(); }
+    std::uint64_t load() const noexcept { return value_.load(std::memory_order_relaxed); }
+    Count &operator++() noexcept {
+        store(load() + 1);
+        return *this;
+    }
+    Count &operator--() noexcept {
+        store(load() - 1);
+        return *this;
+    }
+    Count &operator+=(std::uint64_t n) noexcept {
+        store(load() + n);
+        return *this;
+    }
+    Count &operator-=(std::uint64_t n) noexcept {
+        store(load() - n);
+        return *this;
+    }
+
+private:
+    void store(std::uint64_t v) noexcept { value_.store(v, std::memory_order_relaxed); }
+    std::atomic<std::uint64_t> value_{0};
+};
+
 struct Counters {
     // Messages (sendi/send, ob1's headers and eager data), by path.
-    std::uint64_t ring_sends = 0;             // RDMA-written into the peer's eager RDMA ring
-    std::uint64_t srq_sends = 0;              // sent to one of the peer's SRQs
-    std::uint64_t srq_sends_ring_active = 0;  // of those, to a peer whose ring we write into (full, or too large)
-    std::uint64_t ring_receives = 0;          // read from the eager RDMA rings we granted
-    std::uint64_t srq_receives = 0;           // received through our SRQs and handed up
-    std::uint64_t bytes_sent = 0;             // message bytes handed to the BTL (header + payload)
-    std::uint64_t bytes_received = 0;         // message bytes handed up
-    std::uint64_t credit_writes = 0;          // RDMA writes of ring credits into a writer's credit word
+    Count ring_sends;             // RDMA-written into the peer's eager RDMA ring
+    Count srq_sends;              // sent to one of the peer's SRQs
+    Count srq_sends_ring_active;  // of those, to a peer whose ring we write into (full, or too large)
+    Count ring_receives;          // read from the eager RDMA rings we granted
+    Count srq_receives;           // received through our SRQs and handed up
+    Count bytes_sent;             // message bytes handed to the BTL (header + payload)
+    Count bytes_received;         // message bytes handed up
+    Count credit_writes;          // RDMA writes of ring credits into a writer's credit word
     // One-sided (ob1's RGET/RPUT, osc/rdma).
-    std::uint64_t rdma_writes = 0, rdma_bytes_written = 0;
-    std::uint64_t rdma_reads = 0, rdma_bytes_read = 0;
-    std::uint64_t atomics = 0;
+    Count rdma_writes, rdma_bytes_written;
+    Count rdma_reads, rdma_bytes_read;
+    Count atomics;
     // Eager RDMA ring handshakes.
-    std::uint64_t eager_ring_requests = 0;  // rings we asked peers for
-    std::uint64_t eager_rings_granted = 0;  // rings we granted
-    std::uint64_t eager_rings_refused = 0;  // requests we refused
-    std::uint64_t eager_rings_used = 0;     // grants we received: we write into that peer's ring
-    std::uint64_t eager_ring_refusals = 0;  // refusals we received: that peer stays on the SRQs
+    Count eager_ring_requests;  // rings we asked peers for
+    Count eager_rings_granted;  // rings we granted
+    Count eager_rings_refused;  // requests we refused
+    Count eager_rings_used;     // grants we received: we write into that peer's ring
+    Count eager_ring_refusals;  // refusals we received: that peer stays on the SRQs
     // Connections: an INI QP readied toward a node (the loopback pair for on-node peers included), or a TGT QP
     // through which a remote sender reaches us, readied (we own it) or opened (another local rank owns it).
-    std::uint64_t connections_opened = 0;
-    std::uint64_t connections_closed = 0;
-    std::uint64_t connections_open = 0;  // opened - closed (a level: MPI_T counters only count from a handle's start)
+    Count connections_opened;
+    Count connections_closed;
+    Count connections_open;  // opened - closed (a level: MPI_T counters only count from a handle's start)
     // The connection manager (connection_manager.h).
-    std::uint64_t connection_attempts = 0;  // connections to a node started (CONNECT sent)
-    std::uint64_t connection_failures = 0;  // connections that failed with sends waiting (reported as errors)
-    std::uint64_t evictions = 0;            // connections closed to make room under btl_xrc_max_ini_qps
-    std::uint64_t ini_qps = 0;              // INI QPs this process holds now (a level)
-    std::uint64_t ini_qps_peak = 0;         // the most it held at once
-    std::uint64_t tgt_qps = 0;              // TGT QPs this process made for remote initiators, held now
-    std::uint64_t tgt_handles = 0;          // handles on TGT QPs other local ranks made, held now
-    std::uint64_t cm_datagrams_sent = 0, cm_datagrams_received = 0, cm_retransmissions = 0;
-    std::uint64_t cm_rejected = 0;    // malformed, foreign (job, token) or from a source that is not the sender's
-    std::uint64_t cm_duplicates = 0;  // answered again or ignored: a retransmission crossed an answer
-    std::uint64_t cm_stale = 0;       // for a connection that no longer exists
+    Count connection_attempts;  // connections to a node started (CONNECT sent)
+    Count connection_failures;  // connections that failed with sends waiting (reported as errors)
+    Count evictions;            // connections closed to make room under btl_xrc_max_ini_qps
+    Count ini_qps;              // INI QPs this process holds now (a level)
+    Count ini_qps_peak;         // the most it held at once
+    Count tgt_qps;              // TGT QPs this process made for remote initiators, held now
+    Count tgt_handles;          // handles on TGT QPs other local ranks made, held now
+    Count cm_datagrams_sent, cm_datagrams_received, cm_retransmissions;
+    Count cm_rejected;    // malformed, foreign (job, token) or from a source that is not the sender's
+    Count cm_duplicates;  // answered again or ignored: a retransmission crossed an answer
+    Count cm_stale;       // for a connection that no longer exists
     // LID changes (LID_CHANGE, CLIENT_REREGISTER): ours announced, others' heard, QP paths moved for either.
-    std::uint64_t lid_changes = 0;       // this port got a new LID: ADDRESS sent to the job
-    std::uint64_t peer_lid_changes = 0;  // ADDRESS accepted: a peer port's stored addresses moved to its new LID
-    std::uint64_t paths_migrated = 0;    // QPs moved to a path toward a new LID (INI, TGT, handles, loopback)
+    Count lid_changes;       // this port got a new LID: ADDRESS sent to the job
+    Count peer_lid_changes;  // ADDRESS accepted: a peer port's stored addresses moved to its new LID
+    Count paths_migrated;    // QPs moved to a path toward a new LID (INI, TGT, handles, loopback)
     // Receive side and device.
-    std::uint64_t srq_reposts = 0;         // receive buffers posted back to an SRQ
-    std::uint64_t srq_limit_events = 0;    // an SRQ fell to its low watermark (btl_xrc_receive_queues LOW)
-    std::uint64_t async_events = 0;        // asynchronous events of the device, every kind
-    std::uint64_t rnr_retry_exceeded = 0;  // sends given up after btl_xrc_rnr_retry RNR NAKs
-    std::uint64_t send_errors = 0;         // send, RDMA or atomic completions with an error status
-    std::uint64_t port_downs = 0;          // the port went down: new posts held
-    std::uint64_t port_ups = 0;            // ... and came back: held posts resumed
-    std::uint64_t port_down_ms = 0;        // milliseconds spent down (flaps that ended)
-    std::uint64_t failovers = 0;           // peers this rail stopped reaching while another rail did
-    std::uint64_t failover_sends = 0;      // sends that went over another rail instead (forwarded or sent again)
-    std::uint64_t replays_dropped = 0;     // sent again after this rail's loss, but it had delivered them: dropped
-    std::uint64_t replays_delivered = 0;   // sent again after this rail's loss, not delivered by it: handed up
+    Count srq_reposts;         // receive buffers posted back to an SRQ
+    Count srq_limit_events;    // an SRQ fell to its low watermark (btl_xrc_receive_queues LOW)
+    Count async_events;        // asynchronous events of the device, every kind
+    Count rnr_retry_exceeded;  // sends given up after btl_xrc_rnr_retry RNR NAKs
+    Count send_errors;         // send, RDMA or atomic completions with an error status
+    Count port_downs;          // the port went down: new posts held
+    Count port_ups;            // ... and came back: held posts resumed
+    Count port_down_ms;        // milliseconds spent down (flaps that ended)
+    Count failovers;           // peers this rail stopped reaching while another rail did
+    Count failover_sends;      // sends that went over another rail instead (forwarded or sent again)
+    Count replays_dropped;     // sent again after this rail's loss, but it had delivered them: dropped
+    Count replays_delivered;   // sent again after this rail's loss, not delivered by it: handed up
     // Memory registered with the device (receive slabs, eager block, fragments, user buffers through the rcache).
-    std::uint64_t registered_bytes = 0;
-    std::uint64_t registered_bytes_peak = 0;
+    Count registered_bytes;
+    Count registered_bytes_peak;
 };
 
 // Connections: bump through these, so the level stays opened - closed.
@@ -100,7 +141,7 @@ enum class CounterKind {
 
 struct CounterInfo {
     const char *name;
-    std::uint64_t Counters::*field;
+    Count Counters::*field;
     CounterKind kind;
     const char *description;
 };

@@ -75,7 +75,7 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     depth_ = static_cast<std::uint32_t>(std::min(config.send_queue_depth, device_->device_attr.max_qp_wr));
     signal_interval_ = static_cast<std::uint32_t>(config.signal_interval);
     inline_wanted_ = config.max_inline < 0 ? 256u : static_cast<std::uint32_t>(config.max_inline);
-    max_inline_ = inline_wanted_;
+    max_inline_.store(inline_wanted_, std::memory_order_relaxed);
     loopback_queue_ = std::make_unique<SendQueue>(depth_, signal_interval_, config.cm.my_node,
                                                   &PortTransport::loopback_blocked, this);
 }
@@ -668,7 +668,9 @@ Result<ibv_qp *> PortTransport::create_ini() noexcept {
     }
     if (!qp) return Error::from_errno("creating an XRC send (INI) QP");
     // Every INI QP must take what the fast path inlines: keep the smallest the device granted.
-    max_inline_ = std::min(max_inline_, inline_wanted_ == 0 ? 0u : attr.cap.max_inline_data);
+    max_inline_.store(
+        std::min(max_inline_.load(std::memory_order_relaxed), inline_wanted_ == 0 ? 0u : attr.cap.max_inline_data),
+        std::memory_order_relaxed);
     if (modify(qp.get(), ini_to_init(path_)) != 0) return Error::from_errno("XRC send QP RESET->INIT");
     changed();
     return qp.release();

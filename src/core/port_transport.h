@@ -103,7 +103,7 @@ public:
     ibv_pd *pd() const noexcept { return pd_.get(); }
     ibv_cq *cq() const noexcept { return cq_.get(); }
     ibv_context *context() const noexcept { return device_->context.get(); }
-    std::uint32_t max_inline() const noexcept { return max_inline_; }
+    std::uint32_t max_inline() const noexcept { return max_inline_.load(std::memory_order_relaxed); }
     TransportCounts counts() const noexcept;
     // What this port holds now, for the process's status record: device, XRC domain, SRQs, the connection
     // manager's QP, INI QPs per node, TGT QPs made, handles held. Host names are left empty, counters out.
@@ -275,7 +275,9 @@ private:
     AddressLookup lookup_;
     Listener listener_;
     PathSettings path_;
-    std::uint32_t max_inline_ = 0;
+    // Lowered by the connection manager's thread when a QP gets less than asked for, read by the send paths
+    // without its mutex (the value a send reads was true of every QP made before it).
+    std::atomic<std::uint32_t> max_inline_{0};
     std::uint32_t inline_wanted_ = 0;
     std::uint32_t depth_ = 0;
     std::uint32_t signal_interval_ = 1;

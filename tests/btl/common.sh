@@ -16,6 +16,7 @@ sanitizer_report() { grep -qE '^(==[0-9]+==ERROR: AddressSanitizer|.*runtime err
 work=$(mktemp -d)
 . "$(dirname "${BASH_SOURCE[0]}")/hca.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/counters.sh"  # counter_sum, ... of the jobs run with btl_xrc_verbose 10
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/tsan.sh"  # --enable-tsan: the runtime in every MPI process, its reports
 trap 'stop_daemon; rm -rf "$work"' EXIT
 trap 'exit 1' INT TERM
 
@@ -28,12 +29,27 @@ if [ -n "${BTL_XRC_ASAN:-}" ]; then
                -x UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
 fi
 
+# In an --enable-tsan build every job's processes run under ThreadSanitizer, their reports in $work/tsan/jobN
+# (tests/lib/tsan.sh); run_check fails a job whose reports name our code. The daemon is instrumented too: its
+# reports (in its log) are checked when the script finishes.
+tsan_args=()
+tsan_jobs=0
+finish_checks() {
+    tsan_on || return 0
+    tsan_check_files "$me: simhcad" "$work/simhcad.log" ||
+        fail "ThreadSanitizer reports name our code in the software HCA's daemon (above)"
+}
+
 # xrun OUTFILE MPIRUN-ARGS... : mpirun over the software HCA with ob1, bounded; returns mpirun's status.
 xrun() {
     local file=$1
     shift
+    if tsan_on; then
+        tsan_jobs=$((tsan_jobs + 1))
+        tsan_job_args "$work/tsan/job$tsan_jobs"
+    fi
     timeout -k 5 "${XRUN_TIMEOUT:-180}" "$MPIRUN" -x SIMHCA_INSTANCE -x LD_LIBRARY_PATH="$SIMHCA_LIBDIR" \
-        "${asan_args[@]}" --mca pml ob1 "$@" >"$file" 2>&1
+        "${asan_args[@]}" "${tsan_args[@]}" --mca pml ob1 "$@" >"$file" 2>&1
 }
 
 # run_check NAME EXPECTED-LINE-REGEX MPIRUN-ARGS...
@@ -47,6 +63,13 @@ run_check() {
     else
         fail "$name (exit $status)"
         grep -v '^\[.*\] \[ *[0-9]*\]' "$work/out" | head -30 | sed 's/^/    /'
+    fi
+    if tsan_on; then
+        if tsan_check "$work/tsan/job$tsan_jobs" "$name"; then
+            pass "$name: no ThreadSanitizer report naming our code"
+        else
+            fail "$name: ThreadSanitizer reports naming our code (above)"
+        fi
     fi
     expect_no_objects "$name"
 }

@@ -44,6 +44,7 @@ expect_no_objects() {
 pvar_sum() { awk -v n="$1" '$1 == "pvar" && $3 == n { s += $4 } END { print s + 0 }' "$2"; }
 
 finish() {
+    ! declare -F finish_checks >/dev/null || finish_checks  # the caller's last checks, when it has some
     [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
     exit 0
 }

@@ -42,10 +42,18 @@ mkdir -p "$WORKDIR"
 
 sc() { "$SIMCLUSTER" "$@"; }
 
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/tsan.sh"  # --enable-tsan: MPI processes and daemons under ThreadSanitizer
+
 # Always tear down (by pid: simcluster down kills what runs in our namespaces), even on failure/interrupt.
 teardown() {
     local rc=$?
     trap - EXIT INT TERM HUP
+    # --enable-tsan: the nodes' software HCA daemons are instrumented; what they reported is in their logs
+    if tsan_on && ls "$SIMCLUSTER_STATE"/nodes/*/simhcad.log >/dev/null 2>&1 &&
+        ! tsan_check_files "$T: the nodes' simhcad" "$SIMCLUSTER_STATE"/nodes/*/simhcad.log; then
+        echo "FAIL: $T: ThreadSanitizer reports name our code in the software HCA's daemons (above)"
+        [ $rc = 0 ] && rc=1
+    fi
     "$SIMCLUSTER" down >/dev/null 2>&1 || "$SIMCLUSTER" clean >/dev/null 2>&1
     rm -rf --one-file-system "$WORKDIR"
     rmdir "$SIMCLUSTER_STATE" 2>/dev/null
@@ -60,19 +68,33 @@ trap 'exit 143' TERM HUP
 # (4.1's ORTE says plm:rsh, 5.0's PRRTE plm:ssh.)
 filter_stderr() { grep -avE 'plm:(rsh|ssh): Warning: setpgid(.*) failed in parent with errno=' || true; }
 
+# In an --enable-tsan build every job's processes run under ThreadSanitizer (tests/lib/tsan.sh), their reports in
+# $WORKDIR/tsan/jobN.PID (jobs may run at once); a job whose reports name our code fails.
+tsan_args=()
+tsan_jobs=0
+
 # mpirun_sim OUTFILE MPIRUN-ARGS...: run mpirun inside the head node, bounded by a timeout;
-# stdout+filtered stderr go to OUTFILE (and to our log); returns mpirun's status.
+# stdout+filtered stderr go to OUTFILE (and to our log); returns mpirun's status (1 after a job whose
+# ThreadSanitizer reports name our code).
 mpirun_sim() {
     local out=$1 rc
     shift
     info "mpirun $*"
+    if tsan_on; then
+        tsan_jobs=$((tsan_jobs + 1))
+        tsan_job_args "$WORKDIR/tsan/job$tsan_jobs.$BASHPID"
+    fi
     # in the background + wait, so that a TERM/INT reaches our trap at once (teardown then stops the job)
-    sc run timeout -k 5 "$MPIRUN_TIMEOUT" "$MPIRUN" "$@" >"$out.raw" 2>&1 </dev/null &
+    sc run timeout -k 5 "$MPIRUN_TIMEOUT" "$MPIRUN" "${tsan_args[@]}" "$@" >"$out.raw" 2>&1 </dev/null &
     wait $!
     rc=$?
     filter_stderr <"$out.raw" >"$out"
     cat "$out"
     [ $rc = 124 ] && info "mpirun timed out after ${MPIRUN_TIMEOUT}s"
+    if tsan_on && ! tsan_check "$WORKDIR/tsan/job$tsan_jobs.$BASHPID" "$T job $tsan_jobs"; then
+        info "ThreadSanitizer reports name our code (above): the job counts as failed"
+        [ $rc = 0 ] && rc=1
+    fi
     return $rc
 }
 

@@ -7,7 +7,11 @@
  * (MPI_Win_allocate on its communicator) and, every round, puts a block into its slot at every other rank under a
  * shared lock, reads every other rank's block back with MPI_Get, and adds to a counter at rank 0 with
  * MPI_Fetch_and_op; the blocks and the counter are verified. Rank 0 prints "threads: OK ranks=N threads=T
- * errors=0". */
+ * errors=0".
+ * With THREADS_STOP_FILE set in the environment (point-to-point only), every thread goes on past ITERS rounds
+ * until that file exists (rank 0's threads look, and tell the others through their round's collective), so that a
+ * test's faults land while every thread has traffic in flight; rank 0 prints "threads: traffic" after its first
+ * thread's first round. */
 #include "mix64.h"
 
 #include <mpi.h>
@@ -15,11 +19,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const int kSizes[] = {8, 1000, 8000, 65536, 1 << 20};
 #define NSIZES ((int)(sizeof(kSizes) / sizeof(kSizes[0])))
 
 static int rank_, size_, iters_, rma_;
+static const char *stop_file_; /* THREADS_STOP_FILE: go on until it exists */
 #define RMA_BLOCK 4096 /* bytes each rank puts into its slot of every other rank's window */
 
 struct worker {
@@ -55,7 +61,7 @@ static void *work(void *arg) {
     struct worker *w = arg;
     const int max = kSizes[NSIZES - 1];
     unsigned char *out = malloc((size_t)max), *in = malloc((size_t)max);
-    for (int iter = 0; iter < iters_; ++iter) {
+    for (int iter = 0; iter < iters_ || stop_file_ != NULL; ++iter) {
         /* Point-to-point: in step k, send to rank+k and receive from rank-k (a pairing that never deadlocks). */
         for (int s = 0; s < NSIZES; ++s) {
             const int bytes = kSizes[s];
@@ -106,6 +112,15 @@ static void *work(void *arg) {
             fprintf(stderr, "threads: rank %d thread %d: allreduce gave %ld, expected %ld\n", rank_, w->index, total,
                     want);
             ++w->errors;
+        }
+        if (stop_file_ != NULL) {
+            if (rank_ == 0 && w->index == 0 && iter == 0) {
+                printf("threads: traffic\n");
+                fflush(stdout);
+            }
+            int stop = rank_ == 0 && iter + 1 >= iters_ && access(stop_file_, F_OK) == 0;
+            MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, w->comm);
+            if (stop) break;
         }
     }
     free(out);
@@ -172,6 +187,7 @@ int main(int argc, char **argv) {
     const int nthreads = argc > 1 ? atoi(argv[1]) : 4;
     iters_ = argc > 2 ? atoi(argv[2]) : 3;
     rma_ = argc > 3 && strcmp(argv[3], "rma") == 0;
+    stop_file_ = rma_ ? NULL : getenv("THREADS_STOP_FILE");
     if (provided != MPI_THREAD_MULTIPLE) {
         if (rank_ == 0) printf("threads: FAILED MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
         MPI_Finalize();
