@@ -1,0 +1,18 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Needs root (returns 77 otherwise) and the software HCA. A few fixed schedules of the fault campaign (docs/chaos.md),
+# chosen short and covering its three outcomes' machinery: each runs on its own private simulated cluster, and the
+# test passes when none is a VIOLATION. CHAOS_CHECK_SEEDS replaces the list. Each seed's logs stay in
+# BUILD/tests/chaos/logs/seed-S; `tests/chaos/chaos --seed S` replays one.
+#   1037  2x2, two rails (ports of one device), RPUT + osc/pt2pt: rail 1 of nodeB loses its acknowledgements, then
+#         goes down for good: every process fails over, the copies its link had delivered are dropped (OK)
+#   45    3x2, two devices, on demand, one INI QP per process (evictions every round), RPUT + osc/pt2pt: a LID
+#         change, and a rank 5 s late into MPI_Finalize (OK)
+#   22    2x1, one rail, 4 threads, RGET + osc/rdma: DEVICE_FATAL on nodeA's only device: the job ends naming it
+#         (CLEAN END)
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOP_SRCDIR=${TOP_SRCDIR:-$(cd "$HERE/../.." && pwd)}
+TOP_BUILDDIR=${TOP_BUILDDIR:-$TOP_SRCDIR/build}
+[ "$(id -u)" = 0 ] || { echo "SKIP: chaos-seeds: needs root (namespaces, mounts, veth pairs)"; exit 77; }
+exec python3 "$HERE/chaos" --seeds "${CHAOS_CHECK_SEEDS:-1037,45,22}" --build-dir "$TOP_BUILDDIR"
