@@ -136,8 +136,7 @@ int forward_at_post(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag) noexcept {
 }
 
 // btl_send with several rails: the fragment is kept until its completion (it is what is sent again if the rail
-// fails), but ob1 may hear at the post that it is sent (`threads`: not with MPI_THREAD_MULTIPLE, below).
-template <bool threads>
+// fails), but ob1 may hear at the post that it is sent (below).
 [[gnu::always_inline]] inline int failover_send_body(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
                                                      mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) noexcept {
     auto *m = as_xrc(btl);
@@ -162,10 +161,11 @@ template <bool threads>
     sent(m, endpoint, frag, ring);
     // Ours and nobody asked for a callback: ob1 hears now that it is sent (as from an inline send with one rail),
     // instead of polling for the completion. The fragment stays posted and is sent again if its rail fails; its
-    // completion then calls no one and returns it. Not when the application's threads may call MPI at once: there
-    // ob1 keeps its callback (docs/benchmarks.md, "Rail failover: cost, runs, a hang with threads").
-    if (!threads && (frag->base.des_flags & (MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) ==
-                        MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) {
+    // completion then calls no one and returns it. With threads as without: ob1 handles a 1 from btl_send on each
+    // path that can get one (MATCH, RNDV, RGET, FIN; FRAG, ACK and PUT ask for a callback) by completing in the
+    // calling thread, with atomic counters (docs/benchmarks.md, "Rail failover: cost, runs, a hang with threads").
+    if ((frag->base.des_flags & (MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) ==
+        MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) {
         frag->base.des_cbfunc = nullptr;
         return 1;
     }
@@ -174,13 +174,13 @@ template <bool threads>
 
 int failover_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
                   mca_btl_base_tag_t tag) noexcept {
-    return failover_send_body<false>(btl, endpoint, des, tag);
+    return failover_send_body(btl, endpoint, des, tag);
 }
 
 int failover_send_locked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
                          mca_btl_base_tag_t tag) noexcept {
     const BtlXrcLock guard(as_xrc(btl)->lock);
-    return failover_send_body<true>(btl, endpoint, des, tag);
+    return failover_send_body(btl, endpoint, des, tag);
 }
 
 // btl_sendi with several rails: the message is assembled into a fragment that stays until its completion (what is
