@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -103,6 +104,10 @@ struct mca_btl_xrc_component_t {
     // Threads may all count down at once: relaxed loads and stores (plain moves, no locked instruction), so a tick
     // may be lost and the look comes a little later; the look itself is serialized in btl_xrc_status.cc.
     std::atomic<uint32_t> status_countdown;
+    // Guards every module's endpoint tables (endpoints, other_endpoints, other_job_peers, endpoints_made, adopting):
+    // add_procs changes them without the data-path lock (ob1 calls it holding its own, which a thread holding ours
+    // may be waiting for). A leaf: held only around a look-up or change of a table, never while calling out.
+    std::mutex tables_mutex;
 
     // A process that exits without closing the component (MPI_Abort, exit() before MPI_Finalize) leaves its
     // modules to the kernel, as a process's verbs objects are: destroying them from a static destructor would call
@@ -159,6 +164,8 @@ struct mca_btl_xrc_module_t {
     // finalize and not before: after del_procs, fragments still queued or in flight toward their node point to
     // them until the queue drains (a failed completion names its endpoint's peer).
     std::vector<std::unique_ptr<struct mca_btl_base_endpoint_t>> endpoints_made;
+    // Listed by add_procs, their eager RDMA state not yet joined to the module's (mca_btl_xrc_adopt_endpoints).
+    std::vector<struct mca_btl_base_endpoint_t *> adopting;
     // The live ones by rank (del_procs removes them, and clears their proc pointer: Open MPI may release the proc
     // after del_procs). The BML may hand the same endpoint to del_procs more than once (it sits in several of its
     // BTL arrays), so only endpoints still listed here are released.
@@ -182,7 +189,7 @@ struct mca_btl_xrc_module_t {
     std::atomic<bool> serving;
     // With several rails: this rail was given up (port down past its grace, or the device failed) and its peers'
     // traffic goes over the others (btl_xrc_failover.cc). Never reset: a rail lost stays lost for the job.
-    bool rail_lost;
+    std::atomic<bool> rail_lost;
     // The nodes toward which this rail was given up, each reported once (btl_xrc_failover.cc).
     std::vector<uint32_t> lost_nodes;
     // Several rails, failover on: the SRQ messages this process took off this rail, by connection (the ring's are
@@ -225,6 +232,14 @@ extern mca_btl_xrc_component_t mca_btl_xrc_component;
 extern mca_btl_base_module_t mca_btl_xrc_module_template;
 
 // btl_xrc_module.cc
+// The live endpoint of `rank` on `module`, or null (the tables' mutex around the look-up).
+struct mca_btl_base_endpoint_t *mca_btl_xrc_endpoint_for(const mca_btl_xrc_module_t *module, uint32_t rank) noexcept;
+// The module's endpoints, copied: every one made (`made`), or the live ones. For paths that act on each one (errors,
+// a rail's loss); out of memory, it throws.
+std::vector<struct mca_btl_base_endpoint_t *> mca_btl_xrc_endpoints_of(const mca_btl_xrc_module_t *module, bool made);
+// The endpoints add_procs listed join the module's eager RDMA state, under the data-path lock (`locked`: the
+// caller holds it; otherwise it is tried, and progress does it when another thread holds it).
+void mca_btl_xrc_adopt_endpoints(mca_btl_xrc_module_t *module, bool locked) noexcept;
 // threads: more than one thread may call the module's entry points (MPI_THREAD_MULTIPLE, progress threads).
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *module, bool threads) noexcept;
 // btl_xrc_failover.cc: with more than one module, one rail's loss is survived (docs/architecture.md, "Losing a rail").

@@ -13,8 +13,8 @@
 #include <cstring>
 
 xrc::Peer *mca_btl_xrc_eager_sink_t::peer_of(uint32_t rank) noexcept {
-    auto it = module->endpoints->find(rank);
-    return it != module->endpoints->end() ? &it->second->peer : nullptr;
+    mca_btl_base_endpoint_t *endpoint = mca_btl_xrc_endpoint_for(module, rank);
+    return endpoint != nullptr ? &endpoint->peer : nullptr;
 }
 
 // One control message over the SRQ path, in an eager fragment that goes back to its list when sent.

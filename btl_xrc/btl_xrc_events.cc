@@ -143,8 +143,7 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const xrc::AsyncEventReco
                 mca_btl_base_endpoint_t *endpoint = nullptr;
                 std::string what = d.what;
                 if (d.peer_rank != UINT32_MAX) {
-                    if (auto it = target->endpoints->find(d.peer_rank); it != target->endpoints->end())
-                        endpoint = it->second;
+                    endpoint = mca_btl_xrc_endpoint_for(target, d.peer_rank);
                     if (endpoint == nullptr || endpoint->proc == nullptr)
                         what += " (peer rank " + std::to_string(d.peer_rank) + " on " +
                                 mca_btl_xrc_component.job->hostname_of(d.peer_rank) + ")";

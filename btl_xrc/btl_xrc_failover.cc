@@ -46,11 +46,10 @@ std::string rail_name(const mca_btl_xrc_module_t *m) {
 mca_btl_base_endpoint_t *sibling_of(const mca_btl_xrc_module_t *m, uint32_t rank) {
     mca_btl_base_endpoint_t *to = nullptr;
     const auto usable = [&](mca_btl_xrc_module_t &s) {
-        if (s.rail_lost || s.finalizing || s.endpoints == nullptr) return false;
-        auto it = s.endpoints->find(rank);
-        if (it == s.endpoints->end() || it->second->forward_to != nullptr || it->second->peer.queue->broken())
-            return false;
-        to = it->second;
+        if (s.rail_lost || s.finalizing || s.transport == nullptr) return false;
+        mca_btl_base_endpoint_t *e = mca_btl_xrc_endpoint_for(&s, rank);
+        if (e == nullptr || e->forward_to != nullptr || e->peer.queue->broken()) return false;
+        to = e;
         return true;
     };
     return xrc::choose_sibling(mca_btl_xrc_component.modules, m, usable) != nullptr ? to : nullptr;
@@ -351,9 +350,9 @@ std::string surviving_rails(const mca_btl_xrc_module_t *m) {
 // the copy is then delivered).
 uint32_t taken_on(const mca_btl_xrc_module_t *lost, const xrc::ForwardedHeader &header) noexcept {
     if (xrc::stream_of(header) == xrc::ReplayStream::srq) return lost->srq_taken.of(xrc::source_of(header));
-    auto it = lost->endpoints->find(header.rank);
-    if (it == lost->endpoints->end()) return 0;
-    const xrc::EagerRing *ring = it->second->peer.granted;
+    const mca_btl_base_endpoint_t *writer = mca_btl_xrc_endpoint_for(lost, header.rank);
+    if (writer == nullptr) return 0;
+    const xrc::EagerRing *ring = writer->peer.granted;
     return ring != nullptr ? static_cast<uint32_t>(ring->messages()) : 0;
 }
 
@@ -362,7 +361,7 @@ uint32_t taken_on(const mca_btl_xrc_module_t *lost, const xrc::ForwardedHeader &
 // still hold the original). Progress context, under the lock (progress holds it: the lost module's queues are
 // this thread's to poll).
 bool delivered_already(mca_btl_xrc_module_t *lost, const xrc::ForwardedHeader &header) noexcept {
-    if (lost->endpoints == nullptr || lost->transport == nullptr) return false;
+    if (lost->transport == nullptr) return false;
     // Once deep: a copy met while draining does not drain again (the module whose poll called us may be the one
     // that would be drained, and its ring's current message is not released yet).
     static thread_local bool draining = false;
@@ -495,14 +494,19 @@ bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *m, const char *why) noexcept {
     if (!failover_on || m->finalizing) return false;
     const BtlXrcLock guard(m->lock);
     if (m->rail_lost) return true;
-    for (const auto &[rank, endpoint] : *m->endpoints)
-        if (endpoint->forward_to == nullptr && sibling_of(m, rank) == nullptr) return false;
-    m->rail_lost = true;
-    for (const auto &[rank, endpoint] : *m->endpoints)
-        if (endpoint->forward_to == nullptr) {
-            endpoint->forward_to = sibling_of(m, rank);
-            ++m->counters.failovers;
-        }
+    try {
+        const std::vector<mca_btl_base_endpoint_t *> live = mca_btl_xrc_endpoints_of(m, false);
+        for (mca_btl_base_endpoint_t *endpoint : live)
+            if (endpoint->forward_to == nullptr && sibling_of(m, endpoint->peer.rank) == nullptr) return false;
+        m->rail_lost = true;
+        for (mca_btl_base_endpoint_t *endpoint : live)
+            if (endpoint->forward_to == nullptr) {
+                endpoint->forward_to = sibling_of(m, endpoint->peer.rank);
+                ++m->counters.failovers;
+            }
+    } catch (...) {  // out of memory: the rail is not given up, and the job ends as with one rail
+        return false;
+    }
     try {
         opal_output(0, "btl:xrc: %s: %s: rail lost: %s; traffic continues on %s", opal_process_info.nodename,
                     rail_name(m).c_str(), why, surviving_rails(m).c_str());

@@ -16,9 +16,8 @@ int init_frag(opal_free_list_item_t *item, void *ctx) {
     frag->segment.seg_len = 0;
     frag->list = list;
     frag->capacity = list->fl_payload_buffer_size;
-    frag->lkey = item->registration != nullptr
-                     ? reinterpret_cast<mca_btl_xrc_reg_t *>(item->registration)->handle.lkey
-                     : 0;
+    frag->lkey =
+        item->registration != nullptr ? reinterpret_cast<mca_btl_xrc_reg_t *>(item->registration)->handle.lkey : 0;
     frag->op = xrc::SendOp{};
     frag->op.wr.sg_list = &frag->op.sge;
     frag->op.wr.num_sge = 1;

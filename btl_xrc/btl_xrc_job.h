@@ -34,10 +34,10 @@ struct mca_btl_xrc_job_t {
     opal_jobid_t jobid = 0;
     xrc::NodeId my_node_id{};  // this node, in every address this process publishes (not a NodeMap index)
     unsigned local_ranks = 1;
-    std::size_t node_count = 1;  // entries of the launcher's node list
-    bool eager = false;          // connect to every node during MPI_Init (else on first use)
-    std::unique_ptr<xrc::NodeMap> map;                                           // eager mode only (null on demand)
-    xrc::ProcessAddress mine;  // what this process published: one entry per module, in module order
+    std::size_t node_count = 1;         // entries of the launcher's node list
+    bool eager = false;                 // connect to every node during MPI_Init (else on first use)
+    std::unique_ptr<xrc::NodeMap> map;  // eager mode only (null on demand)
+    xrc::ProcessAddress mine;           // what this process published: one entry per module, in module order
     std::unordered_map<uint32_t, std::optional<xrc::ProcessAddress>> addresses;  // nullopt: none, or malformed
     // Ports whose LID changed since they published it (announced through the connection manager): port_identity()
     // -> the LID it has now, applied to every address fetched later. O(ports that changed).

@@ -127,7 +127,8 @@ int mca_btl_xrc_modex_publish(const mca_btl_xrc_modules_t &modules) noexcept {
         for (const auto &module : modules) address.ports.push_back(module->transport->address());
         auto blob = xrc::encode_address(address);
         if (xrc::ports_share_default_prefix(address))
-            opal_output(0, "btl:xrc: %s: WARNING: %zu ports share the default subnet prefix fe80::, so ports cannot be "
+            opal_output(0,
+                        "btl:xrc: %s: WARNING: %zu ports share the default subnet prefix fe80::, so ports cannot be "
                         "told apart by fabric; if they are separate rails, give each subnet its own prefix (the subnet "
                         "manager's subnet_prefix), or a node with a rail down will pair its peers across fabrics",
                         opal_process_info.nodename, address.ports.size());
@@ -177,7 +178,8 @@ const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int modul
             }
         }
         // Fetched without the mutex: the service thread keeps serving what it knows meanwhile.
-        std::optional<xrc::ProcessAddress> decoded = fetch_address(name_of(*this, rank), "rank " + std::to_string(rank));
+        std::optional<xrc::ProcessAddress> decoded =
+            fetch_address(name_of(*this, rank), "rank " + std::to_string(rank));
         std::lock_guard<std::mutex> guard(addresses_mutex);
         if (decoded)
             for (auto &port : decoded->ports)

@@ -50,7 +50,7 @@ void wire_up(mca_btl_xrc_module_t *m) {
                     m->transport->port_num(), map.node_count() - 1);
 }
 
-int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
+int add_procs_tables(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
                      mca_btl_base_endpoint_t **endpoints, opal_bitmap_t *reachable) noexcept;
 
 // The peer's receive classes hold our largest fragment; reported once per peer otherwise.
@@ -73,7 +73,10 @@ mca_btl_base_endpoint_t *add_other_job_proc(mca_btl_xrc_module_t *m, mca_btl_bas
     const uint32_t jobid = proc->proc_name.jobid;
     const uint32_t rank = proc->proc_name.vpid;
     const uint64_t key = (uint64_t(jobid) << 32) | rank;
-    if (auto it = m->other_endpoints->find(key); it != m->other_endpoints->end()) return it->second;
+    {
+        const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
+        if (auto it = m->other_endpoints->find(key); it != m->other_endpoints->end()) return it->second;
+    }
     const xrc::PortAddress *address = job.other_port_address(jobid, rank, m->index);
     if (address == nullptr || !receive_classes_fit(*address, btl, rank)) return nullptr;
     auto endpoint = std::make_unique<mca_btl_base_endpoint_t>();
@@ -83,11 +86,15 @@ mca_btl_base_endpoint_t *add_other_job_proc(mca_btl_xrc_module_t *m, mca_btl_bas
     endpoint->other_job = true;
     endpoint->jobid = jobid;
     mca_btl_base_endpoint_t *made = endpoint.get();
-    m->endpoints_made.push_back(std::move(endpoint));  // owned from here on, whatever fails below
+    {
+        const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
+        m->endpoints_made.push_back(std::move(endpoint));  // owned from here on, whatever fails below
+    }
     const int index = m->index;
     m->transport->attach_other(jobid, made->peer, *address, rank, [jobid, index](uint32_t r) {
         return mca_btl_xrc_component.job->other_port_address(jobid, r, index);
     });
+    const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
     m->other_endpoints->emplace(key, made);
     ++(*m->other_job_peers)[jobid];
     BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u: rank %u of job %u is reachable (another job)",
@@ -98,17 +105,17 @@ mca_btl_base_endpoint_t *add_other_job_proc(mca_btl_xrc_module_t *m, mca_btl_bas
 int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
                   opal_bitmap_t *reachable) noexcept {
     auto *m = as_xrc(btl);
-    int rc;
-    {
-        const BtlXrcLock guard(m->lock);
-        rc = add_procs_locked(m, btl, nprocs, procs, endpoints, reachable);
-    }
+    // Not under the data-path lock: ob1 adds processes under its own lock (mca_bml_lock), which a thread holding
+    // ours waits for when a callback meets a process ob1 has not added yet; the tables take their own mutex, and
+    // what needs the data-path lock is done by progress (mca_btl_xrc_adopt_endpoints).
+    const int rc = add_procs_tables(m, btl, nprocs, procs, endpoints, reachable);
+    mca_btl_xrc_adopt_endpoints(m, false);
     // Eager mode: the connections wire_up recorded are started now, during MPI_Init, outside the module's lock.
     if (m->transport->busy()) m->transport->tick();
     return rc;
 }
 
-int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
+int add_procs_tables(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
                      mca_btl_base_endpoint_t **endpoints, opal_bitmap_t *reachable) noexcept {
     // A rail given up for good (btl_xrc_failover.cc) takes no new peer: the others reach it.
     if (OPAL_UNLIKELY(m->rail_lost)) return OPAL_SUCCESS;
@@ -126,8 +133,8 @@ int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
                 continue;
             }
             const uint32_t rank = proc->proc_name.vpid;
-            if (auto it = m->endpoints->find(rank); it != m->endpoints->end()) {
-                endpoints[i] = it->second;
+            if (mca_btl_base_endpoint_t *known = mca_btl_xrc_endpoint_for(m, rank); known != nullptr) {
+                endpoints[i] = known;
                 if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));
                 continue;
             }
@@ -139,15 +146,22 @@ int add_procs_locked(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
             endpoint->module = m;
             endpoint->peer.rank = rank;
             mca_btl_base_endpoint_t *made = endpoint.get();
-            m->endpoints_made.push_back(std::move(endpoint));  // owned from here on, whatever fails below
+            {
+                const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
+                m->endpoints_made.push_back(std::move(endpoint));  // owned from here on, whatever fails below
+            }
             // The link's owner, if this peer's node has no link yet: spread over the node's ranks (node_map.h).
             // Same node or not is the HCA port (xrc::link_owner), never the node id, which may be a hash.
             const uint32_t guess = xrc::spread_owner_guess(rank, job.my_rank, job.local_ranks, job.size);
             const uint32_t owner = xrc::link_owner(rank, *address, guess, job.port_address(guess, m->index));
             m->transport->attach(made->peer, *address, owner);
-            m->endpoints->emplace(rank, made);
+            {
+                // Listed now; its eager RDMA state joins the module's under the data-path lock.
+                const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
+                m->endpoints->emplace(rank, made);
+                m->adopting.push_back(made);
+            }
             endpoints[i] = made;
-            mca_btl_xrc_eager_endpoint_added(m, made);
             if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));
         }
         return OPAL_SUCCESS;
@@ -167,23 +181,34 @@ int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **,
             // Another job's process: when it was that job's last one here, the job's connections drain and
             // close, and its manager goes with the TGT QPs made for its senders once they closed them.
             const uint64_t key = (uint64_t(endpoint->jobid) << 32) | endpoint->peer.rank;
-            auto it = m->other_endpoints->find(key);
-            if (it == m->other_endpoints->end() || it->second != endpoint) continue;
-            m->other_endpoints->erase(it);
+            bool last = false;
+            {
+                const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
+                auto it = m->other_endpoints->find(key);
+                if (it == m->other_endpoints->end() || it->second != endpoint) continue;
+                m->other_endpoints->erase(it);
+                if (auto count = m->other_job_peers->find(endpoint->jobid);
+                    count != m->other_job_peers->end() && --count->second == 0) {
+                    m->other_job_peers->erase(count);
+                    last = true;
+                }
+            }
             m->transport->detach_other(endpoint->jobid, endpoint->peer);
             endpoint->proc = nullptr;
-            if (auto count = m->other_job_peers->find(endpoint->jobid);
-                count != m->other_job_peers->end() && --count->second == 0) {
-                m->other_job_peers->erase(count);
+            if (last) {
                 m->transport->retire_job(endpoint->jobid);
                 BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u: job %u left: its connections close",
                                 m->transport->device_name().c_str(), m->transport->port_num(), endpoint->jobid);
             }
             continue;
         }
-        auto it = m->endpoints->find(endpoint->peer.rank);
-        if (it == m->endpoints->end() || it->second != endpoint) continue;
-        m->endpoints->erase(it);  // still in endpoints_made until finalize
+        {
+            const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
+            auto it = m->endpoints->find(endpoint->peer.rank);
+            if (it == m->endpoints->end() || it->second != endpoint) continue;
+            m->endpoints->erase(it);  // still in endpoints_made until finalize
+            m->adopting.erase(std::remove(m->adopting.begin(), m->adopting.end(), endpoint), m->adopting.end());
+        }
         mca_btl_xrc_eager_endpoint_fini(endpoint);
         m->transport->detach(endpoint->peer);
         endpoint->proc = nullptr;
@@ -395,7 +420,7 @@ std::uint64_t monotonic_us() {
 std::string drop_lost_initiators(mca_btl_xrc_module_t *m) noexcept {
     std::string dropped;
     try {
-        for (const auto &endpoint : m->endpoints_made) {
+        for (mca_btl_base_endpoint_t *endpoint : mca_btl_xrc_endpoints_of(m, true)) {
             if (endpoint->forward_to == nullptr) continue;
             const std::string these = m->transport->drop_initiator(endpoint->peer.rank);
             if (!these.empty()) dropped += (dropped.empty() ? "" : "; ") + these;
@@ -491,6 +516,42 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
 }
 
 }  // namespace
+
+mca_btl_base_endpoint_t *mca_btl_xrc_endpoint_for(const mca_btl_xrc_module_t *m, uint32_t rank) noexcept {
+    const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
+    if (m->endpoints == nullptr) return nullptr;
+    auto it = m->endpoints->find(rank);
+    return it != m->endpoints->end() ? it->second : nullptr;
+}
+
+std::vector<mca_btl_base_endpoint_t *> mca_btl_xrc_endpoints_of(const mca_btl_xrc_module_t *m, bool made) {
+    std::vector<mca_btl_base_endpoint_t *> all;
+    const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
+    if (made) {
+        all.reserve(m->endpoints_made.size());
+        for (const auto &endpoint : m->endpoints_made) all.push_back(endpoint.get());
+    } else if (m->endpoints != nullptr) {
+        all.reserve(m->endpoints->size());
+        for (const auto &[rank, endpoint] : *m->endpoints) all.push_back(endpoint);
+    }
+    return all;
+}
+
+void mca_btl_xrc_adopt_endpoints(mca_btl_xrc_module_t *m, bool locked) noexcept {
+    opal_recursive_mutex_t *lock = m->lock;
+    const bool threads = opal_using_threads();
+    if (threads && !locked && opal_mutex_trylock(lock) != 0) {
+        m->transport->raise();  // another thread holds it: progress adopts them
+        return;
+    }
+    std::vector<mca_btl_base_endpoint_t *> adopted;
+    {
+        const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
+        adopted.swap(m->adopting);
+    }
+    for (mca_btl_base_endpoint_t *endpoint : adopted) mca_btl_xrc_eager_endpoint_added(m, endpoint);
+    if (threads && !locked) opal_mutex_unlock(lock);
+}
 
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m, bool threads) noexcept {
     if (!threads) {

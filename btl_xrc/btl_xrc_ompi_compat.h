@@ -30,7 +30,9 @@
 // Flags the module has beyond what btl_xrc_flags says (see above).
 inline constexpr uint32_t kBtlXrcModuleFlags = 0;
 
-inline const char *mca_btl_xrc_proc_hostname(const opal_proc_t *proc) noexcept { return proc->proc_hostname; }
+inline const char *mca_btl_xrc_proc_hostname(const opal_proc_t *proc) noexcept {
+    return proc->proc_hostname;
+}
 
 // A receive callback of our own in Open MPI's table, from one that takes the module and the segment.
 template <void (*Receive)(mca_btl_base_module_t *, const mca_btl_base_segment_t *)>

@@ -135,6 +135,12 @@ namespace {
     m->transport->tick();
     mca_btl_xrc_service_progress(m);
     mca_btl_xrc_failover_serve(m);
+    bool adopting;
+    {
+        const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
+        adopting = !m->adopting.empty();
+    }
+    if (adopting) mca_btl_xrc_adopt_endpoints(m, false);
     check_port_grace(m);
     m->serving.store(false, std::memory_order_release);
 }
@@ -202,10 +208,10 @@ void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *m, const xrc::NodeLin
         if (link != nullptr && mca_btl_xrc_failover_enabled()) {
             bool all = true, any = m->rail_lost;
             // Every endpoint made (del_procs has taken them out of the live table by finalize).
-            for (const auto &endpoint : m->endpoints_made)
+            for (mca_btl_base_endpoint_t *endpoint : mca_btl_xrc_endpoints_of(m, true))
                 if (endpoint->peer.queue == &link->queue()) {
                     any = true;
-                    all = mca_btl_xrc_fail_over(m, endpoint.get(), why.c_str()) && all;
+                    all = mca_btl_xrc_fail_over(m, endpoint, why.c_str()) && all;
                 }
             if (any && all) {
                 BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s:%u: node %u: %s (its peers' traffic goes over another rail)",
@@ -225,8 +231,7 @@ void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *m, const xrc::NodeLin
         }
         // A link of another job's manager: its owner's rank is not one of this job's (no endpoint named).
         const bool own_job = link != nullptr && m->transport->link_of(link->queue()) == link;
-        auto it = own_job ? m->endpoints->find(link->owner()) : m->endpoints->end();
-        mca_btl_xrc_report_error(m, it != m->endpoints->end() ? it->second : nullptr, what.c_str());
+        mca_btl_xrc_report_error(m, own_job ? mca_btl_xrc_endpoint_for(m, link->owner()) : nullptr, what.c_str());
     } catch (...) {
         mca_btl_xrc_report_error(m, nullptr, "a connection failed");
     }

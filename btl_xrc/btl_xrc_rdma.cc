@@ -261,8 +261,9 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
         // The link's rank stands for the node: the report names it as the peer when this process has an endpoint
         // for it, here otherwise.
         toward = "node " + std::to_string(link->node());
-        if (auto it = m->endpoints->find(link->owner()); it != m->endpoints->end() && it->second->proc != nullptr)
-            endpoint = it->second;
+        if (mca_btl_base_endpoint_t *owner = mca_btl_xrc_endpoint_for(m, link->owner());
+            owner != nullptr && owner->proc != nullptr)
+            endpoint = owner;
         else
             toward += " (through rank " + std::to_string(link->owner()) + " on " +
                       mca_btl_xrc_component.job->hostname_of(link->owner()) + ")";

@@ -33,8 +33,8 @@ int mca_btl_xrc_rdma_refuse(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_
                             void *cbcontext, void *cbdata) noexcept;
 int mca_btl_xrc_flush(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint) noexcept;
 mca_btl_base_registration_handle_t *mca_btl_xrc_register_mem(mca_btl_base_module_t *btl,
-                                                             mca_btl_base_endpoint_t *endpoint, void *base,
-                                                             size_t size, uint32_t flags) noexcept;
+                                                             mca_btl_base_endpoint_t *endpoint, void *base, size_t size,
+                                                             uint32_t flags) noexcept;
 int mca_btl_xrc_deregister_mem(mca_btl_base_module_t *btl, mca_btl_base_registration_handle_t *handle) noexcept;
 
 // Reports an error completion of `queue` through mca_btl_xrc_report_error, naming the operation that failed (RDMA
