@@ -53,6 +53,10 @@ struct mca_btl_xrc_job_t {
     };
     std::vector<Wanted> wanted;
     std::atomic<bool> addresses_wanted{false};
+    // This process has left the modex fence (its first add_procs): every rank's address is with its PMIx client
+    // from then on, so a look-up made while serving datagrams fetches it without going to the launcher, and a peer
+    // that computes still answers a CONNECT from a rank it never added. Before, only what was fetched is read.
+    std::atomic<bool> modex_done{false};
     // Progress (never the service thread): fetches what the service thread asked for.
     void fetch_wanted_addresses() noexcept;
 

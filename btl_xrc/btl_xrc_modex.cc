@@ -171,7 +171,7 @@ const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int modul
                 if (!it->second || module_index < 0) return nullptr;
                 return xrc::paired_port(mine, static_cast<std::size_t>(module_index), *it->second);
             }
-            if (mca_btl_xrc_serving) {
+            if (mca_btl_xrc_serving && !modex_done.load(std::memory_order_acquire)) {
                 want(*this, jobid, rank);
                 mca_btl_xrc_wake_progress();
                 return nullptr;
@@ -204,7 +204,7 @@ const xrc::PortAddress *mca_btl_xrc_job_t::other_port_address(uint32_t other_job
                 if (!it->second || module_index < 0) return nullptr;
                 return xrc::paired_port(mine, static_cast<std::size_t>(module_index), *it->second);
             }
-            if (mca_btl_xrc_serving) {
+            if (mca_btl_xrc_serving && !modex_done.load(std::memory_order_acquire)) {
                 want(*this, other_jobid, rank);
                 mca_btl_xrc_wake_progress();
                 return nullptr;

@@ -105,13 +105,17 @@ mca_btl_base_endpoint_t *add_other_job_proc(mca_btl_xrc_module_t *m, mca_btl_bas
 int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs, mca_btl_base_endpoint_t **endpoints,
                   opal_bitmap_t *reachable) noexcept {
     auto *m = as_xrc(btl);
+    mca_btl_xrc_component.job->modex_done.store(true, std::memory_order_release);
     // Not under the data-path lock: ob1 adds processes under its own lock (mca_bml_lock), which a thread holding
     // ours waits for when a callback meets a process ob1 has not added yet; the tables take their own mutex, and
     // what needs the data-path lock is done by progress (mca_btl_xrc_adopt_endpoints).
+    const bool first = !m->wired;
     const int rc = add_procs_tables(m, btl, nprocs, procs, endpoints, reachable);
     mca_btl_xrc_adopt_endpoints(m, false);
-    // Eager mode: the connections wire_up recorded are started now, during MPI_Init, outside the module's lock.
-    if (m->transport->busy()) m->transport->tick();
+    // Eager mode: the connections wire_up recorded are started now, during MPI_Init (the first add_procs, no other
+    // thread yet). Never from a later add_procs: ob1 calls it holding mca_bml_lock, and tick() takes the data-path
+    // lock around the queues (progress starts what a later one recorded).
+    if (first && m->transport->busy()) m->transport->tick();
     return rc;
 }
 
