@@ -17,6 +17,7 @@
 // With a single module none of this runs: the sends chosen at btl_init are the ones without a test of their own.
 #include "btl_xrc_eager.h"
 #include "btl_xrc_frag.h"
+#include "btl_xrc_tsan.h"
 #include "btl_xrc_job.h"
 #include "btl_xrc_rdma.h"
 
@@ -179,6 +180,7 @@ int failover_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
 int failover_send_locked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
                          mca_btl_base_tag_t tag) noexcept {
     const BtlXrcLock guard(as_xrc(btl)->lock);
+    BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
     return failover_send_body(btl, endpoint, des, tag);
 }
 
@@ -230,6 +232,7 @@ int failover_sendi_locked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *e
                           void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
                           mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
     const BtlXrcLock guard(as_xrc(btl)->lock);
+    BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
     return failover_sendi(btl, endpoint, convertor, header, header_size, payload_size, order, flags, tag, descriptor);
 }
 
@@ -261,6 +264,7 @@ int failover_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, 
                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
     {
         const BtlXrcLock guard(as_xrc(btl)->lock);
+        BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
         if (rdma_refused(as_xrc(btl), endpoint)) return OPAL_ERROR;
     }
     return mca_btl_xrc_put(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags,
@@ -277,6 +281,7 @@ int failover_get(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, 
     auto *m = as_xrc(btl);
     {
         const BtlXrcLock guard(m->lock);
+        BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
         if (rdma_refused(m, endpoint))
             return mca_btl_xrc_rdma_refuse(m, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
     }
@@ -293,6 +298,7 @@ int failover_atomic(const char *what, mca_btl_base_module_t *btl, mca_btl_base_e
     bool refused;
     {
         const BtlXrcLock guard(m->lock);
+        BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
         refused = endpoint->forward_to != nullptr || endpoint->peer.queue->broken();
     }
     if (OPAL_UNLIKELY(refused)) {

@@ -4,6 +4,7 @@
 // btl_xrc_progress.cc.
 #include "btl_xrc_eager.h"
 #include "btl_xrc_frag.h"
+#include "btl_xrc_tsan.h"
 #include "btl_xrc_job.h"
 #include "btl_xrc_rdma.h"
 
@@ -94,6 +95,7 @@ mca_btl_base_endpoint_t *add_other_job_proc(mca_btl_xrc_module_t *m, mca_btl_bas
     m->transport->attach_other(jobid, made->peer, *address, rank, [jobid, index](uint32_t r) {
         return mca_btl_xrc_component.job->other_port_address(jobid, r, index);
     });
+    BTL_XRC_TSAN_RELEASE(made);  // ob1 hands it to the sending threads (in code TSan does not see)
     const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
     m->other_endpoints->emplace(key, made);
     ++(*m->other_job_peers)[jobid];
@@ -165,6 +167,7 @@ int add_procs_tables(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
                 m->endpoints->emplace(rank, made);
                 m->adopting.push_back(made);
             }
+            BTL_XRC_TSAN_RELEASE(made);  // ob1 hands it to the sending threads (in code TSan does not see)
             endpoints[i] = made;
             if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));
         }
@@ -303,6 +306,7 @@ constexpr xrc::SendCompletionFn send_complete = mca_btl_xrc_send_complete;
 int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
              mca_btl_base_tag_t tag) noexcept {
     const BtlXrcLock guard(as_xrc(btl)->lock);
+    BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
     return send_unlocked(btl, endpoint, des, tag);
 }
 
@@ -374,6 +378,7 @@ int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opa
               size_t header_size, size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
               mca_btl_base_descriptor_t **descriptor) noexcept {
     const BtlXrcLock guard(as_xrc(btl)->lock);
+    BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
     return sendi_unlocked(btl, endpoint, convertor, header, header_size, payload_size, order, flags, tag, descriptor);
 }
 

@@ -157,6 +157,7 @@ int rdma(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr_o
     frag->op.wr.wr.rdma.remote_addr = remote_address;
     frag->op.wr.wr.rdma.rkey = remote_handle->rkey;
     const BtlXrcLock guard(m->lock);
+    BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
     const int rc = post(m, endpoint, frag);
     if (rc == OPAL_SUCCESS && opcode == IBV_WR_RDMA_WRITE) {
         ++m->counters.rdma_writes;
@@ -184,6 +185,7 @@ int atomic(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr
     frag->op.wr.wr.atomic.compare_add = compare_add;
     frag->op.wr.wr.atomic.swap = swap;
     const BtlXrcLock guard(m->lock);
+    BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
     const int rc = post(m, endpoint, frag);
     if (rc == OPAL_SUCCESS) ++m->counters.atomics;
     return rc;
