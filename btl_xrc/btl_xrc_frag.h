@@ -9,6 +9,10 @@
 
 #include "src/core/send_queue.h"
 
+#include <cstring>
+
+#include <sys/uio.h>
+
 struct mca_btl_xrc_frag_t {
     mca_btl_base_descriptor_t base;  // must be first: the free list item Open MPI sees
     mca_btl_base_segment_t segment;
@@ -82,10 +86,19 @@ mca_btl_base_descriptor_t *mca_btl_xrc_alloc(mca_btl_base_module_t *btl, mca_btl
                                              uint8_t order, size_t size, uint32_t flags) noexcept;
 
 // Packs up to *size bytes of the convertor's data at `dst`; *size becomes what was packed. False on error.
-bool mca_btl_xrc_pack(opal_convertor_t *convertor, unsigned char *dst, size_t *size) noexcept;
+// Inline: every send calls it.
+inline bool mca_btl_xrc_pack(opal_convertor_t *convertor, unsigned char *dst, size_t *size) noexcept {
+    if (*size == 0) return true;
+    iovec iov{dst, *size};
+    uint32_t iov_count = 1;
+    return opal_convertor_pack(convertor, &iov, &iov_count, size) >= 0;
+}
 // The header, then the payload from the convertor: what sendi puts on the wire.
-bool mca_btl_xrc_assemble(unsigned char *dst, const void *header, size_t header_size, opal_convertor_t *convertor,
-                          size_t payload_size) noexcept;
+inline bool mca_btl_xrc_assemble(unsigned char *dst, const void *header, size_t header_size,
+                                 opal_convertor_t *convertor, size_t payload_size) noexcept {
+    std::memcpy(dst, header, header_size);
+    return mca_btl_xrc_pack(convertor, dst + header_size, &payload_size);
+}
 // Several rails (btl_xrc_failover.cc): `frag`'s op completes with `status` from the next progress call, under the
 // lock (the caller holds it).
 void mca_btl_xrc_defer(mca_btl_xrc_module_t *module, mca_btl_xrc_frag_t *frag, ibv_wc_status status) noexcept;

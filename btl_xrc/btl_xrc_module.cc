@@ -389,21 +389,6 @@ int xrc_register_error(mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_
 
 }  // namespace
 
-// Packs up to *size bytes of the convertor's data at `dst`; *size becomes what was packed. False on error.
-bool mca_btl_xrc_pack(opal_convertor_t *convertor, unsigned char *dst, size_t *size) noexcept {
-    if (*size == 0) return true;
-    iovec iov{dst, *size};
-    uint32_t iov_count = 1;
-    return opal_convertor_pack(convertor, &iov, &iov_count, size) >= 0;
-}
-
-// The header, then the payload from the convertor: what sendi puts on the wire.
-bool mca_btl_xrc_assemble(unsigned char *dst, const void *header, size_t header_size, opal_convertor_t *convertor,
-                          size_t payload_size) noexcept {
-    std::memcpy(dst, header, header_size);
-    return mca_btl_xrc_pack(convertor, dst + header_size, &payload_size);
-}
-
 void mca_btl_xrc_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
     const int rc = status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR;

@@ -164,11 +164,16 @@ int progress_all() noexcept {
             count = poll_all<Sink>();
             opal_mutex_unlock(&mca_btl_xrc_component.lock);
         }
+        for (const auto &module : mca_btl_xrc_component.modules)
+            if (OPAL_UNLIKELY(module->transport != nullptr && module->transport->busy())) serve_transport(module.get());
     } else {
-        count = poll_all<Sink>();
+        for (const auto &module : mca_btl_xrc_component.modules) {
+            mca_btl_xrc_module_t *m = module.get();
+            if (OPAL_UNLIKELY(m->transport == nullptr)) continue;  // finalized
+            count += poll_module<Sink>(m);
+            if (OPAL_UNLIKELY(m->transport->busy())) serve_transport(m);
+        }
     }
-    for (const auto &module : mca_btl_xrc_component.modules)
-        if (OPAL_UNLIKELY(module->transport != nullptr && module->transport->busy())) serve_transport(module.get());
     mca_btl_xrc_status_tick();
     return count;
 }

@@ -2,9 +2,8 @@
 // What one process's module (one device port) counts: traffic by path, connections, receive-side events and
 // registered memory. Each field is bumped where the code already is (the send paths touch the module anyway) by
 // the thread that holds the lock of what it counts (the data path's, or a connection manager's mutex), and read
-// by others (MPI_T, the status record) without it: a relaxed atomic load and store, which on every target is the
-// plain load, add and store a plain field compiles to (no locked instruction), so nothing per message beyond an
-// add. Two writers under different locks could lose an increment, never tear one. The BTL publishes every
+// by others (MPI_T, the status record) without it (class Count says how), so nothing per message beyond an add.
+// Two writers under different locks could lose an increment, never tear one. The BTL publishes every
 // field as an MPI_T performance variable btl_xrc_<name> (btl_xrc/btl_xrc_pvars.cc, summed over the process's
 // ports); anything that connects or closes (the transport, a connection manager) bumps the same struct.
 // Size: constant (one struct per module), whatever the job's size.
@@ -17,7 +16,10 @@
 
 namespace xrc {
 
-// One counter: a word one thread at a time writes and any thread may read.
+// One counter: a word one thread at a time writes and any thread may read. Bumped as a plain field (on x86-64
+// one add to memory, which a relaxed atomic's load-add-store would triple, several times per message); read with
+// a relaxed atomic load, so a reader sees an old or a new value, never a torn one (an aligned word). Under
+// ThreadSanitizer the field is a std::atomic, so the tool checks who writes it without reporting every reader.
 class Count {
 public:
     Count() noexcept = default;
@@ -31,14 +33,9 @@ public:
         return *this;
     }
     operator std::uint64_t() const noexcept { return load(); }
-    std::uint64_t load() const noexcept { return value_.load(std::memory_order_relaxed); }
-    Count &operator++() noexcept {
-        store(load() + 1);
-        return *this;
-    }
-    Count &operator--() noexcept {
-        store(load() - 1);
-        return *this;
+#if defined(__SANITIZE_THREAD__)
+    std::uint64_t load() const noexcept {
+        return value_.load(std::memory_order_relaxed);
     }
     Count &operator+=(std::uint64_t n) noexcept {
         store(load() + n);
@@ -48,10 +45,38 @@ public:
         store(load() - n);
         return *this;
     }
+#else
+    std::uint64_t load() const noexcept {
+        return __atomic_load_n(&value_, __ATOMIC_RELAXED);
+    }
+    Count &operator+=(std::uint64_t n) noexcept {
+        value_ += n;
+        return *this;
+    }
+    Count &operator-=(std::uint64_t n) noexcept {
+        value_ -= n;
+        return *this;
+    }
+#endif
+    Count &operator++() noexcept {
+        return *this += 1;
+    }
+    Count &operator--() noexcept {
+        return *this -= 1;
+    }
 
 private:
-    void store(std::uint64_t v) noexcept { value_.store(v, std::memory_order_relaxed); }
+#if defined(__SANITIZE_THREAD__)
+    void store(std::uint64_t v) noexcept {
+        value_.store(v, std::memory_order_relaxed);
+    }
     std::atomic<std::uint64_t> value_{0};
+#else
+    void store(std::uint64_t v) noexcept {
+        __atomic_store_n(&value_, v, __ATOMIC_RELAXED);
+    }
+    alignas(8) std::uint64_t value_ = 0;
+#endif
 };
 
 struct Counters {
