@@ -257,6 +257,17 @@ bool rdma_refused(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) no
     return true;
 }
 
+// An RDMA refused to a caller that cannot move its data another way (a one-sided window's, registered on the lost
+// rail only): it would post the operation again forever. The job ends, saying so. The lock is held.
+void refuse_window(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const char *what) noexcept {
+    char message[256];
+    snprintf(message, sizeof(message),
+             "an RDMA %s of a one-sided window refused (not executed): the rail is lost toward this peer, and the "
+             "window is registered on this rail only, so no other rail can carry it",
+             what);
+    mca_btl_xrc_report_error(m, endpoint, message);
+}
+
 // btl_put with several rails. Refused at the post, ob1 falls back to sends for that range at once.
 int failover_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
                  uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
@@ -265,7 +276,11 @@ int failover_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, 
     {
         const BtlXrcLock guard(as_xrc(btl)->lock);
         BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
-        if (rdma_refused(as_xrc(btl), endpoint)) return OPAL_ERROR;
+        if (rdma_refused(as_xrc(btl), endpoint)) {
+            if (!mca_btl_xrc_rdma_caller_recovers(btl, endpoint, cbcontext))
+                refuse_window(as_xrc(btl), endpoint, "put");
+            return OPAL_ERROR;
+        }
     }
     return mca_btl_xrc_put(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags,
                            order, cbfunc, cbcontext, cbdata);
@@ -282,8 +297,13 @@ int failover_get(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, 
     {
         const BtlXrcLock guard(m->lock);
         BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
-        if (rdma_refused(m, endpoint))
+        if (rdma_refused(m, endpoint)) {
+            if (!mca_btl_xrc_rdma_caller_recovers(btl, endpoint, cbcontext)) {
+                refuse_window(m, endpoint, "get");
+                return OPAL_ERROR;
+            }
             return mca_btl_xrc_rdma_refuse(m, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+        }
     }
     return mca_btl_xrc_get(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags,
                            order, cbfunc, cbcontext, cbdata);

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 namespace {
@@ -56,6 +57,40 @@ bool is_atomic(const xrc::SendOp &op) noexcept {
     return op.wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || op.wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
 }
 
+// The head of the BML's mca_bml_base_btl_t, the same in Open MPI 4.1 and 5.0 (ompi/mca/bml/bml.h), which a BTL
+// cannot include (it is the ompi layer's).
+struct BmlBtlHead {
+    uint32_t btl_flags;
+    float btl_weight;
+    mca_btl_base_module_t *btl;
+    mca_btl_base_endpoint_t *btl_endpoint;
+};
+
+// What a send-queue operation is, for error reports ("RDMA read of 4096 bytes at 0x7f31c4a01000").
+void describe(const xrc::SendOp &op, char *out, size_t size) {
+    const ibv_send_wr &wr = op.wr;
+    const auto bytes = static_cast<unsigned long long>(wr.num_sge > 0 ? wr.sg_list[0].length : 0);
+    switch (wr.opcode) {
+        case IBV_WR_RDMA_READ:
+            snprintf(out, size, "RDMA read of %llu bytes at 0x%llx", bytes, (unsigned long long)wr.wr.rdma.remote_addr);
+            break;
+        case IBV_WR_RDMA_WRITE:
+        case IBV_WR_RDMA_WRITE_WITH_IMM:
+            snprintf(out, size, "RDMA write of %llu bytes at 0x%llx", bytes,
+                     (unsigned long long)wr.wr.rdma.remote_addr);
+            break;
+        case IBV_WR_ATOMIC_FETCH_AND_ADD:
+            snprintf(out, size, "atomic fetch-and-add at 0x%llx", (unsigned long long)wr.wr.atomic.remote_addr);
+            break;
+        case IBV_WR_ATOMIC_CMP_AND_SWP:
+            snprintf(out, size, "atomic compare-and-swap at 0x%llx", (unsigned long long)wr.wr.atomic.remote_addr);
+            break;
+        default:
+            snprintf(out, size, "send of %llu bytes", bytes);
+            break;
+    }
+}
+
 // Every one-sided operation completes here, so flush sees it, even one posted without a callback (osc/rdma
 // leaves it out for a put that needs no clean-up).
 void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
@@ -70,6 +105,19 @@ void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
                  "other rail reaches the window it targets",
                  op->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? "fetch-and-add" : "compare-and-swap",
                  ibv_wc_status_str(status));
+        mca_btl_xrc_report_error(frag->module, frag->endpoint, what);
+    }
+    // A put or get that failed with its rail: ob1 moves the data by sends; another caller (osc/rdma) would take
+    // the failure for success, and its window is registered on this rail only. The job ends, saying so.
+    else if (OPAL_UNLIKELY(status != IBV_WC_SUCCESS) && op->posted_on != 0 && mca_btl_xrc_failover_enabled() &&
+             !frag->module->finalizing &&
+             !mca_btl_xrc_rdma_caller_recovers(&frag->module->super, frag->endpoint, frag->rdma_context)) {
+        char what[512], operation[160];
+        describe(*op, operation, sizeof(operation));
+        snprintf(what, sizeof(what),
+                 "%s of a one-sided window failed with its rail (%s): the window is registered on this rail only, "
+                 "so no other rail can carry it",
+                 operation, ibv_wc_status_str(status));
         mca_btl_xrc_report_error(frag->module, frag->endpoint, what);
     }
     if (frag->rdma_cb != nullptr && !frag->module->finalizing)
@@ -97,31 +145,6 @@ mca_btl_xrc_frag_t *rdma_frag(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *
     op.wr.qp_type.xrc.remote_srqn = endpoint->peer.srqs.front().srq_num;
     op.on_complete = rdma_complete;
     return frag;
-}
-
-// What a send-queue operation is, for error reports ("RDMA read of 4096 bytes at 0x7f31c4a01000").
-void describe(const xrc::SendOp &op, char *out, size_t size) {
-    const ibv_send_wr &wr = op.wr;
-    const auto bytes = static_cast<unsigned long long>(wr.num_sge > 0 ? wr.sg_list[0].length : 0);
-    switch (wr.opcode) {
-        case IBV_WR_RDMA_READ:
-            snprintf(out, size, "RDMA read of %llu bytes at 0x%llx", bytes, (unsigned long long)wr.wr.rdma.remote_addr);
-            break;
-        case IBV_WR_RDMA_WRITE:
-        case IBV_WR_RDMA_WRITE_WITH_IMM:
-            snprintf(out, size, "RDMA write of %llu bytes at 0x%llx", bytes,
-                     (unsigned long long)wr.wr.rdma.remote_addr);
-            break;
-        case IBV_WR_ATOMIC_FETCH_AND_ADD:
-            snprintf(out, size, "atomic fetch-and-add at 0x%llx", (unsigned long long)wr.wr.atomic.remote_addr);
-            break;
-        case IBV_WR_ATOMIC_CMP_AND_SWP:
-            snprintf(out, size, "atomic compare-and-swap at 0x%llx", (unsigned long long)wr.wr.atomic.remote_addr);
-            break;
-        default:
-            snprintf(out, size, "send of %llu bytes", bytes);
-            break;
-    }
 }
 
 // Called with the module's lock held.
@@ -192,6 +215,16 @@ int atomic(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, ibv_wr
 }
 
 }  // namespace
+
+bool mca_btl_xrc_rdma_caller_recovers(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                                      const void *cbcontext) noexcept {
+    if (cbcontext == nullptr) return false;
+    BmlBtlHead head;
+    // Copied, not dereferenced: another caller's context (osc/rdma's sync, module or tagged request pointer) is
+    // memory of at least this size, but of no known alignment or type.
+    std::memcpy(&head, cbcontext, sizeof(head));
+    return head.btl == btl && head.btl_endpoint == endpoint;
+}
 
 int mca_btl_xrc_rdma_refuse(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, void *local_address,
                             mca_btl_base_registration_handle_t *local_handle, mca_btl_base_rdma_completion_fn_t cbfunc,

@@ -26,6 +26,14 @@ int mca_btl_xrc_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t
                              mca_btl_base_registration_handle_t *remote_handle, uint64_t compare, uint64_t value,
                              int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
                              void *cbdata) noexcept;
+// Whether the owner of an RDMA operation moves its data another way when the operation is refused or fails: ob1
+// does (a put's range goes by sends, a get asks the sender to send it); osc/rdma does not (Open MPI 4.1 and 5.0
+// post a refused operation again forever, ompi_osc_rdma_master, and take a failed one's error for success,
+// ompi_osc_rdma_get_complete). ob1 reaches a BTL through the BML, which passes its mca_bml_base_btl_t (this module
+// and endpoint, ompi/mca/bml/bml.h) as the callback's context; any other caller is taken for one that cannot
+// recover, and a failed RDMA of its ends the job (which loses nothing) rather than its data.
+bool mca_btl_xrc_rdma_caller_recovers(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+                                      const void *cbcontext) noexcept;
 // RDMA refused toward a peer its rail no longer reaches (btl_xrc_failover.cc): accepted, and its callback hears of
 // the failure from the next progress call. The lock is held.
 int mca_btl_xrc_rdma_refuse(mca_btl_xrc_module_t *module, mca_btl_base_endpoint_t *endpoint, void *local_address,
