@@ -105,6 +105,18 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const xrc::AsyncEventReco
                                 "btl:xrc: %s: the port is active again; held sends resume (down %.2f s at most so far)",
                                 where(target).c_str(), double(lasted) / 1e6);
                 }
+                // The subnet manager may have given the port another LID while it was down, and a LID_CHANGE
+                // then comes before the port is active (requery_port announces only an active port's LID) or not
+                // at all: until the job hears of it, every peer drops our datagrams from a LID it does not know.
+                ibv_port_attr attr{};
+                if (ibv_query_port(target->transport->context(), target->transport->port_num(), &attr) == 0 &&
+                    attr.state == IBV_PORT_ACTIVE && attr.lid != 0 && attr.lid != target->transport->address().lid) {
+                    opal_output(0,
+                                "btl:xrc: %s: the port is back with LID %u (was %u); telling the job the new LID, "
+                                "connections move their paths to it",
+                                where(target).c_str(), attr.lid, target->transport->address().lid);
+                    (void)target->transport->lid_changed(attr.lid);
+                }
                 break;
             }
             case xrc::EventVerdict::requery:
