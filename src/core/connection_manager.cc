@@ -548,10 +548,20 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
     const PortAddress *from =
         config_.other_job || m.src_rank != config_.my_rank ? host_.address_of(m.src_rank) : nullptr;
     const bool moved = from != nullptr && m.type == CmType::Address && from->lid == m.old_lid && slid == m.new_lid;
-    if (from == nullptr || (from->lid != slid && !moved) || from->cm_qpn != src_qp) {
+    if (from == nullptr) {
+        // Not fetched yet (the service thread reads only what progress fetched) or no such rank: a live sender
+        // retransmits, and is answered once its address is here.
+        ++counters_->cm_rejected;
+        host_.note(std::string("dropped a ") + cm_type_name(m.type) + " from rank " + std::to_string(m.src_rank) +
+                   ": its address is not known here (yet)");
+        return;
+    }
+    if ((from->lid != slid && !moved) || from->cm_qpn != src_qp) {
         ++counters_->cm_rejected;
         host_.note(std::string("dropped a ") + cm_type_name(m.type) + " claiming to come from rank " +
-                   std::to_string(m.src_rank) + ": its address does not match the datagram's source");
+                   std::to_string(m.src_rank) + " (LID " + std::to_string(slid) + ", QP " + std::to_string(src_qp) +
+                   "): its address here is LID " + std::to_string(from->lid) + ", QP " +
+                   std::to_string(from->cm_qpn));
         return;
     }
     switch (m.type) {
