@@ -15,6 +15,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TOP_SRCDIR=${TOP_SRCDIR:-$(cd "$HERE/../.." && pwd)}
 TOP_BUILDDIR=${TOP_BUILDDIR:-$TOP_SRCDIR/build}
 export TOP_SRCDIR TOP_BUILDDIR
+# Open MPI's component directory (what tests/cluster's Makefile passes): the plugin is loaded beside it
+OMPI_PKGLIBDIR=${OMPI_PKGLIBDIR:-$(ompi_info --path pkglibdir --parsable | cut -d: -f3)}
+export OMPI_PKGLIBDIR
 . "$TOP_SRCDIR/tests/cluster/common.sh"
 . "$TOP_SRCDIR/tests/cluster/xrc-common.sh"
 XBENCH=${XBENCH:-$TOP_BUILDDIR/tests/bench/xbench}
