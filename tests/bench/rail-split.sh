@@ -30,7 +30,7 @@ for round in $(seq "$ROUNDS"); do
     for fo in 0 1; do
         out="$WORKDIR/fo$fo.$round"
         XRC_MPIRUN_ARGS="--mca btl_xrc_verbose 10 --mca btl_xrc_rail_failover $fo" \
-            xrc_run "$out" "$hosts" self,vader,xrc "$XBENCH" mpairs -m 8:8 -r 5 -t "xrc-fo$fo" ||
+            xrc_run "$out" "$hosts" self,vader,xrc "$XBENCH" mpairs -m 8:8 -r 5 -t "xrc-fo$fo" >/dev/null ||
             die "xbench mpairs failed (btl_xrc_rail_failover $fo, round $round): $(tail -5 "$out")"
         # xbench,LABEL,BENCH,SIZE,METRIC,UNIT,MEDIAN,...: the median message rate at 8 bytes
         rate=$(grep -aE "^xbench,xrc-fo$fo,mpairs,8,msgrate," "$out" | cut -d, -f7 | tail -1)
