@@ -268,18 +268,25 @@ void refuse_window(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, c
     mca_btl_xrc_report_error(m, endpoint, message);
 }
 
-// btl_put with several rails. Refused at the post, ob1 falls back to sends for that range at once.
+// btl_put with several rails. A put refused at the post leaks ob1's fragment and the registration it took for it
+// (Open MPI 4.1 and 5.0: mca_pml_ob1_send_request_put_frag calls put_frag_failed, which sends the data by copy in/
+// out but returns the fragment only on the completion path; the registration then aborts the job when the
+// application frees the buffer). So a refused put is accepted and completes with an error from the next progress
+// call, on which ob1 sends that range instead and returns its fragment.
 int failover_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
                  uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
                  mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
+    auto *m = as_xrc(btl);
     {
-        const BtlXrcLock guard(as_xrc(btl)->lock);
+        const BtlXrcLock guard(m->lock);
         BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
-        if (rdma_refused(as_xrc(btl), endpoint)) {
-            if (!mca_btl_xrc_rdma_caller_recovers(btl, endpoint, cbcontext))
-                refuse_window(as_xrc(btl), endpoint, "put");
-            return OPAL_ERROR;
+        if (rdma_refused(m, endpoint)) {
+            if (!mca_btl_xrc_rdma_caller_recovers(btl, endpoint, cbcontext)) {
+                refuse_window(m, endpoint, "put");
+                return OPAL_ERROR;
+            }
+            return mca_btl_xrc_rdma_refuse(m, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
         }
     }
     return mca_btl_xrc_put(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags,
