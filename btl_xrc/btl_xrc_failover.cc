@@ -268,52 +268,47 @@ void refuse_window(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, c
     mca_btl_xrc_report_error(m, endpoint, message);
 }
 
-// btl_put with several rails. A put refused at the post leaks ob1's fragment and the registration it took for it
-// (Open MPI 4.1 and 5.0: mca_pml_ob1_send_request_put_frag calls put_frag_failed, which sends the data by copy in/
-// out but returns the fragment only on the completion path; the registration then aborts the job when the
-// application frees the buffer). So a refused put is accepted and completes with an error from the next progress
-// call, on which ob1 sends that range instead and returns its fragment.
+// btl_put and btl_get with several rails. An RDMA toward a peer the rail lost is accepted and completes with an
+// error from the next progress call, on which ob1 moves that range by sends; refused at the post, ob1 would leak
+// a put's fragment and the registration it took for it (Open MPI 4.1 and 5.0: put_frag_failed sends the data but
+// returns the fragment only on the completion path, and the registration aborts the job when the application
+// frees the buffer: docs/upstream.md, report 6) and park a get on a list that only completion callbacks retry,
+// which the lost rail no longer makes. A one-sided window's RDMA cannot move (refuse_window).
+template <auto Rdma>
+int failover_rdma(const char *what, mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                  uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
+                  mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
+                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
+    auto *m = as_xrc(btl);
+    {
+        const BtlXrcLock guard(m->lock);
+        BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
+        if (rdma_refused(m, endpoint)) {
+            if (!mca_btl_xrc_rdma_caller_recovers(btl, endpoint, cbcontext)) {
+                refuse_window(m, endpoint, what);
+                return OPAL_ERROR;
+            }
+            return mca_btl_xrc_rdma_refuse(m, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+        }
+    }
+    return Rdma(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags, order, cbfunc,
+                cbcontext, cbdata);
+}
+
 int failover_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
                  uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
                  mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
-    auto *m = as_xrc(btl);
-    {
-        const BtlXrcLock guard(m->lock);
-        BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
-        if (rdma_refused(m, endpoint)) {
-            if (!mca_btl_xrc_rdma_caller_recovers(btl, endpoint, cbcontext)) {
-                refuse_window(m, endpoint, "put");
-                return OPAL_ERROR;
-            }
-            return mca_btl_xrc_rdma_refuse(m, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
-        }
-    }
-    return mca_btl_xrc_put(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags,
-                           order, cbfunc, cbcontext, cbdata);
+    return failover_rdma<mca_btl_xrc_put>("put", btl, endpoint, local_address, remote_address, local_handle,
+                                          remote_handle, size, flags, order, cbfunc, cbcontext, cbdata);
 }
 
-// btl_get with several rails. ob1 puts a get refused at the post on a list that only its completion callbacks
-// retry, and, with the rail's sends gone, such callbacks may never come: a refused get is accepted and completes
-// with an error from the next progress call instead, on which ob1 asks the sender for the data by sends.
 int failover_get(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
                  uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
                  mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
-    auto *m = as_xrc(btl);
-    {
-        const BtlXrcLock guard(m->lock);
-        BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
-        if (rdma_refused(m, endpoint)) {
-            if (!mca_btl_xrc_rdma_caller_recovers(btl, endpoint, cbcontext)) {
-                refuse_window(m, endpoint, "get");
-                return OPAL_ERROR;
-            }
-            return mca_btl_xrc_rdma_refuse(m, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
-        }
-    }
-    return mca_btl_xrc_get(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags,
-                           order, cbfunc, cbcontext, cbdata);
+    return failover_rdma<mca_btl_xrc_get>("get", btl, endpoint, local_address, remote_address, local_handle,
+                                          remote_handle, size, flags, order, cbfunc, cbcontext, cbdata);
 }
 
 // Atomics with several rails: never sent twice, and never over another rail (the window's registration is this
