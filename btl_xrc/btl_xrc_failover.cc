@@ -257,13 +257,13 @@ bool rdma_refused(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) no
     return true;
 }
 
-// An RDMA refused to a caller that cannot move its data another way (a one-sided window's, registered on the lost
-// rail only): it would post the operation again forever. The job ends, saying so. The lock is held.
+// An operation of a one-sided window toward a peer its rail lost (`what`: "an atomic operation", ...): the window
+// is registered on that rail only, and the caller would post it again forever. The job ends, saying so.
 void refuse_window(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const char *what) noexcept {
     char message[256];
     snprintf(message, sizeof(message),
-             "an RDMA %s of a one-sided window refused (not executed): the rail is lost toward this peer, and the "
-             "window is registered on this rail only, so no other rail can carry it",
+             "%s refused (not executed): the rail is lost toward this peer, and the window it targets is "
+             "registered on this rail only, so no other rail can carry it",
              what);
     mca_btl_xrc_report_error(m, endpoint, message);
 }
@@ -299,16 +299,18 @@ int failover_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, 
                  uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
                  mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
-    return failover_rdma<mca_btl_xrc_put>("put", btl, endpoint, local_address, remote_address, local_handle,
-                                          remote_handle, size, flags, order, cbfunc, cbcontext, cbdata);
+    return failover_rdma<mca_btl_xrc_put>("an RDMA put of a one-sided window", btl, endpoint, local_address,
+                                          remote_address, local_handle, remote_handle, size, flags, order, cbfunc,
+                                          cbcontext, cbdata);
 }
 
 int failover_get(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
                  uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
                  mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
-    return failover_rdma<mca_btl_xrc_get>("get", btl, endpoint, local_address, remote_address, local_handle,
-                                          remote_handle, size, flags, order, cbfunc, cbcontext, cbdata);
+    return failover_rdma<mca_btl_xrc_get>("an RDMA get of a one-sided window", btl, endpoint, local_address,
+                                          remote_address, local_handle, remote_handle, size, flags, order, cbfunc,
+                                          cbcontext, cbdata);
 }
 
 // Atomics with several rails: never sent twice, and never over another rail (the window's registration is this
@@ -324,12 +326,7 @@ int failover_atomic(const char *what, mca_btl_base_module_t *btl, mca_btl_base_e
         refused = endpoint->forward_to != nullptr || endpoint->peer.queue->broken();
     }
     if (OPAL_UNLIKELY(refused)) {
-        char message[256];
-        snprintf(message, sizeof(message),
-                 "%s refused (not executed): the rail is lost toward this peer, and the window it targets is "
-                 "registered on this rail only, so no other rail can carry it",
-                 what);
-        mca_btl_xrc_report_error(m, endpoint, message);
+        refuse_window(m, endpoint, what);
         return OPAL_ERROR;
     }
     return atomic(btl, endpoint, args...);
