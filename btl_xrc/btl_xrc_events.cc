@@ -32,6 +32,12 @@ std::string where(const mca_btl_xrc_module_t *m) {
            std::to_string(m->transport->port_num());
 }
 
+// Whether an active port has a LID other than the one the job knows (LID_CHANGE, CLIENT_REREGISTER after a
+// re-sweep, or a port that came back with another LID): then the job is told (PortTransport::lid_changed).
+bool lid_moved(const mca_btl_xrc_module_t *m, const ibv_port_attr &attr) {
+    return attr.state == IBV_PORT_ACTIVE && attr.lid != 0 && attr.lid != m->transport->address().lid;
+}
+
 // The port's state as the device says now: LID, SM LID, state. Also brings the hold in line with it (an event
 // may have been missed or reordered). A new LID (LID_CHANGE, CLIENT_REREGISTER after a re-sweep) is announced to
 // the job through the connection manager, which moves every path toward it (docs/connections.md); the same LID
@@ -43,7 +49,7 @@ void requery_port(mca_btl_xrc_module_t *m, const std::string &why) {
         return;
     }
     const uint16_t known = m->transport->address().lid;
-    const bool moved = attr.state == IBV_PORT_ACTIVE && attr.lid != 0 && attr.lid != known;
+    const bool moved = lid_moved(m, attr);
     opal_output(0, "btl:xrc: %s: %s: port state %s, LID %u (was %u), SM LID %u%s", where(m).c_str(), why.c_str(),
                 ibv_port_state_str(attr.state), attr.lid, known, attr.sm_lid,
                 moved ? "; telling the job the new LID, connections move their paths to it" : "");
@@ -110,7 +116,7 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const xrc::AsyncEventReco
                 // at all: until the job hears of it, every peer drops our datagrams from a LID it does not know.
                 ibv_port_attr attr{};
                 if (ibv_query_port(target->transport->context(), target->transport->port_num(), &attr) == 0 &&
-                    attr.state == IBV_PORT_ACTIVE && attr.lid != 0 && attr.lid != target->transport->address().lid) {
+                    lid_moved(target, attr)) {
                     opal_output(0,
                                 "btl:xrc: %s: the port is back with LID %u (was %u); telling the job the new LID, "
                                 "connections move their paths to it",

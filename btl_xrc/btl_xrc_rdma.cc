@@ -95,30 +95,29 @@ void describe(const xrc::SendOp &op, char *out, size_t size) {
 // leaves it out for a put that needs no clean-up).
 void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
-    // With several rails a failed send goes out again over another; an atomic never does: it may have executed
-    // (only its answer was lost), and its window is registered on this rail only. The job ends, saying so.
-    if (OPAL_UNLIKELY(status != IBV_WC_SUCCESS) && op->posted_on != 0 && is_atomic(*op) &&
-        mca_btl_xrc_failover_enabled() && !frag->module->finalizing) {
-        char what[256];
-        snprintf(what, sizeof(what),
-                 "an atomic %s failed with its rail (%s): it may have executed, so it is not sent again, and no "
-                 "other rail reaches the window it targets",
-                 op->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? "fetch-and-add" : "compare-and-swap",
-                 ibv_wc_status_str(status));
-        mca_btl_xrc_report_error(frag->module, frag->endpoint, what);
-    }
-    // A put or get that failed with its rail: ob1 moves the data by sends; another caller (osc/rdma) would take
-    // the failure for success, and its window is registered on this rail only. The job ends, saying so.
-    else if (OPAL_UNLIKELY(status != IBV_WC_SUCCESS) && op->posted_on != 0 && mca_btl_xrc_failover_enabled() &&
-             !frag->module->finalizing &&
-             !mca_btl_xrc_rdma_caller_recovers(&frag->module->super, frag->endpoint, frag->rdma_context)) {
-        char what[512], operation[160];
-        describe(*op, operation, sizeof(operation));
-        snprintf(what, sizeof(what),
-                 "%s of a one-sided window failed with its rail (%s): the window is registered on this rail only, "
-                 "so no other rail can carry it",
-                 operation, ibv_wc_status_str(status));
-        mca_btl_xrc_report_error(frag->module, frag->endpoint, what);
+    // With several rails a failed send goes out again over another; a one-sided operation that failed with its
+    // rail does not. An atomic may have executed (only its answer was lost), and its window is registered on this
+    // rail only; a put or get moves to sends when ob1 made it, but another caller (osc/rdma) would take the
+    // failure for success, its window this rail's too. The job ends, saying so.
+    if (OPAL_UNLIKELY(status != IBV_WC_SUCCESS) && op->posted_on != 0 && mca_btl_xrc_failover_enabled() &&
+        !frag->module->finalizing) {
+        char what[512];
+        if (is_atomic(*op)) {
+            snprintf(what, sizeof(what),
+                     "an atomic %s failed with its rail (%s): it may have executed, so it is not sent again, and no "
+                     "other rail reaches the window it targets",
+                     op->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? "fetch-and-add" : "compare-and-swap",
+                     ibv_wc_status_str(status));
+            mca_btl_xrc_report_error(frag->module, frag->endpoint, what);
+        } else if (!mca_btl_xrc_rdma_caller_recovers(&frag->module->super, frag->endpoint, frag->rdma_context)) {
+            char operation[160];
+            describe(*op, operation, sizeof(operation));
+            snprintf(what, sizeof(what),
+                     "%s of a one-sided window failed with its rail (%s): the window is registered on this rail "
+                     "only, so no other rail can carry it",
+                     operation, ibv_wc_status_str(status));
+            mca_btl_xrc_report_error(frag->module, frag->endpoint, what);
+        }
     }
     if (frag->rdma_cb != nullptr && !frag->module->finalizing)
         frag->rdma_cb(&frag->module->super, frag->endpoint, frag->local_address, frag->local_handle, frag->rdma_context,
