@@ -8,6 +8,7 @@
 #include "src/core/async_event_policy.h"
 #include "src/core/counters.h"
 #include "src/core/eager_manager.h"
+#include "src/core/params.h"
 #include "src/core/registered_block.h"
 #include "src/core/replay_filter.h"
 
@@ -22,51 +23,6 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
-
-// Values of the MCA parameters, filled by the MCA variable system (storage registered in btl_xrc_params.cc).
-struct mca_btl_xrc_params_t {
-    int verbose;
-    char *if_include;
-    char *if_exclude;
-    char *xrcd_dir;
-    char *receive_queues;
-    int cq_size;
-    int send_queue_depth;
-    int max_inline_data;
-    int mtu;
-    int timeout;
-    int retry_count;
-    int rnr_retry;
-    int min_rnr_timer;
-    int max_rdma_dst_ops;
-    int service_level;
-    int pkey;
-    int gid_index;
-    int signal_interval;
-    int cq_poll_batch;
-    int free_list_num;
-    int free_list_max;
-    int free_list_inc;
-    bool ignore_locality;
-    bool use_eager_rdma;
-    int eager_rdma_threshold;
-    int max_eager_rdma;
-    int eager_rdma_num;
-    int eager_rdma_slot_size;
-    char *connect;        // auto | eager | on-demand
-    char *node_id;        // launcher | hostname: where this node's id (a label) comes from
-    int eager_max_nodes;  // auto: eager up to this many nodes
-    int max_ini_qps;      // 0: no cap
-    int connect_timeout;  // seconds
-    int port_down_grace;  // seconds a port may stay down; -1: the retry budget of timeout and retry_count
-    int cm_receives;
-    int finalize_wait;       // seconds
-    int finalize_peer_wait;  // seconds
-    int status_interval;     // seconds; 0: status record on connection events only; -1: none
-    bool async_progress;     // a service thread answers the connection manager and reads async events
-    bool rail_failover;      // several rails: one rail's loss is survived (btl_xrc_failover.cc)
-    bool other_jobs;         // other jobs' processes (spawn, connect/accept) are reached over xrc too
-};
 
 namespace xrc {
 class NodeLink;
@@ -84,8 +40,8 @@ using mca_btl_xrc_modules_t = std::vector<std::unique_ptr<mca_btl_xrc_module_t>>
 
 struct mca_btl_xrc_component_t {
     mca_btl_base_component_3_0_0_t super;  // must be first: Open MPI sees only this
-    mca_btl_xrc_params_t params;
-    int output;  // opal_output stream, verbosity from btl_xrc_verbose
+    xrc::Params params;  // filled by the MCA variable system (storage registered in btl_xrc_params.cc)
+    int output;          // opal_output stream, verbosity from btl_xrc_verbose
     // One module per usable port, in modex order, owned from btl_init to close: Open MPI holds pointers to their
     // `super` until it has finalized every BTL, and MPI_T may read their counters after that, so a module's memory
     // outlives its btl_finalize (which releases everything the module holds).
@@ -284,8 +240,6 @@ void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_
 // the event is about (several ports of one device share a context, and so an async fd). Progress context only: a
 // fatal event calls the upper layer's error callback.
 void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *module, const xrc::AsyncEventRecord &event) noexcept;
-// The port's grace period in microseconds (btl_xrc_port_down_grace, or the retry budget), 0 for no limit.
-uint64_t mca_btl_xrc_port_down_grace_us() noexcept;
 // A connection failed (its sends have completed with an error): reported with the rank it went through.
 void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *module, const xrc::NodeLink *link,
                                      const std::string &why) noexcept;
@@ -325,6 +279,7 @@ void mca_btl_xrc_report_counters(const mca_btl_xrc_module_t *module) noexcept;  
 int mca_btl_xrc_register_params() noexcept;
 // OPAL_SUCCESS, or a help message was shown for each invalid value. Out of memory, it throws (btl_init catches).
 int mca_btl_xrc_validate_params();
+// Whether the job cannot do without xrc, from the btl list and the job's size (xrc::xrc_required says when).
 bool mca_btl_xrc_explicitly_requested() noexcept;
 
 // btl_xrc_help.cc

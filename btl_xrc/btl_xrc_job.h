@@ -9,6 +9,7 @@
 #include "src/core/address.h"
 #include "src/core/node_id.h"
 #include "src/core/node_map.h"
+#include "src/core/params.h"
 #include "src/core/result.h"
 
 #include <atomic>
@@ -28,14 +29,7 @@ extern thread_local bool mca_btl_xrc_serving;
 // Raises every module's transport, so that the next progress call serves it (mca_btl_xrc_service_progress).
 void mca_btl_xrc_wake_progress() noexcept;
 
-struct mca_btl_xrc_job_t {
-    uint32_t my_rank = 0;
-    uint32_t size = 0;
-    opal_jobid_t jobid = 0;
-    xrc::NodeId my_node_id{};  // this node, in every address this process publishes (not a NodeMap index)
-    unsigned local_ranks = 1;
-    std::size_t node_count = 1;         // entries of the launcher's node list
-    bool eager = false;                 // connect to every node during MPI_Init (else on first use)
+struct mca_btl_xrc_job_t : xrc::JobShape {
     std::unique_ptr<xrc::NodeMap> map;  // eager mode only (null on demand)
     xrc::ProcessAddress mine;           // what this process published: one entry per module, in module order
     std::unordered_map<uint32_t, std::optional<xrc::ProcessAddress>> addresses;  // nullopt: none, or malformed

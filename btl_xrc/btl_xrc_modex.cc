@@ -8,6 +8,7 @@
 #include "src/core/port_transport.h"
 #include "src/core/text_list.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -62,14 +63,6 @@ xrc::NodeId my_node_id() {
     return xrc::NodeId{hash | 0x80000000u};
 }
 
-bool eager_mode(std::size_t nodes) {
-    const auto &P = mca_btl_xrc_component.params;
-    const std::string mode = P.connect != nullptr ? P.connect : "auto";
-    if (mode == "eager") return true;
-    if (mode == "on-demand") return false;
-    return nodes <= static_cast<std::size_t>(P.eager_max_nodes);
-}
-
 }  // namespace
 
 uint32_t mca_btl_xrc_job_size() noexcept {
@@ -86,6 +79,7 @@ xrc::Result<std::unique_ptr<mca_btl_xrc_job_t>> mca_btl_xrc_job_create() {
     job->my_rank = OPAL_PROC_MY_NAME.vpid;
     job->jobid = OPAL_PROC_MY_NAME.jobid;
     job->local_ranks = static_cast<unsigned>(opal_process_info.num_local_peers) + 1;
+    job->local_index = static_cast<uint32_t>(std::max(0, static_cast<int>(opal_process_info.my_local_rank)));
     job->my_node_id = my_node_id();
     const uint32_t size = mca_btl_xrc_job_size();
     if (size == 0) {
@@ -100,7 +94,7 @@ xrc::Result<std::unique_ptr<mca_btl_xrc_job_t>> mca_btl_xrc_job_create() {
     const mca_btl_xrc_malloced_t<char> node_list_owned(node_list);
     const std::string nodes = (rc == OPAL_SUCCESS && node_list != nullptr) ? node_list : "";
     job->node_count = std::max<std::size_t>(1, xrc::split_list(nodes, ',').size());
-    job->eager = eager_mode(job->node_count);
+    job->eager = xrc::connects_eagerly(mca_btl_xrc_component.params, job->node_count);
     if (job->eager) {
         // Who runs where, to start every node's connection during MPI_Init: every rank's host name, known
         // before the fence (O(ranks), which the eager threshold bounds).

@@ -172,7 +172,7 @@ void mca_btl_xrc_status_init(const mca_btl_xrc_modules_t &modules, const std::st
         p.uid = static_cast<uint32_t>(getuid());
         p.jobid = static_cast<uint32_t>(job.jobid);
         p.rank = job.my_rank;
-        p.local_rank = static_cast<uint32_t>(std::max(0, static_cast<int>(opal_process_info.my_local_rank)));
+        p.local_rank = job.local_index;
         p.local_ranks = job.local_ranks;
         p.node = xrc::value_of(job.my_node_id);
         p.interval_s = static_cast<uint32_t>(interval);
