@@ -8,6 +8,7 @@
 #include "src/core/async_event_policy.h"
 #include "src/core/counters.h"
 #include "src/core/eager_manager.h"
+#include "src/core/failover.h"
 #include "src/core/params.h"
 #include "src/core/registered_block.h"
 #include "src/core/replay_filter.h"
@@ -147,14 +148,12 @@ struct mca_btl_xrc_module_t {
     // traffic goes over the others (btl_xrc_failover.cc). Never reset: a rail lost stays lost for the job.
     std::atomic<bool> rail_lost;
     // The nodes toward which this rail was given up, each reported once (btl_xrc_failover.cc).
-    std::vector<uint32_t> lost_nodes;
+    xrc::LostNodes lost_nodes;
     // Several rails, failover on: the SRQ messages this process took off this rail, by connection (the ring's are
     // counted by the ring): what a copy sent again after the rail's loss is checked against.
     xrc::SourceCounts srq_taken;
-    // Several rails: fragments whose completion progress owes ob1 (btl_xrc_failover.cc), oldest first, linked
-    // through their op's next_pending; under the lock.
-    xrc::SendOp *deferred_head;
-    xrc::SendOp *deferred_tail;
+    // Several rails: fragments whose completion progress owes ob1 (btl_xrc_failover.cc); under the lock.
+    xrc::DeferredOps deferred;
     // Errors reported during finalize: operations accepted earlier that were not delivered. The process then
     // exits with a failure status (no upper layer is left to hear of them).
     uint32_t finalize_errors;
