@@ -371,6 +371,23 @@ bool xrc_required(std::string_view btl_list, std::uint32_t job_size, std::uint32
     return !on_node_transport || job_size > local_procs;
 }
 
+EagerConfig eager_config(const Params &params, std::size_t eager_limit, std::uint32_t my_rank, bool inline_reports) {
+    EagerConfig config;
+    config.my_rank = my_rank;
+    if (!params.use_eager_rdma || params.max_eager_rdma <= 0) return config;
+    config.max_peers = static_cast<std::uint32_t>(params.max_eager_rdma);
+    config.slots = static_cast<std::uint32_t>(params.eager_rdma_num);
+    // Automatic: the largest eager message fits (openib sizes its slots so too), so everything ob1 sends eagerly can
+    // take the ring; small messages take only the 64-byte granules they need.
+    config.slot_size =
+        params.eager_rdma_slot_size != 0
+            ? static_cast<std::uint32_t>(params.eager_rdma_slot_size)
+            : std::min<std::uint32_t>(eager_span(static_cast<std::uint32_t>(eager_limit)), kEagerMaxSlotSize);
+    config.threshold = static_cast<std::uint32_t>(params.eager_rdma_threshold);
+    config.inline_reports = inline_reports;
+    return config;
+}
+
 TransportConfig transport_config(const Params &params, const ReceiveQueueSpec &spec, const JobShape &job,
                                  const char *session_dir, std::uint32_t uid) {
     TransportConfig c;

@@ -7,6 +7,7 @@
 // is decided here too, so that it is tested without Open MPI.
 #pragma once
 
+#include "eager_manager.h"
 #include "node_id.h"
 #include "port_transport.h"
 #include "receive_queue_spec.h"
@@ -128,6 +129,11 @@ bool connects_eagerly(const Params &params, std::size_t nodes) noexcept;
 // than `local_procs` of its `job_size` processes). "self,xrc" requires xrc; "self,vader,xrc" requires it only for
 // a multi-node job; an exclusion list ("^...") or an empty one never does.
 bool xrc_required(std::string_view btl_list, std::uint32_t job_size, std::uint32_t local_procs);
+
+// The eager RDMA manager's settings (off when btl_xrc_use_eager_rdma or btl_xrc_max_eager_rdma says so): its
+// slots hold the largest eager message (`eager_limit`) unless btl_xrc_eager_rdma_slot_size is set. `my_rank` names
+// this process in control messages; `inline_reports`: a credit report fits the QPs' inline data.
+EagerConfig eager_config(const Params &params, std::size_t eager_limit, std::uint32_t my_rank, bool inline_reports);
 
 // What the job is, as far as the transport's settings depend on it.
 struct JobShape {

@@ -235,3 +235,25 @@ TEST(Params, TransportSettingsFollowTheParametersAndTheJob) {
     params.xrcd_dir = nullptr;
     EXPECT_EQ(xrc::transport_config(params, *spec, job, nullptr, 0).xrcd_dir, "/tmp");
 }
+
+TEST(Params, EagerRingsFromTheParameters) {
+    xrc::Params params = defaults();
+    xrc::EagerConfig c = xrc::eager_config(params, 12 * 1024, 6, true);
+    EXPECT_EQ(c.my_rank, 6u);
+    EXPECT_EQ(c.max_peers, 8u);
+    EXPECT_EQ(c.slots, 8u);
+    EXPECT_EQ(c.slot_size, xrc::eager_span(12 * 1024));  // the largest eager message fits
+    EXPECT_EQ(c.slot_size % xrc::kEagerGranule, 0u);
+    EXPECT_EQ(c.threshold, 16u);
+    EXPECT_TRUE(c.inline_reports);
+    params.eager_rdma_slot_size = 4096;
+    EXPECT_EQ(xrc::eager_config(params, 12 * 1024, 6, true).slot_size, 4096u);
+    EXPECT_EQ(xrc::eager_config(params, 1 << 20, 6, true).slot_size, 4096u);
+    params.eager_rdma_slot_size = 0;
+    EXPECT_EQ(xrc::eager_config(params, 1 << 20, 6, true).slot_size, xrc::kEagerMaxSlotSize);
+    params.use_eager_rdma = false;
+    c = xrc::eager_config(params, 12 * 1024, 6, true);
+    EXPECT_EQ(c.max_peers, 0u);  // off
+    EXPECT_EQ(c.my_rank, 6u);    // still named in its refusals
+    EXPECT_FALSE(c.inline_reports);
+}
