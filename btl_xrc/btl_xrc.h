@@ -10,6 +10,7 @@
 #include "src/core/eager_manager.h"
 #include "src/core/failover.h"
 #include "src/core/params.h"
+#include "src/core/peer_directory.h"
 #include "src/core/registered_block.h"
 #include "src/core/replay_filter.h"
 
@@ -61,9 +62,9 @@ struct mca_btl_xrc_component_t {
     // Threads may all count down at once: relaxed loads and stores (plain moves, no locked instruction), so a tick
     // may be lost and the look comes a little later; the look itself is serialized in btl_xrc_status.cc.
     std::atomic<uint32_t> status_countdown;
-    // Guards every module's endpoint tables (endpoints, other_endpoints, other_job_peers, endpoints_made, adopting):
-    // add_procs changes them without the data-path lock (ob1 calls it holding its own, which a thread holding ours
-    // may be waiting for). A leaf: held only around a look-up or change of a table, never while calling out.
+    // Guards every module's adopting list (their peers directories have their own mutex): add_procs changes it
+    // without the data-path lock (ob1 calls it holding its own, which a thread holding ours may be waiting for). A
+    // leaf: held only around a look at or change of the list, never while calling out.
     std::mutex tables_mutex;
 
     // A process that exits without closing the component (MPI_Abort, exit() before MPI_Finalize) leaves its
@@ -117,20 +118,12 @@ struct mca_btl_xrc_module_t {
     // 8 registered bytes that non-fetching atomics write their (unused) result to.
     xrc::RegisteredBlock atomic_scratch;
     mca_btl_base_registration_handle_t atomic_scratch_handle;
-    // Every endpoint this module created (O(peers added): Open MPI adds remote peers on first use), freed at
-    // finalize and not before: after del_procs, fragments still queued or in flight toward their node point to
-    // them until the queue drains (a failed completion names its endpoint's peer).
-    std::vector<std::unique_ptr<struct mca_btl_base_endpoint_t>> endpoints_made;
+    // Every endpoint this module made (freed at finalize), and the live ones of this job and of other jobs
+    // (btl_xrc_other_jobs): del_procs removes them and clears their proc pointer (Open MPI may release the proc
+    // after del_procs).
+    xrc::PeerDirectory<struct mca_btl_base_endpoint_t> peers;
     // Listed by add_procs, their eager RDMA state not yet joined to the module's (mca_btl_xrc_adopt_endpoints).
     std::vector<struct mca_btl_base_endpoint_t *> adopting;
-    // The live ones by rank (del_procs removes them, and clears their proc pointer: Open MPI may release the proc
-    // after del_procs). The BML may hand the same endpoint to del_procs more than once (it sits in several of its
-    // BTL arrays), so only endpoints still listed here are released.
-    std::unique_ptr<std::unordered_map<uint32_t, struct mca_btl_base_endpoint_t *>> endpoints;
-    // Other jobs' processes (btl_xrc_other_jobs), by (job << 32 | rank), and how many each job has here: its last
-    // one leaving (del_procs) retires the job's connection manager (xrc::JobManagers).
-    std::unique_ptr<std::unordered_map<uint64_t, struct mca_btl_base_endpoint_t *>> other_endpoints;
-    std::unique_ptr<std::unordered_map<uint32_t, size_t>> other_job_peers;
     // Eager RDMA: the rings this process grants and the handshake (btl_xrc_eager.cc maps it to ob1); off when
     // btl_xrc_use_eager_rdma is.
     xrc::EagerManager eager;
