@@ -154,6 +154,11 @@ struct mca_btl_xrc_module_t {
 
 struct mca_btl_base_endpoint_t;
 
+// The module behind the BTL interface Open MPI calls with (its `super`, first).
+inline mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) noexcept {
+    return reinterpret_cast<mca_btl_xrc_module_t *>(btl);
+}
+
 // OPAL_THREAD_LOCK for a scope: nothing while opal_using_threads() is false (it may turn true later: the unlock
 // follows what the lock did).
 class BtlXrcLock {

@@ -10,6 +10,7 @@
 #include "src/core/port_speed.h"
 #include "src/core/port_transport.h"
 #include "src/core/receive_queue_spec.h"
+#include "src/core/text_list.h"
 
 #include "btl_xrc_eager.h"
 #include "btl_xrc_endpoint.h"
@@ -53,17 +54,10 @@ int xrc_close() noexcept {
     return OPAL_SUCCESS;
 }
 
-std::string join_lines(const std::vector<std::string> &lines, const char *none) {
-    if (lines.empty()) return std::string("    ") + none + "\n";
-    std::string text;
-    for (const auto &line : lines) text += "    " + line + "\n";
-    return text;
-}
-
 // Nothing usable: say why, at the level the situation deserves.
 void report_no_usable_port(const xrc::DiscoveryReport &report) {
-    const std::string devices = join_lines(report.device_names, "(no verbs device at all)");
-    const std::string passed = join_lines(report.passed_over, "(nothing)");
+    const std::string devices = xrc::indented_lines(report.device_names, "(no verbs device at all)");
+    const std::string passed = xrc::indented_lines(report.passed_over, "(nothing)");
     BTL_XRC_VERBOSE(1, "btl:xrc: disqualified on %s: no ACTIVE port of an XRC-capable device (devices seen: %d)",
                     opal_process_info.nodename, static_cast<int>(report.device_names.size()));
     if (mca_btl_xrc_explicitly_requested()) {
@@ -206,7 +200,7 @@ mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool 
         if (!include || !exclude) return nullptr;  // refused (and said) by mca_btl_xrc_validate_params already
         auto report = xrc::discover_xrc_ports(*include, *exclude);
         if (!report.error.empty()) {
-            const std::string devices = join_lines(report.device_names, "(no verbs device at all)");
+            const std::string devices = xrc::indented_lines(report.device_names, "(no verbs device at all)");
             mca_btl_xrc_show_help("unknown-device", opal_process_info.nodename, report.error.c_str(), devices.c_str());
             return nullptr;
         }

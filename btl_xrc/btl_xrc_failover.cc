@@ -36,10 +36,6 @@ bool failover_on = false;
 
 constexpr mca_btl_base_tag_t kForwardedTag = MCA_BTL_TAG_BTL + 0x1b;
 
-mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) {
-    return reinterpret_cast<mca_btl_xrc_module_t *>(btl);
-}
-
 // The same peer's endpoint on a rail that still carries its traffic, or null.
 mca_btl_base_endpoint_t *sibling_of(const mca_btl_xrc_module_t *m, uint32_t rank) {
     mca_btl_base_endpoint_t *to = nullptr;

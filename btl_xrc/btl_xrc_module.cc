@@ -26,10 +26,6 @@
 
 namespace {
 
-mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) {
-    return reinterpret_cast<mca_btl_xrc_module_t *>(btl);
-}
-
 // First add_procs (during MPI_Init, after the fence). Eager mode starts every remote node's connection now,
 // through the rank of that node that spreads the TGT QPs evenly; nothing waits for them (sends queue until each
 // one is accepted), so nothing here depends on the other nodes having got this far.

@@ -19,10 +19,6 @@
 
 namespace {
 
-mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) {
-    return reinterpret_cast<mca_btl_xrc_module_t *>(btl);
-}
-
 int register_mem_cb(void *reg_data, void *base, size_t size, mca_rcache_base_registration_t *reg) {
     auto *m = static_cast<mca_btl_xrc_module_t *>(reg_data);
     auto *xreg = reinterpret_cast<mca_btl_xrc_reg_t *>(reg);
