@@ -8,6 +8,9 @@
 #include "src/core/async_event_policy.h"
 #include "src/core/counters.h"
 #include "src/core/eager_manager.h"
+#include "src/core/failover.h"
+#include "src/core/params.h"
+#include "src/core/peer_directory.h"
 #include "src/core/registered_block.h"
 #include "src/core/replay_filter.h"
 
@@ -22,51 +25,6 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
-
-// Values of the MCA parameters, filled by the MCA variable system (storage registered in btl_xrc_params.cc).
-struct mca_btl_xrc_params_t {
-    int verbose;
-    char *if_include;
-    char *if_exclude;
-    char *xrcd_dir;
-    char *receive_queues;
-    int cq_size;
-    int send_queue_depth;
-    int max_inline_data;
-    int mtu;
-    int timeout;
-    int retry_count;
-    int rnr_retry;
-    int min_rnr_timer;
-    int max_rdma_dst_ops;
-    int service_level;
-    int pkey;
-    int gid_index;
-    int signal_interval;
-    int cq_poll_batch;
-    int free_list_num;
-    int free_list_max;
-    int free_list_inc;
-    bool ignore_locality;
-    bool use_eager_rdma;
-    int eager_rdma_threshold;
-    int max_eager_rdma;
-    int eager_rdma_num;
-    int eager_rdma_slot_size;
-    char *connect;        // auto | eager | on-demand
-    char *node_id;        // launcher | hostname: where this node's id (a label) comes from
-    int eager_max_nodes;  // auto: eager up to this many nodes
-    int max_ini_qps;      // 0: no cap
-    int connect_timeout;  // seconds
-    int port_down_grace;  // seconds a port may stay down; -1: the retry budget of timeout and retry_count
-    int cm_receives;
-    int finalize_wait;       // seconds
-    int finalize_peer_wait;  // seconds
-    int status_interval;     // seconds; 0: status record on connection events only; -1: none
-    bool async_progress;     // a service thread answers the connection manager and reads async events
-    bool rail_failover;      // several rails: one rail's loss is survived (btl_xrc_failover.cc)
-    bool other_jobs;         // other jobs' processes (spawn, connect/accept) are reached over xrc too
-};
 
 namespace xrc {
 class NodeLink;
@@ -84,8 +42,8 @@ using mca_btl_xrc_modules_t = std::vector<std::unique_ptr<mca_btl_xrc_module_t>>
 
 struct mca_btl_xrc_component_t {
     mca_btl_base_component_3_0_0_t super;  // must be first: Open MPI sees only this
-    mca_btl_xrc_params_t params;
-    int output;  // opal_output stream, verbosity from btl_xrc_verbose
+    xrc::Params params;  // filled by the MCA variable system (storage registered in btl_xrc_params.cc)
+    int output;          // opal_output stream, verbosity from btl_xrc_verbose
     // One module per usable port, in modex order, owned from btl_init to close: Open MPI holds pointers to their
     // `super` until it has finalized every BTL, and MPI_T may read their counters after that, so a module's memory
     // outlives its btl_finalize (which releases everything the module holds).
@@ -104,9 +62,9 @@ struct mca_btl_xrc_component_t {
     // Threads may all count down at once: relaxed loads and stores (plain moves, no locked instruction), so a tick
     // may be lost and the look comes a little later; the look itself is serialized in btl_xrc_status.cc.
     std::atomic<uint32_t> status_countdown;
-    // Guards every module's endpoint tables (endpoints, other_endpoints, other_job_peers, endpoints_made, adopting):
-    // add_procs changes them without the data-path lock (ob1 calls it holding its own, which a thread holding ours
-    // may be waiting for). A leaf: held only around a look-up or change of a table, never while calling out.
+    // Guards every module's adopting list (their peers directories have their own mutex): add_procs changes it
+    // without the data-path lock (ob1 calls it holding its own, which a thread holding ours may be waiting for). A
+    // leaf: held only around a look at or change of the list, never while calling out.
     std::mutex tables_mutex;
 
     // A process that exits without closing the component (MPI_Abort, exit() before MPI_Finalize) leaves its
@@ -160,20 +118,12 @@ struct mca_btl_xrc_module_t {
     // 8 registered bytes that non-fetching atomics write their (unused) result to.
     xrc::RegisteredBlock atomic_scratch;
     mca_btl_base_registration_handle_t atomic_scratch_handle;
-    // Every endpoint this module created (O(peers added): Open MPI adds remote peers on first use), freed at
-    // finalize and not before: after del_procs, fragments still queued or in flight toward their node point to
-    // them until the queue drains (a failed completion names its endpoint's peer).
-    std::vector<std::unique_ptr<struct mca_btl_base_endpoint_t>> endpoints_made;
+    // Every endpoint this module made (freed at finalize), and the live ones of this job and of other jobs
+    // (btl_xrc_other_jobs): del_procs removes them and clears their proc pointer (Open MPI may release the proc
+    // after del_procs).
+    xrc::PeerDirectory<struct mca_btl_base_endpoint_t> peers;
     // Listed by add_procs, their eager RDMA state not yet joined to the module's (mca_btl_xrc_adopt_endpoints).
     std::vector<struct mca_btl_base_endpoint_t *> adopting;
-    // The live ones by rank (del_procs removes them, and clears their proc pointer: Open MPI may release the proc
-    // after del_procs). The BML may hand the same endpoint to del_procs more than once (it sits in several of its
-    // BTL arrays), so only endpoints still listed here are released.
-    std::unique_ptr<std::unordered_map<uint32_t, struct mca_btl_base_endpoint_t *>> endpoints;
-    // Other jobs' processes (btl_xrc_other_jobs), by (job << 32 | rank), and how many each job has here: its last
-    // one leaving (del_procs) retires the job's connection manager (xrc::JobManagers).
-    std::unique_ptr<std::unordered_map<uint64_t, struct mca_btl_base_endpoint_t *>> other_endpoints;
-    std::unique_ptr<std::unordered_map<uint32_t, size_t>> other_job_peers;
     // Eager RDMA: the rings this process grants and the handshake (btl_xrc_eager.cc maps it to ob1); off when
     // btl_xrc_use_eager_rdma is.
     xrc::EagerManager eager;
@@ -191,20 +141,23 @@ struct mca_btl_xrc_module_t {
     // traffic goes over the others (btl_xrc_failover.cc). Never reset: a rail lost stays lost for the job.
     std::atomic<bool> rail_lost;
     // The nodes toward which this rail was given up, each reported once (btl_xrc_failover.cc).
-    std::vector<uint32_t> lost_nodes;
+    xrc::LostNodes lost_nodes;
     // Several rails, failover on: the SRQ messages this process took off this rail, by connection (the ring's are
     // counted by the ring): what a copy sent again after the rail's loss is checked against.
     xrc::SourceCounts srq_taken;
-    // Several rails: fragments whose completion progress owes ob1 (btl_xrc_failover.cc), oldest first, linked
-    // through their op's next_pending; under the lock.
-    xrc::SendOp *deferred_head;
-    xrc::SendOp *deferred_tail;
+    // Several rails: fragments whose completion progress owes ob1 (btl_xrc_failover.cc); under the lock.
+    xrc::DeferredOps deferred;
     // Errors reported during finalize: operations accepted earlier that were not delivered. The process then
     // exits with a failure status (no upper layer is left to hear of them).
     uint32_t finalize_errors;
 };
 
 struct mca_btl_base_endpoint_t;
+
+// The module behind the BTL interface Open MPI calls with (its `super`, first).
+inline mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) noexcept {
+    return reinterpret_cast<mca_btl_xrc_module_t *>(btl);
+}
 
 // OPAL_THREAD_LOCK for a scope: nothing while opal_using_threads() is false (it may turn true later: the unlock
 // follows what the lock did).
@@ -284,8 +237,6 @@ void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_
 // the event is about (several ports of one device share a context, and so an async fd). Progress context only: a
 // fatal event calls the upper layer's error callback.
 void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *module, const xrc::AsyncEventRecord &event) noexcept;
-// The port's grace period in microseconds (btl_xrc_port_down_grace, or the retry budget), 0 for no limit.
-uint64_t mca_btl_xrc_port_down_grace_us() noexcept;
 // A connection failed (its sends have completed with an error): reported with the rank it went through.
 void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *module, const xrc::NodeLink *link,
                                      const std::string &why) noexcept;
@@ -325,6 +276,7 @@ void mca_btl_xrc_report_counters(const mca_btl_xrc_module_t *module) noexcept;  
 int mca_btl_xrc_register_params() noexcept;
 // OPAL_SUCCESS, or a help message was shown for each invalid value. Out of memory, it throws (btl_init catches).
 int mca_btl_xrc_validate_params();
+// Whether the job cannot do without xrc, from the btl list and the job's size (xrc::xrc_required says when).
 bool mca_btl_xrc_explicitly_requested() noexcept;
 
 // btl_xrc_help.cc

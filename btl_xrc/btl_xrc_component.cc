@@ -10,6 +10,7 @@
 #include "src/core/port_speed.h"
 #include "src/core/port_transport.h"
 #include "src/core/receive_queue_spec.h"
+#include "src/core/text_list.h"
 
 #include "btl_xrc_eager.h"
 #include "btl_xrc_endpoint.h"
@@ -53,66 +54,15 @@ int xrc_close() noexcept {
     return OPAL_SUCCESS;
 }
 
-std::string join_lines(const std::vector<std::string> &lines, const char *none) {
-    if (lines.empty()) return std::string("    ") + none + "\n";
-    std::string text;
-    for (const auto &line : lines) text += "    " + line + "\n";
-    return text;
-}
-
 // Nothing usable: say why, at the level the situation deserves.
 void report_no_usable_port(const xrc::DiscoveryReport &report) {
-    const std::string devices = join_lines(report.device_names, "(no verbs device at all)");
-    const std::string passed = join_lines(report.passed_over, "(nothing)");
+    const std::string devices = xrc::indented_lines(report.device_names, "(no verbs device at all)");
+    const std::string passed = xrc::indented_lines(report.passed_over, "(nothing)");
     BTL_XRC_VERBOSE(1, "btl:xrc: disqualified on %s: no ACTIVE port of an XRC-capable device (devices seen: %d)",
                     opal_process_info.nodename, static_cast<int>(report.device_names.size()));
     if (mca_btl_xrc_explicitly_requested()) {
         mca_btl_xrc_show_help("no-usable-port", opal_process_info.nodename, devices.c_str(), passed.c_str());
     }
-}
-
-xrc::TransportConfig transport_config(const xrc::ReceiveQueueSpec &spec, const mca_btl_xrc_job_t &job) {
-    const auto &P = mca_btl_xrc_component.params;
-    xrc::TransportConfig c;
-    c.receive_classes = spec.classes;
-    c.cq_size = P.cq_size;
-    c.send_queue_depth = P.send_queue_depth;
-    c.max_inline = P.max_inline_data;
-    c.signal_interval = P.signal_interval;
-    c.poll_batch = P.cq_poll_batch;
-    c.mtu_bytes = P.mtu;
-    c.path.timeout = static_cast<uint8_t>(P.timeout);
-    c.path.retry_count = static_cast<uint8_t>(P.retry_count);
-    c.path.rnr_retry = static_cast<uint8_t>(P.rnr_retry);
-    c.path.min_rnr_timer = static_cast<uint8_t>(P.min_rnr_timer);
-    c.path.max_rd_atomic = static_cast<uint8_t>(P.max_rdma_dst_ops);
-    c.path.service_level = static_cast<uint8_t>(P.service_level);
-    c.path.gid_index = static_cast<uint8_t>(P.gid_index);
-    // The status record (btl_xrc_status.cc) goes to the same directory, under the same job name.
-    c.xrcd_dir = P.xrcd_dir != nullptr && P.xrcd_dir[0] != '\0' ? P.xrcd_dir
-                 : opal_process_info.job_session_dir != nullptr ? opal_process_info.job_session_dir
-                                                                : "/tmp";
-    c.job_name = std::to_string(OPAL_PROC_MY_NAME.jobid) + "." + std::to_string(getuid());
-    c.local_ranks = job.local_ranks;
-    // Eager mode connects to every remote node at once: room for all of them from the start.
-    c.expected_links = job.eager ? static_cast<uint32_t>(job.node_count) : 4u;
-    c.cm_receives = static_cast<uint32_t>(P.cm_receives);
-    c.cm.my_rank = job.my_rank;
-    c.cm.jobid = static_cast<uint32_t>(job.jobid);
-    c.cm.my_node = xrc::value_of(job.my_node_id);
-    // A LID change of this node's port is told to the job by its ranks together, each to a share of it.
-    c.cm.job_size = job.size;
-    c.cm.local_count = job.local_ranks;
-    c.cm.local_index = static_cast<uint32_t>(std::max(0, static_cast<int>(opal_process_info.my_local_rank)));
-    c.cm.max_ini_qps = static_cast<uint32_t>(P.max_ini_qps);
-    c.cm.connect_timeout_us = static_cast<uint64_t>(P.connect_timeout) * 1000000u;
-    // A creator leaving finalize waits for its slow senders' LEAVING_ACK half as long again as it waited for their
-    // CLOSE (finalize's peer wait: btl_xrc_finalize_peer_wait, at most btl_xrc_finalize_wait): a sender in MPI
-    // answers within a round trip, and one that is not must not hold finalize much longer.
-    c.cm.leaving_wait_us = static_cast<uint64_t>(std::min(P.finalize_wait, P.finalize_peer_wait)) * 500000u;
-    c.served = P.async_progress;
-    c.port_down_grace_us = mca_btl_xrc_port_down_grace_us();
-    return c;
 }
 
 // The pkey index of btl_xrc_pkey on the port (0 when unset); -1 when the port does not have that pkey.
@@ -137,7 +87,8 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     auto &modules = mca_btl_xrc_component.modules;
     modules.reserve(report.usable_port_count());
     int n = 0;
-    auto config = transport_config(spec, job);
+    auto config = xrc::transport_config(mca_btl_xrc_component.params, spec, job, opal_process_info.job_session_dir,
+                                        static_cast<uint32_t>(getuid()));
     // Several rails with btl_xrc_rail_failover: every send is signaled, so that each one the HCA acknowledged is
     // retired on its own completion; when a rail is lost, only what it never acknowledged is sent again over
     // another (with selective signaling, sends already delivered but not yet retired by a later signaled one would
@@ -249,7 +200,7 @@ mca_btl_base_module_t **xrc_init(int *num_btls, bool /*progress_threads*/, bool 
         if (!include || !exclude) return nullptr;  // refused (and said) by mca_btl_xrc_validate_params already
         auto report = xrc::discover_xrc_ports(*include, *exclude);
         if (!report.error.empty()) {
-            const std::string devices = join_lines(report.device_names, "(no verbs device at all)");
+            const std::string devices = xrc::indented_lines(report.device_names, "(no verbs device at all)");
             mca_btl_xrc_show_help("unknown-device", opal_process_info.nodename, report.error.c_str(), devices.c_str());
             return nullptr;
         }

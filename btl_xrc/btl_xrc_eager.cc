@@ -50,54 +50,19 @@ void mca_btl_xrc_eager_sink_t::ring_failed(const xrc::EagerRingFailure &failure)
 }
 
 void mca_btl_xrc_eager_sink_t::note(const xrc::EagerEvent &e) noexcept {
-    switch (e.what) {
-        case xrc::EagerNote::granted:
-            BTL_XRC_VERBOSE(10, "btl:xrc: eager RDMA ring %u (%u x %u bytes) granted to rank %u", e.index, e.slots,
-                            e.slot_size, e.rank);
-            break;
-        case xrc::EagerNote::refused_off:
-            BTL_XRC_VERBOSE(10, "btl:xrc: refused an eager RDMA ring to rank %u (eager RDMA is off here)", e.rank);
-            break;
-        case xrc::EagerNote::refused_all_given:
-            BTL_XRC_VERBOSE(10, "btl:xrc: refused an eager RDMA ring to rank %u (all given, btl_xrc_max_eager_rdma)",
-                            e.rank);
-            break;
-        case xrc::EagerNote::asked_early:
-            BTL_XRC_VERBOSE(
-                10, "btl:xrc: rank %u asked for an eager RDMA ring before it was added here; answering then", e.rank);
-            break;
-        case xrc::EagerNote::using_ring:
-            BTL_XRC_VERBOSE(10, "btl:xrc: writing into rank %u's eager RDMA ring (%u x %u bytes)", e.rank, e.slots,
-                            e.slot_size);
-            break;
-        case xrc::EagerNote::refused_by:
-            BTL_XRC_VERBOSE(10, "btl:xrc: rank %u has no eager RDMA ring for us; its messages stay on the SRQs",
-                            e.rank);
-            break;
-        case xrc::EagerNote::malformed_control:
-            BTL_XRC_VERBOSE(1, "btl:xrc: dropped a malformed %zu-byte control message", e.bytes);
-            break;
+    try {
+        const xrc::EagerNoteLine line = xrc::describe(e);
+        BTL_XRC_VERBOSE(line.verbosity, "btl:xrc: %s", line.text.c_str());
+    } catch (...) {  // out of memory for a log line: only the line is lost
     }
 }
 
 // Off (btl_xrc_use_eager_rdma 0, btl_xrc_max_eager_rdma 0, or the block could not be registered), the manager
 // still answers every request with a refusal, so the asker stops waiting.
 int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *m) noexcept {
-    const auto &P = mca_btl_xrc_component.params;
-    xrc::EagerConfig config;
-    config.my_rank = mca_btl_xrc_component.job->my_rank;
-    if (P.use_eager_rdma && P.max_eager_rdma > 0) {
-        config.max_peers = static_cast<uint32_t>(P.max_eager_rdma);
-        config.slots = static_cast<uint32_t>(P.eager_rdma_num);
-        // Automatic: the largest eager message fits (openib sizes its slots so too), so everything ob1 sends
-        // eagerly can take the ring; small messages take only the 64-byte granules they need.
-        config.slot_size = P.eager_rdma_slot_size != 0
-                               ? static_cast<uint32_t>(P.eager_rdma_slot_size)
-                               : std::min<uint32_t>(xrc::eager_span(static_cast<uint32_t>(m->super.btl_eager_limit)),
-                                                    xrc::kEagerMaxSlotSize);
-        config.threshold = static_cast<uint32_t>(P.eager_rdma_threshold);
-        config.inline_reports = m->transport->max_inline() >= sizeof(uint64_t);
-    }
+    const xrc::EagerConfig config =
+        xrc::eager_config(mca_btl_xrc_component.params, m->super.btl_eager_limit, mca_btl_xrc_component.job->my_rank,
+                          m->transport->max_inline() >= sizeof(uint64_t));
     if (!m->eager.init(config, m->counters)) return OPAL_ERR_OUT_OF_RESOURCE;
     if (!m->eager.enabled()) return OPAL_SUCCESS;
     if (const xrc::Result<void> registered = m->eager.register_on(m->transport->pd()); !registered) {

@@ -28,20 +28,13 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 namespace {
 
 bool failover_on = false;
 
 constexpr mca_btl_base_tag_t kForwardedTag = MCA_BTL_TAG_BTL + 0x1b;
-
-mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) {
-    return reinterpret_cast<mca_btl_xrc_module_t *>(btl);
-}
-
-std::string rail_name(const mca_btl_xrc_module_t *m) {
-    return m->transport->device_name() + ":" + std::to_string(m->transport->port_num());
-}
 
 // The same peer's endpoint on a rail that still carries its traffic, or null.
 mca_btl_base_endpoint_t *sibling_of(const mca_btl_xrc_module_t *m, uint32_t rank) {
@@ -250,9 +243,9 @@ bool rdma_refused(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) no
                     "btl:xrc: %s: %s: RDMA toward rank %u (host %s) refused: the rail is lost toward it and its "
                     "registrations are this rail's; message data goes by sends over %s, one-sided windows "
                     "registered on this rail cannot reach it",
-                    opal_process_info.nodename, rail_name(m).c_str(), endpoint->peer.rank,
+                    opal_process_info.nodename, m->transport->rail_name().c_str(), endpoint->peer.rank,
                     mca_btl_xrc_component.job->hostname_of(endpoint->peer.rank).c_str(),
-                    rail_name(endpoint->forward_to->module).c_str());
+                    endpoint->forward_to->module->transport->rail_name().c_str());
     }
     return true;
 }
@@ -274,157 +267,97 @@ void refuse_window(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, c
 // returns the fragment only on the completion path, and the registration aborts the job when the application
 // frees the buffer: docs/upstream.md, report 6) and park a get on a list that only completion callbacks retry,
 // which the lost rail no longer makes. A one-sided window's RDMA cannot move (refuse_window).
-template <auto Rdma>
-int failover_rdma(const char *what, mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
-                  uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
-                  mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
-                  mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
-    auto *m = as_xrc(btl);
-    {
-        const BtlXrcLock guard(m->lock);
-        BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
-        if (rdma_refused(m, endpoint)) {
-            if (!mca_btl_xrc_rdma_caller_recovers(btl, endpoint, cbcontext)) {
-                refuse_window(m, endpoint, what);
-                return OPAL_ERROR;
+//
+// Each is the module's own operation behind a check (Guarded below), one per btl_put/btl_get/atomic entry.
+template <auto Operation, const char *What>
+struct Guarded;
+
+template <class... Args,
+          int (*Rdma)(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, void *, uint64_t,
+                      mca_btl_base_registration_handle_t *, Args...) noexcept,
+          const char *What>
+requires(sizeof...(Args) == 7)  // put and get: remote handle, size, flags, order, callback and its two arguments
+    struct Guarded<Rdma, What> {
+    static int call(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
+                    uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle, Args... args) noexcept {
+        auto *m = as_xrc(btl);
+        {
+            const BtlXrcLock guard(m->lock);
+            BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
+            if (rdma_refused(m, endpoint)) {
+                const std::tuple<Args...> rest(args...);
+                if (!mca_btl_xrc_rdma_caller_recovers(btl, endpoint, std::get<5>(rest))) {
+                    refuse_window(m, endpoint, What);
+                    return OPAL_ERROR;
+                }
+                return mca_btl_xrc_rdma_refuse(m, endpoint, local_address, local_handle, std::get<4>(rest),
+                                               std::get<5>(rest), std::get<6>(rest));
             }
-            return mca_btl_xrc_rdma_refuse(m, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
         }
+        return Rdma(btl, endpoint, local_address, remote_address, local_handle, args...);
     }
-    return Rdma(btl, endpoint, local_address, remote_address, local_handle, remote_handle, size, flags, order, cbfunc,
-                cbcontext, cbdata);
-}
-
-int failover_put(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
-                 uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
-                 mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
-                 mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
-    return failover_rdma<mca_btl_xrc_put>("an RDMA put of a one-sided window", btl, endpoint, local_address,
-                                          remote_address, local_handle, remote_handle, size, flags, order, cbfunc,
-                                          cbcontext, cbdata);
-}
-
-int failover_get(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
-                 uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
-                 mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
-                 mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata) noexcept {
-    return failover_rdma<mca_btl_xrc_get>("an RDMA get of a one-sided window", btl, endpoint, local_address,
-                                          remote_address, local_handle, remote_handle, size, flags, order, cbfunc,
-                                          cbcontext, cbdata);
-}
+};
 
 // Atomics with several rails: never sent twice, and never over another rail (the window's registration is this
 // rail's). One toward a peer this rail no longer reaches was not executed, but nothing else can carry it.
-template <class Atomic, class... Args>
-int failover_atomic(const char *what, mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, Atomic atomic,
-                    Args... args) noexcept {
-    auto *m = as_xrc(btl);
-    bool refused;
-    {
-        const BtlXrcLock guard(m->lock);
-        BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
-        refused = endpoint->forward_to != nullptr || endpoint->peer.queue->broken();
+template <class... Args, int (*Atomic)(mca_btl_base_module_t *, mca_btl_base_endpoint_t *, Args...) noexcept,
+          const char *What>
+requires(sizeof...(Args) != 10)  // not put or get
+    struct Guarded<Atomic, What> {
+    static int call(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, Args... args) noexcept {
+        auto *m = as_xrc(btl);
+        bool refused;
+        {
+            const BtlXrcLock guard(m->lock);
+            BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
+            refused = endpoint->forward_to != nullptr || endpoint->peer.queue->broken();
+        }
+        if (OPAL_UNLIKELY(refused)) {
+            refuse_window(m, endpoint, What);
+            return OPAL_ERROR;
+        }
+        return Atomic(btl, endpoint, args...);
     }
-    if (OPAL_UNLIKELY(refused)) {
-        refuse_window(m, endpoint, what);
-        return OPAL_ERROR;
-    }
-    return atomic(btl, endpoint, args...);
-}
+};
 
-int failover_atomic_op(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, uint64_t remote_address,
-                       mca_btl_base_registration_handle_t *remote_handle, mca_btl_base_atomic_op_t op, uint64_t operand,
-                       int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
-                       void *cbdata) noexcept {
-    return failover_atomic("an atomic operation", btl, endpoint, mca_btl_xrc_atomic_op, remote_address, remote_handle,
-                           op, operand, flags, order, cbfunc, cbcontext, cbdata);
-}
+constexpr char kPut[] = "an RDMA put of a one-sided window";
+constexpr char kGet[] = "an RDMA get of a one-sided window";
+constexpr char kAtomicOp[] = "an atomic operation";
+constexpr char kAtomicFop[] = "an atomic fetch-and-op";
+constexpr char kAtomicCswap[] = "an atomic compare-and-swap";
 
-int failover_atomic_fop(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
-                        uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
-                        mca_btl_base_registration_handle_t *remote_handle, mca_btl_base_atomic_op_t op,
-                        uint64_t operand, int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc,
-                        void *cbcontext, void *cbdata) noexcept {
-    return failover_atomic("an atomic fetch-and-op", btl, endpoint, mca_btl_xrc_atomic_fop, local_address,
-                           remote_address, local_handle, remote_handle, op, operand, flags, order, cbfunc, cbcontext,
-                           cbdata);
-}
-
-int failover_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, void *local_address,
-                          uint64_t remote_address, mca_btl_base_registration_handle_t *local_handle,
-                          mca_btl_base_registration_handle_t *remote_handle, uint64_t compare, uint64_t value,
-                          int flags, int order, mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext,
-                          void *cbdata) noexcept {
-    return failover_atomic("an atomic compare-and-swap", btl, endpoint, mca_btl_xrc_atomic_cswap, local_address,
-                           remote_address, local_handle, remote_handle, compare, value, flags, order, cbfunc, cbcontext,
-                           cbdata);
-}
-
-// The rails other than `m` that still carry traffic, for the message ("simhca1:1, simhca0:2").
-std::string surviving_rails(const mca_btl_xrc_module_t *m) {
-    std::string names;
-    for (const auto &module : mca_btl_xrc_component.modules) {
-        if (module == nullptr || module.get() == m || module->rail_lost) continue;
-        names += (names.empty() ? "" : ", ") + rail_name(module.get());
-    }
-    return names;
-}
-
-// What this process took off the lost rail (`lost`, our module on it) of the stream `header` names: the SRQ
-// messages of its connection, or what was consumed from the ring its writer writes into (0 when it cannot say:
-// the copy is then delivered).
-uint32_t taken_on(const mca_btl_xrc_module_t *lost, const xrc::ForwardedHeader &header) noexcept {
-    if (xrc::stream_of(header) == xrc::ReplayStream::srq) return lost->srq_taken.of(xrc::source_of(header));
-    const mca_btl_base_endpoint_t *writer = mca_btl_xrc_endpoint_for(lost, header.rank);
-    if (writer == nullptr) return 0;
-    const xrc::EagerRing *ring = writer->peer.granted;
-    return ring != nullptr ? static_cast<uint32_t>(ring->messages()) : 0;
-}
-
-// A copy sent again after the lost rail failed its original: true when that rail delivered the original (the
-// copy is dropped). What the rail delivered is taken off it first (its completion queue, its rings: they may
-// still hold the original). Progress context, under the lock (progress holds it: the lost module's queues are
-// this thread's to poll).
+// A copy sent again after the lost rail (`lost`, our module on it) failed its original: true when that rail
+// delivered the original (the copy is dropped; src/core/failover.h decides). Progress context, under the lock
+// (progress holds it: the lost module's queues are this thread's to poll).
 bool delivered_already(mca_btl_xrc_module_t *lost, const xrc::ForwardedHeader &header) noexcept {
     if (lost->transport == nullptr) return false;
-    // Once deep: a copy met while draining does not drain again (the module whose poll called us may be the one
-    // that would be drained, and its ring's current message is not released yet).
-    static thread_local bool draining = false;
-    if (!draining) {
-        draining = true;
-        constexpr unsigned kDrainBound = 1u << 16;
-        if (!xrc::drain_until_empty([lost] { return mca_btl_xrc_poll_module(lost); }, kDrainBound))
-            BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: a rail still delivering after %u polls: a copy is judged anyway",
-                            opal_process_info.nodename, rail_name(lost).c_str(), kDrainBound);
-        draining = false;
-    }
-    if (xrc::judge_forwarded(header, taken_on(lost, header)) == xrc::ReplayVerdict::duplicate) {
-        ++lost->counters.replays_dropped;
-        return true;
-    }
-    ++lost->counters.replays_delivered;
-    return false;
+    constexpr unsigned kDrainBound = 1u << 16;
+    const auto taken = [lost, &header] {
+        const mca_btl_base_endpoint_t *writer = mca_btl_xrc_endpoint_for(lost, header.rank);
+        return xrc::taken_on(header, lost->srq_taken, writer != nullptr ? writer->peer.granted : nullptr);
+    };
+    const auto undrained = [lost] {
+        BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: a rail still delivering after %u polls: a copy is judged anyway",
+                        opal_process_info.nodename, lost->transport->rail_name().c_str(), kDrainBound);
+    };
+    return xrc::delivered_already(
+        header, [lost] { return mca_btl_xrc_poll_module(lost); }, taken, undrained, kDrainBound, lost->counters);
 }
 
 // A forwarded message arrived (on any rail): to ob1 as the module of the rail it was sent on, on this process's
 // side of the same fabric; as the receiving module's if this process has none there (nothing then ties it).
 void forwarded_receive(mca_btl_base_module_t *btl, const mca_btl_base_segment_t *segment) {
     const auto header = xrc::read_forwarded_header(segment->seg_addr.pval, segment->seg_len);
-    mca_btl_xrc_module_t *as = as_xrc(btl);
     if (!header) {
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: dropped a malformed %zu-byte forwarded message", opal_process_info.nodename,
                         static_cast<size_t>(segment->seg_len));
         return;
     }
-    bool found = false;
-    for (const auto &module : mca_btl_xrc_component.modules)
-        if (module != nullptr && module->transport != nullptr &&
-            std::memcmp(module->transport->subnet_prefix(), header->subnet_prefix, sizeof(header->subnet_prefix)) ==
-                0) {
-            as = module.get();
-            found = true;
-        }
-    if (xrc::stream_of(*header) != xrc::ReplayStream::fresh && found && as != as_xrc(btl) &&
+    mca_btl_xrc_module_t *found = xrc::rail_on_fabric(
+        mca_btl_xrc_component.modules, header->subnet_prefix,
+        [](const mca_btl_xrc_module_t &m) { return m.transport != nullptr ? m.transport->subnet_prefix() : nullptr; });
+    mca_btl_xrc_module_t *as = found != nullptr ? found : as_xrc(btl);
+    if (xrc::stream_of(*header) != xrc::ReplayStream::fresh && found != nullptr && as != as_xrc(btl) &&
         delivered_already(as, *header))
         return;
     const mca_btl_active_message_callback_t *reg = &as->receive_callbacks[header->tag];
@@ -437,12 +370,7 @@ void forwarded_receive(mca_btl_base_module_t *btl, const mca_btl_base_segment_t 
 
 void mca_btl_xrc_defer(mca_btl_xrc_module_t *m, mca_btl_xrc_frag_t *frag, ibv_wc_status status) noexcept {
     frag->deferred_status = status;
-    frag->op.next_pending = nullptr;
-    if (m->deferred_tail != nullptr)
-        m->deferred_tail->next_pending = &frag->op;
-    else
-        m->deferred_head = &frag->op;
-    m->deferred_tail = &frag->op;
+    m->deferred.push(&frag->op);
     m->transport->raise();
 }
 
@@ -457,13 +385,7 @@ void mca_btl_xrc_failover_serve(mca_btl_xrc_module_t *m) noexcept {
         (void)xrc::drain_until_empty([m] { return mca_btl_xrc_poll_module(m); }, 1u << 16);
         for (xrc::SourceKey source : closed) m->srq_taken.forget(source);
     }
-    xrc::SendOp *op = m->deferred_head;
-    m->deferred_head = m->deferred_tail = nullptr;
-    while (op != nullptr) {
-        xrc::SendOp *next = op->next_pending;
-        op->on_complete(op, frag_of(op)->deferred_status);
-        op = next;
-    }
+    m->deferred.complete_all([](xrc::SendOp *op) { op->on_complete(op, frag_of(op)->deferred_status); });
 }
 
 void mca_btl_xrc_failover_fini(mca_btl_xrc_module_t *m) noexcept {
@@ -476,17 +398,16 @@ void mca_btl_xrc_failover_enable(mca_btl_xrc_module_t *m, bool threads) noexcept
     mca_btl_base_active_message_trigger[kForwardedTag].cbdata = nullptr;
     m->super.btl_send = threads ? failover_send_locked : failover_send;
     m->super.btl_sendi = threads ? failover_sendi_locked : failover_sendi;
-    // Room in front of the largest message ob1 sends for a header per rail it may be forwarded over (a copy whose
-    // rail fails too is forwarded again, header and all); the fragment lists keep their size.
-    const size_t hops = mca_btl_xrc_component.modules.size() - 1;
-    m->super.btl_max_send_size -= hops * sizeof(xrc::ForwardedHeader);
+    // Room in front of the largest message ob1 sends for the forwarding headers; the fragment lists keep their size.
+    m->super.btl_max_send_size =
+        xrc::forwardable_size(m->super.btl_max_send_size, mca_btl_xrc_component.modules.size());
     m->super.btl_eager_limit = std::min(m->super.btl_eager_limit, m->super.btl_max_send_size);
     m->super.btl_rndv_eager_limit = std::min(m->super.btl_rndv_eager_limit, m->super.btl_max_send_size);
-    m->super.btl_put = failover_put;
-    m->super.btl_get = failover_get;
-    m->super.btl_atomic_op = failover_atomic_op;
-    m->super.btl_atomic_fop = failover_atomic_fop;
-    m->super.btl_atomic_cswap = failover_atomic_cswap;
+    m->super.btl_put = Guarded<mca_btl_xrc_put, kPut>::call;
+    m->super.btl_get = Guarded<mca_btl_xrc_get, kGet>::call;
+    m->super.btl_atomic_op = Guarded<mca_btl_xrc_atomic_op, kAtomicOp>::call;
+    m->super.btl_atomic_fop = Guarded<mca_btl_xrc_atomic_fop, kAtomicFop>::call;
+    m->super.btl_atomic_cswap = Guarded<mca_btl_xrc_atomic_cswap, kAtomicCswap>::call;
 }
 
 bool mca_btl_xrc_failover_enabled() noexcept {
@@ -504,12 +425,11 @@ bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *end
     if (m->rail_lost) return true;  // reported once for the whole rail
     try {
         const uint32_t node = endpoint->peer.queue->node();
-        if (std::find(m->lost_nodes.begin(), m->lost_nodes.end(), node) != m->lost_nodes.end()) return true;
-        m->lost_nodes.push_back(node);
+        if (!m->lost_nodes.first(node)) return true;
         opal_output(0, "btl:xrc: %s: %s: rail lost toward node %u (host %s): %s; traffic toward it continues on %s",
-                    opal_process_info.nodename, rail_name(m).c_str(), node,
+                    opal_process_info.nodename, m->transport->rail_name().c_str(), node,
                     mca_btl_xrc_component.job->hostname_of(endpoint->peer.rank).c_str(), why,
-                    rail_name(to->module).c_str());
+                    to->module->transport->rail_name().c_str());
     } catch (...) {  // out of memory for the message: the failover itself is done
     }
     return true;
@@ -534,7 +454,11 @@ bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *m, const char *why) noexcept {
     }
     try {
         opal_output(0, "btl:xrc: %s: %s: rail lost: %s; traffic continues on %s", opal_process_info.nodename,
-                    rail_name(m).c_str(), why, surviving_rails(m).c_str());
+                    m->transport->rail_name().c_str(), why,
+                    xrc::surviving_rails(
+                        mca_btl_xrc_component.modules, m, [](const mca_btl_xrc_module_t &s) { return !s.rail_lost; },
+                        [](const mca_btl_xrc_module_t &s) { return s.transport->rail_name(); })
+                        .c_str());
     } catch (...) {
     }
     // What the HCA completed is retired first (every send is signaled with several rails); what was queued or in

@@ -8,6 +8,7 @@
 #include "src/core/port_transport.h"
 #include "src/core/text_list.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -62,14 +63,6 @@ xrc::NodeId my_node_id() {
     return xrc::NodeId{hash | 0x80000000u};
 }
 
-bool eager_mode(std::size_t nodes) {
-    const auto &P = mca_btl_xrc_component.params;
-    const std::string mode = P.connect != nullptr ? P.connect : "auto";
-    if (mode == "eager") return true;
-    if (mode == "on-demand") return false;
-    return nodes <= static_cast<std::size_t>(P.eager_max_nodes);
-}
-
 }  // namespace
 
 uint32_t mca_btl_xrc_job_size() noexcept {
@@ -81,11 +74,25 @@ uint32_t mca_btl_xrc_job_size() noexcept {
     return rc == OPAL_SUCCESS ? size : 0;
 }
 
+mca_btl_xrc_job_t::mca_btl_xrc_job_t()
+    : xrc::AddressBook(*this, {.fetch =
+                                   [](uint32_t jobid, uint32_t rank) {
+                                       opal_process_name_t name = OPAL_PROC_MY_NAME;
+                                       name.jobid = jobid;
+                                       name.vpid = rank;
+                                       std::string who = "rank " + std::to_string(rank);
+                                       if (jobid != OPAL_PROC_MY_NAME.jobid) who += " of job " + std::to_string(jobid);
+                                       return fetch_address(name, who);
+                                   },
+                               .serving = [] { return mca_btl_xrc_serving; },
+                               .wake = mca_btl_xrc_wake_progress}) {}
+
 xrc::Result<std::unique_ptr<mca_btl_xrc_job_t>> mca_btl_xrc_job_create() {
     auto job = std::make_unique<mca_btl_xrc_job_t>();
     job->my_rank = OPAL_PROC_MY_NAME.vpid;
     job->jobid = OPAL_PROC_MY_NAME.jobid;
     job->local_ranks = static_cast<unsigned>(opal_process_info.num_local_peers) + 1;
+    job->local_index = static_cast<uint32_t>(std::max(0, static_cast<int>(opal_process_info.my_local_rank)));
     job->my_node_id = my_node_id();
     const uint32_t size = mca_btl_xrc_job_size();
     if (size == 0) {
@@ -100,7 +107,7 @@ xrc::Result<std::unique_ptr<mca_btl_xrc_job_t>> mca_btl_xrc_job_create() {
     const mca_btl_xrc_malloced_t<char> node_list_owned(node_list);
     const std::string nodes = (rc == OPAL_SUCCESS && node_list != nullptr) ? node_list : "";
     job->node_count = std::max<std::size_t>(1, xrc::split_list(nodes, ',').size());
-    job->eager = eager_mode(job->node_count);
+    job->eager = xrc::connects_eagerly(mca_btl_xrc_component.params, job->node_count);
     if (job->eager) {
         // Who runs where, to start every node's connection during MPI_Init: every rank's host name, known
         // before the fence (O(ranks), which the eager threshold bounds).
@@ -132,11 +139,7 @@ int mca_btl_xrc_modex_publish(const mca_btl_xrc_modules_t &modules) noexcept {
                         "told apart by fabric; if they are separate rails, give each subnet its own prefix (the subnet "
                         "manager's subnet_prefix), or a node with a rail down will pair its peers across fabrics",
                         opal_process_info.nodename, address.ports.size());
-        {
-            mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
-            std::lock_guard<std::mutex> guard(job.addresses_mutex);  // port_address reads it on the service thread
-            job.mine = address;
-        }
+        mca_btl_xrc_component.job->publish(address);
         int rc = OPAL_SUCCESS;
         OPAL_MODEX_SEND(rc, BTL_XRC_PMIX_GLOBAL, &mca_btl_xrc_component.super.btl_version, blob.data(), blob.size());
         BTL_XRC_VERBOSE(10, "btl:xrc: published a %zu-byte address (%zu port(s))", blob.size(), modules.size());
@@ -144,114 +147,6 @@ int mca_btl_xrc_modex_publish(const mca_btl_xrc_modules_t &modules) noexcept {
     } catch (...) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-}
-
-namespace {
-
-// The service thread needs a peer's address that no thread has fetched: it is not fetched there (a PMIx_Get that
-// goes to the launcher blocks the thread, and with it the connection manager's mutex and every lookup of the
-// main thread, for as long as the launcher takes: under load on Open MPI 5.0, once for the whole job), but asked
-// of progress. Called with the job's addresses_mutex held.
-void want(mca_btl_xrc_job_t &job, uint32_t jobid, uint32_t rank) {
-    for (const auto &w : job.wanted)
-        if (w.jobid == jobid && w.rank == rank) return;
-    job.wanted.push_back({jobid, rank});
-    job.addresses_wanted.store(true, std::memory_order_relaxed);
-}
-
-}  // namespace
-
-const xrc::PortAddress *mca_btl_xrc_job_t::port_address(uint32_t rank, int module_index) noexcept {
-    if (rank >= size) return nullptr;
-    try {
-        {
-            std::lock_guard<std::mutex> guard(addresses_mutex);
-            auto it = addresses.find(rank);
-            if (it != addresses.end()) {
-                if (!it->second || module_index < 0) return nullptr;
-                return xrc::paired_port(mine, static_cast<std::size_t>(module_index), *it->second);
-            }
-            if (mca_btl_xrc_serving && !modex_done.load(std::memory_order_acquire)) {
-                want(*this, jobid, rank);
-                mca_btl_xrc_wake_progress();
-                return nullptr;
-            }
-        }
-        // Fetched without the mutex: the service thread keeps serving what it knows meanwhile.
-        std::optional<xrc::ProcessAddress> decoded =
-            fetch_address(name_of(*this, rank), "rank " + std::to_string(rank));
-        std::lock_guard<std::mutex> guard(addresses_mutex);
-        if (decoded)
-            for (auto &port : decoded->ports)
-                if (auto moved = moved_lids.find(xrc::port_identity(port)); moved != moved_lids.end())
-                    port.lid = moved->second;
-        auto it = addresses.emplace(rank, std::move(decoded)).first;  // another thread's fetch, if first, stays
-        if (!it->second || module_index < 0) return nullptr;
-        return xrc::paired_port(mine, static_cast<std::size_t>(module_index), *it->second);
-    } catch (...) {
-        return nullptr;
-    }
-}
-
-const xrc::PortAddress *mca_btl_xrc_job_t::other_port_address(uint32_t other_jobid, uint32_t rank,
-                                                              int module_index) noexcept {
-    try {
-        const uint64_t key = (uint64_t(other_jobid) << 32) | rank;
-        {
-            std::lock_guard<std::mutex> guard(addresses_mutex);
-            auto it = other_addresses.find(key);
-            if (it != other_addresses.end()) {
-                if (!it->second || module_index < 0) return nullptr;
-                return xrc::paired_port(mine, static_cast<std::size_t>(module_index), *it->second);
-            }
-            if (mca_btl_xrc_serving && !modex_done.load(std::memory_order_acquire)) {
-                want(*this, other_jobid, rank);
-                mca_btl_xrc_wake_progress();
-                return nullptr;
-            }
-        }
-        opal_process_name_t name = OPAL_PROC_MY_NAME;
-        name.jobid = other_jobid;
-        name.vpid = rank;
-        std::optional<xrc::ProcessAddress> decoded =
-            fetch_address(name, "rank " + std::to_string(rank) + " of job " + std::to_string(other_jobid));
-        std::lock_guard<std::mutex> guard(addresses_mutex);
-        auto it = other_addresses.emplace(key, std::move(decoded)).first;
-        if (!it->second || module_index < 0) return nullptr;
-        return xrc::paired_port(mine, static_cast<std::size_t>(module_index), *it->second);
-    } catch (...) {
-        return nullptr;
-    }
-}
-
-void mca_btl_xrc_job_t::fetch_wanted_addresses() noexcept {
-    std::vector<Wanted> fetch;
-    {
-        std::lock_guard<std::mutex> guard(addresses_mutex);
-        fetch.swap(wanted);
-        addresses_wanted.store(false, std::memory_order_relaxed);
-    }
-    for (const Wanted &w : fetch) {
-        if (w.jobid == jobid)
-            (void)port_address(w.rank, -1);
-        else
-            (void)other_port_address(w.jobid, w.rank, -1);
-    }
-}
-
-void mca_btl_xrc_job_t::move_port(uint64_t port, uint16_t old_lid, uint16_t new_lid) noexcept {
-    std::lock_guard<std::mutex> guard(addresses_mutex);
-    try {
-        moved_lids[port] = new_lid;
-    } catch (...) {  // out of memory: addresses fetched later keep the published LID (their connections time out)
-    }
-    auto move = [&](xrc::ProcessAddress &address) {
-        for (auto &p : address.ports)
-            if (xrc::port_identity(p) == port && p.lid == old_lid) p.lid = new_lid;
-    };
-    move(mine);
-    for (auto &[rank, address] : addresses)
-        if (address) move(*address);
 }
 
 std::string mca_btl_xrc_job_t::hostname_of(uint32_t rank) noexcept {

@@ -26,10 +26,6 @@
 
 namespace {
 
-mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) {
-    return reinterpret_cast<mca_btl_xrc_module_t *>(btl);
-}
-
 // First add_procs (during MPI_Init, after the fence). Eager mode starts every remote node's connection now,
 // through the rank of that node that spreads the TGT QPs evenly; nothing waits for them (sends queue until each
 // one is accepted), so nothing here depends on the other nodes having got this far.
@@ -54,6 +50,15 @@ void wire_up(mca_btl_xrc_module_t *m) {
 int add_procs_tables(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
                      mca_btl_base_endpoint_t **endpoints, opal_bitmap_t *reachable) noexcept;
 
+// A new endpoint of `proc` on the module, owned by its directory from here on, whatever fails after.
+mca_btl_base_endpoint_t *make_endpoint(mca_btl_xrc_module_t *m, opal_proc_t *proc) {
+    auto endpoint = std::make_unique<mca_btl_base_endpoint_t>();
+    endpoint->proc = proc;
+    endpoint->module = m;
+    endpoint->peer.rank = proc->proc_name.vpid;
+    return m->peers.own(std::move(endpoint));
+}
+
 // The peer's receive classes hold our largest fragment; reported once per peer otherwise.
 bool receive_classes_fit(const xrc::PortAddress &address, const mca_btl_base_module_t *btl, uint32_t rank) {
     if (address.srqs.back().buffer_size >= btl->btl_max_send_size) return true;
@@ -73,32 +78,18 @@ mca_btl_base_endpoint_t *add_other_job_proc(mca_btl_xrc_module_t *m, mca_btl_bas
     mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
     const uint32_t jobid = proc->proc_name.jobid;
     const uint32_t rank = proc->proc_name.vpid;
-    const uint64_t key = (uint64_t(jobid) << 32) | rank;
-    {
-        const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
-        if (auto it = m->other_endpoints->find(key); it != m->other_endpoints->end()) return it->second;
-    }
+    if (mca_btl_base_endpoint_t *known = m->peers.find_other(jobid, rank); known != nullptr) return known;
     const xrc::PortAddress *address = job.other_port_address(jobid, rank, m->index);
     if (address == nullptr || !receive_classes_fit(*address, btl, rank)) return nullptr;
-    auto endpoint = std::make_unique<mca_btl_base_endpoint_t>();
-    endpoint->proc = proc;
-    endpoint->module = m;
-    endpoint->peer.rank = rank;
-    endpoint->other_job = true;
-    endpoint->jobid = jobid;
-    mca_btl_base_endpoint_t *made = endpoint.get();
-    {
-        const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
-        m->endpoints_made.push_back(std::move(endpoint));  // owned from here on, whatever fails below
-    }
+    mca_btl_base_endpoint_t *made = make_endpoint(m, proc);
+    made->other_job = true;
+    made->jobid = jobid;
     const int index = m->index;
     m->transport->attach_other(jobid, made->peer, *address, rank, [jobid, index](uint32_t r) {
         return mca_btl_xrc_component.job->other_port_address(jobid, r, index);
     });
     BTL_XRC_TSAN_RELEASE(made);  // ob1 hands it to the sending threads (in code TSan does not see)
-    const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
-    m->other_endpoints->emplace(key, made);
-    ++(*m->other_job_peers)[jobid];
+    m->peers.add_other(jobid, rank, made);
     BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u: rank %u of job %u is reachable (another job)",
                     m->transport->device_name().c_str(), m->transport->port_num(), rank, jobid);
     return made;
@@ -147,24 +138,16 @@ int add_procs_tables(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t
             const xrc::PortAddress *address = job.port_address(rank, m->index);
             if (address == nullptr) continue;  // no xrc on that peer: someone else reaches it
             if (!receive_classes_fit(*address, btl, rank)) continue;
-            auto endpoint = std::make_unique<mca_btl_base_endpoint_t>();
-            endpoint->proc = proc;
-            endpoint->module = m;
-            endpoint->peer.rank = rank;
-            mca_btl_base_endpoint_t *made = endpoint.get();
-            {
-                const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
-                m->endpoints_made.push_back(std::move(endpoint));  // owned from here on, whatever fails below
-            }
+            mca_btl_base_endpoint_t *made = make_endpoint(m, proc);
             // The link's owner, if this peer's node has no link yet: spread over the node's ranks (node_map.h).
             // Same node or not is the HCA port (xrc::link_owner), never the node id, which may be a hash.
             const uint32_t guess = xrc::spread_owner_guess(rank, job.my_rank, job.local_ranks, job.size);
             const uint32_t owner = xrc::link_owner(rank, *address, guess, job.port_address(guess, m->index));
             m->transport->attach(made->peer, *address, owner);
+            m->peers.add(rank, made);
             {
                 // Listed now; its eager RDMA state joins the module's under the data-path lock.
                 const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
-                m->endpoints->emplace(rank, made);
                 m->adopting.push_back(made);
             }
             BTL_XRC_TSAN_RELEASE(made);  // ob1 hands it to the sending threads (in code TSan does not see)
@@ -187,33 +170,20 @@ int xrc_del_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **,
         if (endpoint->other_job) {
             // Another job's process: when it was that job's last one here, the job's connections drain and
             // close, and its manager goes with the TGT QPs made for its senders once they closed them.
-            const uint64_t key = (uint64_t(endpoint->jobid) << 32) | endpoint->peer.rank;
-            bool last = false;
-            {
-                const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
-                auto it = m->other_endpoints->find(key);
-                if (it == m->other_endpoints->end() || it->second != endpoint) continue;
-                m->other_endpoints->erase(it);
-                if (auto count = m->other_job_peers->find(endpoint->jobid);
-                    count != m->other_job_peers->end() && --count->second == 0) {
-                    m->other_job_peers->erase(count);
-                    last = true;
-                }
-            }
+            const auto left = m->peers.remove_other(endpoint->jobid, endpoint->peer.rank, endpoint);
+            if (left == xrc::PeerDirectory<mca_btl_base_endpoint_t>::Left::not_listed) continue;
             m->transport->detach_other(endpoint->jobid, endpoint->peer);
             endpoint->proc = nullptr;
-            if (last) {
+            if (left == xrc::PeerDirectory<mca_btl_base_endpoint_t>::Left::last_of_job) {
                 m->transport->retire_job(endpoint->jobid);
                 BTL_XRC_VERBOSE(10, "btl:xrc: %s:%u: job %u left: its connections close",
                                 m->transport->device_name().c_str(), m->transport->port_num(), endpoint->jobid);
             }
             continue;
         }
+        if (!m->peers.remove(endpoint->peer.rank, endpoint)) continue;  // left already; still owned until finalize
         {
             const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
-            auto it = m->endpoints->find(endpoint->peer.rank);
-            if (it == m->endpoints->end() || it->second != endpoint) continue;
-            m->endpoints->erase(it);  // still in endpoints_made until finalize
             m->adopting.erase(std::remove(m->adopting.begin(), m->adopting.end(), endpoint), m->adopting.end());
         }
         mca_btl_xrc_eager_endpoint_fini(endpoint);
@@ -489,10 +459,7 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     mca_btl_xrc_status_module_done(m);
     mca_btl_xrc_failover_fini(m);  // completions still owed go back to their lists first
     mca_btl_xrc_async_fini(m);
-    m->endpoints.reset();
-    m->other_endpoints.reset();
-    m->other_job_peers.reset();
-    m->endpoints_made.clear();
+    m->peers.clear();
     mca_btl_xrc_eager_fini(m);
     mca_btl_xrc_frag_lists_fini(m);
     mca_btl_xrc_rdma_fini(m);
@@ -512,23 +479,11 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
 }  // namespace
 
 mca_btl_base_endpoint_t *mca_btl_xrc_endpoint_for(const mca_btl_xrc_module_t *m, uint32_t rank) noexcept {
-    const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
-    if (m->endpoints == nullptr) return nullptr;
-    auto it = m->endpoints->find(rank);
-    return it != m->endpoints->end() ? it->second : nullptr;
+    return m->peers.find(rank);
 }
 
 std::vector<mca_btl_base_endpoint_t *> mca_btl_xrc_endpoints_of(const mca_btl_xrc_module_t *m, bool made) {
-    std::vector<mca_btl_base_endpoint_t *> all;
-    const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
-    if (made) {
-        all.reserve(m->endpoints_made.size());
-        for (const auto &endpoint : m->endpoints_made) all.push_back(endpoint.get());
-    } else if (m->endpoints != nullptr) {
-        all.reserve(m->endpoints->size());
-        for (const auto &[rank, endpoint] : *m->endpoints) all.push_back(endpoint);
-    }
-    return all;
+    return made ? m->peers.made() : m->peers.live();
 }
 
 void mca_btl_xrc_adopt_endpoints(mca_btl_xrc_module_t *m, bool locked) noexcept {
@@ -555,13 +510,6 @@ int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m, bool threads) noexcept {
         m->super.btl_sendi = sendi_unlocked;
     }
     m->receive_callbacks = mca_btl_base_active_message_trigger;
-    try {
-        m->endpoints = std::make_unique<std::unordered_map<uint32_t, mca_btl_base_endpoint_t *>>();
-        m->other_endpoints = std::make_unique<std::unordered_map<uint64_t, mca_btl_base_endpoint_t *>>();
-        m->other_job_peers = std::make_unique<std::unordered_map<uint32_t, size_t>>();
-    } catch (...) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
     m->transport->count_into(&m->counters);
     xrc::count_registration(m->counters, m->transport->counts().receive_bytes);
     int rc = mca_btl_xrc_rdma_init(m);  // the rcache first: the fragment lists register through it
@@ -573,25 +521,25 @@ int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m, bool threads) noexcept {
 }
 
 mca_btl_base_module_t mca_btl_xrc_module_template = [] {
-    mca_btl_xrc_module_t m{};
-    m.super.btl_component = &mca_btl_xrc_component.super;
-    m.super.btl_add_procs = xrc_add_procs;
-    m.super.btl_del_procs = xrc_del_procs;
-    m.super.btl_finalize = xrc_finalize;
-    m.super.btl_alloc = xrc_alloc;
-    m.super.btl_free = xrc_free;
-    m.super.btl_prepare_src = xrc_prepare_src;
-    m.super.btl_send = xrc_send;
-    m.super.btl_sendi = xrc_sendi;
-    m.super.btl_put = mca_btl_xrc_put;
-    m.super.btl_get = mca_btl_xrc_get;
-    m.super.btl_atomic_op = mca_btl_xrc_atomic_op;
-    m.super.btl_atomic_fop = mca_btl_xrc_atomic_fop;
-    m.super.btl_atomic_cswap = mca_btl_xrc_atomic_cswap;
-    m.super.btl_flush = mca_btl_xrc_flush;
-    m.super.btl_register_mem = mca_btl_xrc_register_mem;
-    m.super.btl_deregister_mem = mca_btl_xrc_deregister_mem;
-    m.super.btl_register_error = xrc_register_error;
-    m.super.btl_registration_handle_size = sizeof(mca_btl_base_registration_handle_t);
-    return m.super;
+    mca_btl_base_module_t m{};
+    m.btl_component = &mca_btl_xrc_component.super;
+    m.btl_add_procs = xrc_add_procs;
+    m.btl_del_procs = xrc_del_procs;
+    m.btl_finalize = xrc_finalize;
+    m.btl_alloc = xrc_alloc;
+    m.btl_free = xrc_free;
+    m.btl_prepare_src = xrc_prepare_src;
+    m.btl_send = xrc_send;
+    m.btl_sendi = xrc_sendi;
+    m.btl_put = mca_btl_xrc_put;
+    m.btl_get = mca_btl_xrc_get;
+    m.btl_atomic_op = mca_btl_xrc_atomic_op;
+    m.btl_atomic_fop = mca_btl_xrc_atomic_fop;
+    m.btl_atomic_cswap = mca_btl_xrc_atomic_cswap;
+    m.btl_flush = mca_btl_xrc_flush;
+    m.btl_register_mem = mca_btl_xrc_register_mem;
+    m.btl_deregister_mem = mca_btl_xrc_deregister_mem;
+    m.btl_register_error = xrc_register_error;
+    m.btl_registration_handle_size = sizeof(mca_btl_base_registration_handle_t);
+    return m;
 }();

@@ -9,6 +9,7 @@
 #include "btl_xrc_tsan.h"
 
 #include "src/core/async_event_policy.h"
+#include "src/core/operation_text.h"
 #include "src/core/port_transport.h"
 
 #include <cerrno>
@@ -17,10 +18,6 @@
 #include <string>
 
 namespace {
-
-mca_btl_xrc_module_t *as_xrc(mca_btl_base_module_t *btl) {
-    return reinterpret_cast<mca_btl_xrc_module_t *>(btl);
-}
 
 int register_mem_cb(void *reg_data, void *base, size_t size, mca_rcache_base_registration_t *reg) {
     auto *m = static_cast<mca_btl_xrc_module_t *>(reg_data);
@@ -53,10 +50,6 @@ int deregister_mem_cb(void *reg_data, mca_rcache_base_registration_t *reg) {
     return OPAL_SUCCESS;
 }
 
-bool is_atomic(const xrc::SendOp &op) noexcept {
-    return op.wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || op.wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
-}
-
 // The head of the BML's mca_bml_base_btl_t, the same in Open MPI 4.1 and 5.0 (ompi/mca/bml/bml.h), which a BTL
 // cannot include (it is the ompi layer's).
 struct BmlBtlHead {
@@ -65,31 +58,6 @@ struct BmlBtlHead {
     mca_btl_base_module_t *btl;
     mca_btl_base_endpoint_t *btl_endpoint;
 };
-
-// What a send-queue operation is, for error reports ("RDMA read of 4096 bytes at 0x7f31c4a01000").
-void describe(const xrc::SendOp &op, char *out, size_t size) {
-    const ibv_send_wr &wr = op.wr;
-    const auto bytes = static_cast<unsigned long long>(wr.num_sge > 0 ? wr.sg_list[0].length : 0);
-    switch (wr.opcode) {
-        case IBV_WR_RDMA_READ:
-            snprintf(out, size, "RDMA read of %llu bytes at 0x%llx", bytes, (unsigned long long)wr.wr.rdma.remote_addr);
-            break;
-        case IBV_WR_RDMA_WRITE:
-        case IBV_WR_RDMA_WRITE_WITH_IMM:
-            snprintf(out, size, "RDMA write of %llu bytes at 0x%llx", bytes,
-                     (unsigned long long)wr.wr.rdma.remote_addr);
-            break;
-        case IBV_WR_ATOMIC_FETCH_AND_ADD:
-            snprintf(out, size, "atomic fetch-and-add at 0x%llx", (unsigned long long)wr.wr.atomic.remote_addr);
-            break;
-        case IBV_WR_ATOMIC_CMP_AND_SWP:
-            snprintf(out, size, "atomic compare-and-swap at 0x%llx", (unsigned long long)wr.wr.atomic.remote_addr);
-            break;
-        default:
-            snprintf(out, size, "send of %llu bytes", bytes);
-            break;
-    }
-}
 
 // Every one-sided operation completes here, so flush sees it, even one posted without a callback (osc/rdma
 // leaves it out for a put that needs no clean-up).
@@ -100,23 +68,13 @@ void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     // rail only; a put or get moves to sends when ob1 made it, but another caller (osc/rdma) would take the
     // failure for success, its window this rail's too. The job ends, saying so.
     if (OPAL_UNLIKELY(status != IBV_WC_SUCCESS) && op->posted_on != 0 && mca_btl_xrc_failover_enabled() &&
-        !frag->module->finalizing) {
-        char what[512];
-        if (is_atomic(*op)) {
-            snprintf(what, sizeof(what),
-                     "an atomic %s failed with its rail (%s): it may have executed, so it is not sent again, and no "
-                     "other rail reaches the window it targets",
-                     op->wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? "fetch-and-add" : "compare-and-swap",
-                     ibv_wc_status_str(status));
-            mca_btl_xrc_report_error(frag->module, frag->endpoint, what);
-        } else if (!mca_btl_xrc_rdma_caller_recovers(&frag->module->super, frag->endpoint, frag->rdma_context)) {
-            char operation[160];
-            describe(*op, operation, sizeof(operation));
-            snprintf(what, sizeof(what),
-                     "%s of a one-sided window failed with its rail (%s): the window is registered on this rail "
-                     "only, so no other rail can carry it",
-                     operation, ibv_wc_status_str(status));
-            mca_btl_xrc_report_error(frag->module, frag->endpoint, what);
+        !frag->module->finalizing &&
+        (xrc::is_atomic(op->wr) ||
+         !mca_btl_xrc_rdma_caller_recovers(&frag->module->super, frag->endpoint, frag->rdma_context))) {
+        try {
+            mca_btl_xrc_report_error(frag->module, frag->endpoint, xrc::one_sided_rail_failure(op->wr, status).c_str());
+        } catch (...) {  // out of memory for the sentence: the job ends all the same
+            mca_btl_xrc_report_error(frag->module, frag->endpoint, "a one-sided operation failed with its rail");
         }
     }
     if (frag->rdma_cb != nullptr && !frag->module->finalizing)
@@ -149,11 +107,9 @@ mca_btl_xrc_frag_t *rdma_frag(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *
 // Called with the module's lock held.
 int post(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, mca_btl_xrc_frag_t *frag) {
     if (endpoint->peer.queue->post_or_queue(frag->op) != 0) {
-        char what[256], op[160];
-        describe(frag->op, op, sizeof(op));
-        snprintf(what, sizeof(what), "%s: the connection to this peer has failed", op);
+        const std::string what = xrc::describe_operation(frag->op.wr) + ": the connection to this peer has failed";
         mca_btl_xrc_frag_return(frag);
-        mca_btl_xrc_report_error(m, endpoint, what);
+        mca_btl_xrc_report_error(m, endpoint, what.c_str());
         return OPAL_ERROR;
     }
     return OPAL_SUCCESS;
@@ -282,58 +238,57 @@ int mca_btl_xrc_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t
 
 void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::SendQueue &queue,
                                           const ibv_wc &wc) noexcept {
-    char what[768], op[320];
-    const xrc::SendOp *failed = queue.failed_op(wc);
-    mca_btl_base_endpoint_t *endpoint = nullptr;
-    const char *own = failed != nullptr ? m->transport->own_operation(failed) : nullptr;
-    // Where the queue goes, for operations that name no peer of their own: the node's link (its rank and host),
-    // or this node's loopback.
-    std::string toward;
-    if (m->transport->is_loopback(queue)) {
-        toward = "a rank on this node (HCA loopback)";
-    } else if (const xrc::NodeLink *link = m->transport->link_of(queue); link != nullptr) {
-        // The link's rank stands for the node: the report names it as the peer when this process has an endpoint
-        // for it, here otherwise.
-        toward = "node " + std::to_string(link->node());
-        if (mca_btl_base_endpoint_t *owner = mca_btl_xrc_endpoint_for(m, link->owner());
-            owner != nullptr && owner->proc != nullptr)
-            endpoint = owner;
-        else
-            toward += " (through rank " + std::to_string(link->owner()) + " on " +
-                      mca_btl_xrc_component.job->hostname_of(link->owner()) + ")";
-    } else {
-        toward = "an unknown node";
+    try {
+        const xrc::SendOp *failed = queue.failed_op(wc);
+        mca_btl_base_endpoint_t *endpoint = nullptr;
+        const char *own = failed != nullptr ? m->transport->own_operation(failed) : nullptr;
+        // Where the queue goes, for operations that name no peer of their own: the node's link (its rank and host),
+        // or this node's loopback.
+        std::string toward;
+        if (m->transport->is_loopback(queue)) {
+            toward = "a rank on this node (HCA loopback)";
+        } else if (const xrc::NodeLink *link = m->transport->link_of(queue); link != nullptr) {
+            // The link's rank stands for the node: the report names it as the peer when this process has an
+            // endpoint for it, here otherwise.
+            toward = "node " + std::to_string(link->node());
+            if (mca_btl_base_endpoint_t *owner = mca_btl_xrc_endpoint_for(m, link->owner());
+                owner != nullptr && owner->proc != nullptr)
+                endpoint = owner;
+            else
+                toward += " (through rank " + std::to_string(link->owner()) + " on " +
+                          mca_btl_xrc_component.job->hostname_of(link->owner()) + ")";
+        } else {
+            toward = "an unknown node";
+        }
+        std::string operation;
+        if (own != nullptr) {  // the transport's own operation: no fragment behind it
+            operation = std::string(own) + " toward " + toward;
+        } else if (failed != nullptr) {
+            operation = xrc::describe_operation(failed->wr);
+            endpoint = frag_of(const_cast<xrc::SendOp *>(failed))->endpoint;
+        } else {  // a request without an owner (inline, its data in the work request): only its node is known
+            operation = "an inline send or RDMA write to " + toward;
+        }
+        ibv_port_attr attr{};
+        std::optional<ibv_port_state> down;
+        if (ibv_query_port(m->transport->context(), m->transport->port_num(), &attr) == 0 &&
+            attr.state != IBV_PORT_ACTIVE)
+            down = attr.state;
+        const std::string what =
+            xrc::failed_completion_text(operation, wc, down, mca_btl_xrc_component.job->my_rank,
+                                        xrc::describe_qp(wc.qp_num, m->transport->role_of(wc.qp_num)));
+        if (mca_btl_xrc_failover_enabled() && !m->finalizing) {
+            // Several rails: each operation of the queue completes with the error next, and a send goes out again
+            // over another rail that reaches its peer (the job ends there if none does); RDMA falls back to sends
+            // in ob1.
+            BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: %s; its queue's operations go to another rail",
+                            opal_process_info.nodename, m->transport->rail_name().c_str(), what.c_str());
+            return;
+        }
+        mca_btl_xrc_report_error(m, endpoint, what.c_str());
+    } catch (...) {  // out of memory for the sentence: the completion's status alone
+        mca_btl_xrc_report_error(m, nullptr, ibv_wc_status_str(wc.status));
     }
-    if (own != nullptr) {  // the transport's own operation: no fragment behind it
-        snprintf(op, sizeof(op), "%s toward %s", own, toward.c_str());
-    } else if (failed != nullptr) {
-        describe(*failed, op, sizeof(op));
-        endpoint = frag_of(const_cast<xrc::SendOp *>(failed))->endpoint;
-    } else {  // a request without an owner (inline, its data in the work request): only its node is known
-        snprintf(op, sizeof(op), "an inline send or RDMA write to %s", toward.c_str());
-    }
-    // A port that went down makes operations fail before its event is read: say so.
-    char port[64] = "";
-    ibv_port_attr attr{};
-    if (ibv_query_port(m->transport->context(), m->transport->port_num(), &attr) == 0 && attr.state != IBV_PORT_ACTIVE)
-        snprintf(port, sizeof(port), "; the port is not active (%s)", ibv_port_state_str(attr.state));
-    // The responder refused the request (class C: bad SRQ number, rkey or opcode): the TGT QP it reached is now in
-    // the error state for every rank of that node, and this rank is the sender to look at: name its QP.
-    std::string refused;
-    if (wc.status == IBV_WC_REM_INV_REQ_ERR || wc.status == IBV_WC_REM_ACCESS_ERR || wc.status == IBV_WC_REM_OP_ERR)
-        refused = "; the responder refused it: this rank (" + std::to_string(mca_btl_xrc_component.job->my_rank) +
-                  ") sent it on its " + xrc::describe_qp(wc.qp_num, m->transport->role_of(wc.qp_num)) +
-                  ", and that TGT QP is now in the error state";
-    snprintf(what, sizeof(what), "%s failed: %s (vendor error 0x%x)%s%s", op, ibv_wc_status_str(wc.status),
-             wc.vendor_err, port, refused.c_str());
-    if (mca_btl_xrc_failover_enabled() && !m->finalizing) {
-        // Several rails: each operation of the queue completes with the error next, and a send goes out again over
-        // another rail that reaches its peer (the job ends there if none does); RDMA falls back to sends in ob1.
-        BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s:%u: %s%s", opal_process_info.nodename, m->transport->device_name().c_str(),
-                        m->transport->port_num(), what, "; its queue's operations go to another rail");
-        return;
-    }
-    mca_btl_xrc_report_error(m, endpoint, what);
 }
 
 // Waits until every RDMA and atomic operation posted toward the endpoint's node (all nodes for a NULL or wildcard

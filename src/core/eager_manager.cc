@@ -131,4 +131,26 @@ void EagerManager::report(GrantedRing &r) noexcept {
     }
 }
 
+EagerNoteLine describe(const EagerEvent &e) {
+    const std::string rank = "rank " + std::to_string(e.rank);
+    const std::string geometry = std::to_string(e.slots) + " x " + std::to_string(e.slot_size) + " bytes";
+    switch (e.what) {
+        case EagerNote::granted:
+            return {10, "eager RDMA ring " + std::to_string(e.index) + " (" + geometry + ") granted to " + rank};
+        case EagerNote::refused_off:
+            return {10, "refused an eager RDMA ring to " + rank + " (eager RDMA is off here)"};
+        case EagerNote::refused_all_given:
+            return {10, "refused an eager RDMA ring to " + rank + " (all given, btl_xrc_max_eager_rdma)"};
+        case EagerNote::asked_early:
+            return {10, rank + " asked for an eager RDMA ring before it was added here; answering then"};
+        case EagerNote::using_ring:
+            return {10, "writing into " + rank + "'s eager RDMA ring (" + geometry + ")"};
+        case EagerNote::refused_by:
+            return {10, rank + " has no eager RDMA ring for us; its messages stay on the SRQs"};
+        case EagerNote::malformed_control:
+            return {1, "dropped a malformed " + std::to_string(e.bytes) + "-byte control message"};
+    }
+    return {10, "eager RDMA: " + rank};
+}
+
 }  // namespace xrc

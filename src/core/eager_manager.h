@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace xrc {
@@ -65,6 +66,14 @@ struct EagerEvent {
     std::uint32_t slot_size = 0;
     std::size_t bytes = 0;
 };
+
+// The log line a BTL shows for `event` ("eager RDMA ring 2 (8 x 12352 bytes) granted to rank 5") and the
+// verbosity it is shown at: 10 for the handshake, 1 for a dropped control message.
+struct EagerNoteLine {
+    int verbosity;
+    std::string text;
+};
+EagerNoteLine describe(const EagerEvent &event);
 
 // A footer failed its check: the ring's bytes cannot be trusted and nothing after them can be located.
 struct EagerRingFailure {

@@ -100,6 +100,8 @@ public:
     }
     const std::string &device_name() const noexcept { return device_->name; }
     std::uint8_t port_num() const noexcept { return port_.port; }
+    // "device:port", as every message names the rail.
+    std::string rail_name() const { return device_name() + ":" + std::to_string(port_num()); }
     ibv_pd *pd() const noexcept { return pd_.get(); }
     ibv_cq *cq() const noexcept { return cq_.get(); }
     ibv_context *context() const noexcept { return device_->context.get(); }

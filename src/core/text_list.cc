@@ -20,4 +20,11 @@ std::string_view trim_blanks(std::string_view field) noexcept {
     return field;
 }
 
+std::string indented_lines(const std::vector<std::string> &lines, std::string_view none) {
+    if (lines.empty()) return "    " + std::string(none) + "\n";
+    std::string text;
+    for (const std::string &line : lines) text += "    " + line + "\n";
+    return text;
+}
+
 }  // namespace xrc

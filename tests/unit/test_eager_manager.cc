@@ -435,3 +435,16 @@ TEST(EagerManager, MalformedControlMessagesAreDroppedWithoutCreatingAnything) {
     EXPECT_EQ(b_at_a.eager_state, EagerState::requested);
     EXPECT_EQ(a.counters.eager_rings_used, 0u);
 }
+
+TEST(EagerManager, EachHandshakeNoteHasItsLogLine) {
+    xrc::EagerEvent granted{xrc::EagerNote::granted, 5, 2, 8, 12352, 0};
+    EXPECT_EQ(xrc::describe(granted).text, "eager RDMA ring 2 (8 x 12352 bytes) granted to rank 5");
+    EXPECT_EQ(xrc::describe(granted).verbosity, 10);
+    xrc::EagerEvent using_ring{xrc::EagerNote::using_ring, 3, 0, 8, 64, 0};
+    EXPECT_EQ(xrc::describe(using_ring).text, "writing into rank 3's eager RDMA ring (8 x 64 bytes)");
+    xrc::EagerEvent refused{xrc::EagerNote::refused_all_given, 4};
+    EXPECT_EQ(xrc::describe(refused).text, "refused an eager RDMA ring to rank 4 (all given, btl_xrc_max_eager_rdma)");
+    xrc::EagerEvent malformed{xrc::EagerNote::malformed_control, 0, 0, 0, 0, 13};
+    EXPECT_EQ(xrc::describe(malformed).text, "dropped a malformed 13-byte control message");
+    EXPECT_EQ(xrc::describe(malformed).verbosity, 1);
+}

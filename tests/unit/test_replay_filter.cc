@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 using namespace xrc;
@@ -304,4 +305,104 @@ TEST(Failover, DrainStopsWhenARailIsFoundEmptyOrAtItsBound) {
     int calls = 0;
     EXPECT_FALSE(drain_until_empty([&] { return ++calls; }, 10));  // a peer that keeps sending
     EXPECT_EQ(calls, 10);
+}
+
+TEST(Failover, ACopyIsJudgedAgainstWhatTheDrainedRailTook) {
+    SourceCounts taken_here;
+    const SourceKey connection = source_key(0x40, 0x50);
+    for (int i = 0; i < 3; ++i) taken_here.count(connection);
+    ForwardedHeader header = forwarded_header(kPrefix, 9, nullptr, 17);
+    header.stream = static_cast<std::uint8_t>(ReplayStream::srq);
+    header.tgt_qpn = 0x40;
+    header.ini_qpn = 0x50;
+    EXPECT_EQ(taken_on(header, taken_here, nullptr), 3u);
+    header.stream = static_cast<std::uint8_t>(ReplayStream::ring);
+    EXPECT_EQ(taken_on(header, taken_here, nullptr), 0u);  // no ring granted: delivered
+    header.stream = static_cast<std::uint8_t>(ReplayStream::srq);
+
+    Counters counters{};
+    int queued = 2, undrained = 0;
+    const auto poll = [&] { return queued > 0 ? (--queued, 1) : 0; };
+    // The drain comes first: what it takes off the rail counts before the copy is judged.
+    const auto taken = [&] { return taken_on(header, taken_here, nullptr) + (2 - queued); };
+    header.seq = 4;  // the rail delivered 0-4 once drained
+    EXPECT_TRUE(delivered_already(
+        header, poll, taken, [&] { ++undrained; }, 10, counters));
+    EXPECT_EQ(queued, 0);
+    header.seq = 5;
+    EXPECT_FALSE(delivered_already(
+        header, poll, taken, [&] { ++undrained; }, 10, counters));
+    EXPECT_EQ(counters.replays_dropped, 1u);
+    EXPECT_EQ(counters.replays_delivered, 1u);
+    EXPECT_EQ(undrained, 0);
+    // A rail that keeps delivering: judged anyway, and said.
+    EXPECT_FALSE(delivered_already(
+        header, [] { return 1; }, taken, [&] { ++undrained; }, 10, counters));
+    EXPECT_EQ(undrained, 1);
+}
+
+TEST(Failover, ACopyMetWhileDrainingIsNotDrainedAgain) {
+    Counters counters{};
+    ForwardedHeader header = forwarded_header(kPrefix, 9, nullptr, 17);
+    int inner_polls = 0;
+    bool inner = false;
+    const auto poll = [&] {
+        if (!inner) {  // the drain meets a copy, judged inside the poll
+            inner = true;
+            EXPECT_FALSE(delivered_already(
+                header, [&] { return ++inner_polls; }, [] { return 0u; }, [] {}, 10, counters));
+        }
+        return 0;
+    };
+    EXPECT_FALSE(delivered_already(
+        header, poll, [] { return 0u; }, [] {}, 10, counters));
+    EXPECT_EQ(inner_polls, 0);
+    EXPECT_EQ(counters.replays_delivered, 2u);  // fresh copies are delivered
+}
+
+TEST(Failover, RailsByFabricAndTheSurvivorsNames) {
+    struct Rail {
+        std::uint8_t prefix[8];
+        bool lost;
+        std::string name;
+    };
+    std::vector<std::unique_ptr<Rail>> rails;
+    rails.push_back(std::make_unique<Rail>(Rail{{1}, false, "a:1"}));
+    rails.push_back(std::make_unique<Rail>(Rail{{2}, true, "b:1"}));
+    rails.push_back(std::make_unique<Rail>(Rail{{3}, false, "c:1"}));
+    const auto prefix_of = [](const Rail &r) -> const std::uint8_t * { return r.prefix; };
+    const std::uint8_t two[8] = {2}, four[8] = {4};
+    EXPECT_EQ(rail_on_fabric(rails, two, prefix_of), rails[1].get());
+    EXPECT_EQ(rail_on_fabric(rails, four, prefix_of), nullptr);
+    const auto carries = [](const Rail &r) { return !r.lost; };
+    const auto name = [](const Rail &r) { return r.name; };
+    EXPECT_EQ(surviving_rails(rails, rails[1].get(), carries, name), "a:1, c:1");
+    EXPECT_EQ(surviving_rails(rails, rails[0].get(), carries, name), "c:1");
+    EXPECT_EQ(forwardable_size(65536, 3), 65536u - 2 * sizeof(ForwardedHeader));
+    EXPECT_EQ(forwardable_size(65536, 1), 65536u);
+}
+
+TEST(Failover, EachLostNodeIsReportedOnce) {
+    LostNodes lost;
+    EXPECT_TRUE(lost.first(4));
+    EXPECT_TRUE(lost.first(7));
+    EXPECT_FALSE(lost.first(4));
+}
+
+TEST(Failover, DeferredCompletionsComeOldestFirstAndMayDeferAgain) {
+    DeferredOps deferred;
+    SendOp ops[3];
+    for (SendOp &op : ops) deferred.push(&op);
+    std::vector<const SendOp *> order;
+    deferred.complete_all([&](SendOp *op) {
+        order.push_back(op);
+        if (op == &ops[1]) deferred.push(op);  // owed again: the next call
+    });
+    EXPECT_EQ(order, (std::vector<const SendOp *>{&ops[0], &ops[1], &ops[2]}));
+    order.clear();
+    deferred.complete_all([&](SendOp *op) { order.push_back(op); });
+    EXPECT_EQ(order, (std::vector<const SendOp *>{&ops[1]}));
+    order.clear();
+    deferred.complete_all([&](SendOp *op) { order.push_back(op); });
+    EXPECT_TRUE(order.empty());
 }

@@ -21,3 +21,8 @@ TEST(TextList, TrimsBlanksAndTabsOnly) {
     EXPECT_EQ(trim_blanks("a b"), "a b");
     EXPECT_EQ(trim_blanks("\nx"), "\nx");
 }
+
+TEST(TextList, IndentedLinesForAHelpMessage) {
+    EXPECT_EQ(xrc::indented_lines({"mlx5_0", "mlx5_1"}, "(none)"), "    mlx5_0\n    mlx5_1\n");
+    EXPECT_EQ(xrc::indented_lines({}, "(no verbs device at all)"), "    (no verbs device at all)\n");
+}
