@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 namespace {
@@ -19,7 +20,10 @@ public:
         char pattern[] = "/tmp/test_status_writer.XXXXXX";
         path_ = mkdtemp(pattern);
     }
-    ~TempDir() { (void)system(("rm -rf '" + path_ + "'").c_str()); }
+    ~TempDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path_, ignored);
+    }
     const std::string &path() const { return path_; }
 
 private:
