@@ -103,9 +103,10 @@ struct mca_btl_xrc_module_t {
     opal_free_list_t rdma_frags;   // put/get/atomic descriptors (no payload)
     bool lists_ready;
     bool wired;  // first add_procs done (eager mode: every node's connection started)
-    // finalize has begun. Open MPI finalizes a BTL after the PML and osc that used it have closed and been
-    // unloaded, so from here on no callback goes up (a completion or a message still arriving would call into
-    // unmapped code); queues still drain, errors are only logged.
+    // The finalize of a module of this process has begun (any module's: btl_xrc_module.cc, stop_calling_up). Open MPI
+    // finalizes the BTL modules after the PML and osc that used them have closed and been unloaded, and the first
+    // module's finalize progresses them all, so from here on no callback goes up from any module (a completion or
+    // a message still arriving would call into unmapped code); queues still drain, errors are only logged.
     bool finalizing;
     // The receive callbacks by tag: Open MPI's table, and from finalize on an empty one, so that a message still
     // arriving finds no handler without a test of its own on the receive path.

@@ -14,10 +14,16 @@
 #include <memory>
 #include <string>
 
-// True while a module's service thread serves received connection manager datagrams (btl_xrc_service.cc): their
-// senders are then looked up without a PMIx call (src/core/address_book.h says why).
-extern thread_local bool mca_btl_xrc_serving;
-// Raises every module's transport, so that the next progress call serves it (mca_btl_xrc_service_progress).
+namespace xrc {
+class PortTransport;
+}
+
+// The transport whose received connection manager datagrams this thread serves, if it is a module's service thread
+// doing so (btl_xrc_service.cc): their senders are then looked up without a PMIx call (src/core/address_book.h says
+// why).
+extern thread_local xrc::PortTransport *mca_btl_xrc_serving;
+// Raises the transport being served, so that the next progress call serves it and fetches the addresses the
+// service thread wanted (mca_btl_xrc_service_progress).
 void mca_btl_xrc_wake_progress() noexcept;
 
 // The address book reads the job's id and size from the shape, constructed before it.

@@ -84,7 +84,7 @@ mca_btl_xrc_job_t::mca_btl_xrc_job_t()
                                        if (jobid != OPAL_PROC_MY_NAME.jobid) who += " of job " + std::to_string(jobid);
                                        return fetch_address(name, who);
                                    },
-                               .serving = [] { return mca_btl_xrc_serving; },
+                               .serving = [] { return mca_btl_xrc_serving != nullptr; },
                                .wake = mca_btl_xrc_wake_progress}) {}
 
 xrc::Result<std::unique_ptr<mca_btl_xrc_job_t>> mca_btl_xrc_job_create() {

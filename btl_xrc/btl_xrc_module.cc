@@ -412,15 +412,24 @@ private:
     mca_btl_xrc_module_t *m_;
 };
 
+// Every module, from the first one's finalize on: Open MPI has closed and unloaded ob1 and osc before it finalizes
+// a BTL, and this finalize progresses every module, so a completion or a message on a module not finalized yet
+// must not call up either.
+void stop_calling_up() noexcept {
+    static const mca_btl_active_message_callback_t no_receive_callbacks[MCA_BTL_TAG_MAX] = {};
+    for (const auto &module : mca_btl_xrc_component.modules) {
+        module->finalizing = true;
+        module->receive_callbacks = no_receive_callbacks;
+    }
+}
+
 int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
     auto *m = as_xrc(btl);
     // What was accepted is delivered: every send queue drains (a connection still being made completes first) and
     // every connection is closed; the TGT QPs this process made stay until their initiators closed them too, so a
     // sender still draining toward this node loses nothing (the order and bounds: src/core/finalize.h). Errors from
     // here on are peers that left: no error callback (Open MPI's error handling is being torn down).
-    m->finalizing = true;
-    static const mca_btl_active_message_callback_t no_receive_callbacks[MCA_BTL_TAG_MAX] = {};
-    m->receive_callbacks = no_receive_callbacks;
+    stop_calling_up();
     m->transport->begin_finalize();
     // A port that stayed down past its grace, or work that failed here (the process will exit with an error, and
     // the peers it cannot reach will not answer): nothing more is waited for.

@@ -16,13 +16,12 @@
 #include <string>
 #include <vector>
 
-thread_local bool mca_btl_xrc_serving = false;
+thread_local xrc::PortTransport *mca_btl_xrc_serving = nullptr;
 
 void mca_btl_xrc_wake_progress() noexcept {
-    // The modules are fixed once btl_init returned, and no peer can send a datagram before then (it needs this
-    // process's address, published at the end of btl_init and readable after the fence).
-    for (const auto &module : mca_btl_xrc_component.modules)
-        if (module->transport != nullptr) module->transport->raise();
+    // Only the transport this service thread serves: it lives until the thread is joined, while another module's
+    // may be finalized (and destroyed) meanwhile.
+    if (mca_btl_xrc_serving != nullptr) mca_btl_xrc_serving->raise();
 }
 
 struct mca_btl_xrc_service_t {
@@ -60,9 +59,9 @@ int mca_btl_xrc_service_start(mca_btl_xrc_module_t *m) noexcept {
         std::vector<xrc::ServiceThread::Source> sources;
         // Datagrams: their senders are looked up without a PMIx call (mca_btl_xrc_job_t::port_address).
         sources.push_back({t->cm_event_fd(), [t] {
-                               mca_btl_xrc_serving = true;
+                               mca_btl_xrc_serving = t;
                                t->serve_cm();
-                               mca_btl_xrc_serving = false;
+                               mca_btl_xrc_serving = nullptr;
                            }});
         sources.push_back({t->context()->async_fd, [m] { read_async_events(m); }});
         s->thread = std::make_unique<xrc::ServiceThread>(std::move(sources), [t] { return t->serve_timers(); });
