@@ -292,14 +292,23 @@ constexpr xrc::SendCompletionFn send_complete = mca_btl_xrc_send_complete;
         }
         frag->op.wr.send_flags = 0;
     }
-    // Posted now, or queued (credit, or a connection being made): ob1 hears of it through the callback.
+    // Posted now, or queued (credit, or a connection being made). Ours and nobody asked for a callback: the bytes
+    // are in our fragment, so ob1 hears now that it is sent and completes its request in this thread, as after an
+    // inline send; the fragment goes back at its completion, calling no one (cleared before the post: the
+    // completion may be polled before we return). Told through the callback instead, a blocking MPI_Send under
+    // threads (ob1 takes this path for eager messages over 256 bytes, and for any message once sendi found no
+    // credit) waits for whichever thread polls the completion to wake it. ob1 handles a 1 on every path that can
+    // get one (the failover send does the same: btl_xrc_failover.cc).
+    const bool told_now = (des->des_flags & (MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) ==
+                          MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
+    if (told_now) des->des_cbfunc = nullptr;
     frag->op.on_complete = send_complete;
     if (peer.queue->post_or_queue(frag->op) != 0) {
         mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
         return OPAL_ERROR;
     }
     mca_btl_xrc_sent(m, endpoint, ring, frag->segment.seg_len);
-    return OPAL_SUCCESS;
+    return told_now ? 1 : OPAL_SUCCESS;
 }
 
 // btl_send of a process with threads: the same under the module's lock.
