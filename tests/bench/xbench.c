@@ -11,6 +11,11 @@
  *   mtrate    MPI_THREAD_MULTIPLE: -T threads in each of two ranks, thread k of one paired with thread k of
  *             the other on its own communicator, windowed sends as mpairs; aggregate message rate (msg/s),
  *             reported as benchmark "mtT" (mt1, mt2, mt4, ...)
+ *   mtshared  MPI_THREAD_MULTIPLE: -T threads in each of two ranks, all on MPI_COMM_WORLD with one tag, so any
+ *             thread's message may match any thread's receive (ob1's matching, the BTL's lock and its progress
+ *             all meet); windows of -W nonblocking sends and receives and an acknowledgement, or with -B blocking
+ *             MPI_Send/MPI_Recv; -m takes a comma list of sizes too (8,1024); aggregate message rate (msg/s),
+ *             reported as benchmark "mtsT" (nonblocking) or "mtbT" (blocking)
  *   alltoall  MPI_Alltoall latency, averaged over ranks (us)                      ~ osu_alltoall
  *   startup   MPI_Init time and the time of the first message to every peer (us)
  *   hold      connect every pair of ranks (-p alltoall) or each rank to rank+1 and rank-1 only (-p ring), write
@@ -52,7 +57,10 @@ static long g_min = 1, g_max = 4L * 1024 * 1024;
 static int g_iters = -1, g_iters_large = -1, g_warmup = -1, g_warmup_large = -1, g_reps = 5, g_window = 64;
 static int g_check;
 static int g_check_failed;
-static int g_threads = 1; /* mtrate: threads per rank (-T) */
+static int g_threads = 1; /* mtrate, mtshared: threads per rank (-T) */
+static int g_blocking;     /* mtshared: MPI_Send/MPI_Recv instead of windows of MPI_Isend/MPI_Irecv (-B) */
+static long g_size_list[16]; /* -m A,B,...: these sizes instead of the powers of two from MIN to MAX (mtshared) */
+static int g_nsizes;
 static const char *g_dir = ".";
 static double g_hold_limit = 120.0;
 static const char *g_pattern = "alltoall";
@@ -64,14 +72,15 @@ static int g_reply_fd = -1;
 static void usage(FILE *f) {
     fprintf(f,
             "usage: xbench BENCH [options]\n"
-            "  BENCH: latency | bw | bibw | mpairs | mtrate | alltoall | startup | hold | all\n"
-            "  -m MIN:MAX  message sizes, powers of two (default 1:4194304)\n"
+            "  BENCH: latency | bw | bibw | mpairs | mtrate | mtshared | alltoall | startup | hold | all\n"
+            "  -m MIN:MAX  message sizes, powers of two (default 1:4194304); mtshared also A,B,... (these sizes)\n"
             "  -i N        iterations per repetition, sizes <= 8 KiB (default per bench, OSU-like)\n"
             "  -I N        iterations per repetition, sizes > 8 KiB\n"
             "  -w N / -x N warm-up iterations, small / large sizes\n"
             "  -r N        repetitions (samples) per size (default 5)\n"
             "  -W N        window for bw, bibw, mpairs, mtrate (default 64)\n"
-            "  -T N        mtrate: threads per rank (1-64, default 1; MPI_THREAD_MULTIPLE)\n"
+            "  -T N        mtrate, mtshared: threads per rank (1-64, default 1; MPI_THREAD_MULTIPLE)\n"
+            "  -B          mtshared: blocking MPI_Send/MPI_Recv in the windows\n"
             "  -M          any benchmark: MPI_Init_thread(MPI_THREAD_MULTIPLE), one thread still\n"
             "  -c          check received data\n"
             "  -t LABEL    label written in the second CSV column (e.g. the transport)\n"
@@ -443,6 +452,107 @@ static void bench_mtrate(void) {
     free(w), free(tid), free(rate);
 }
 
+/* ---------- mtshared ---------- */
+/* Every thread of both ranks on MPI_COMM_WORLD with the same tag: a receive may match any thread's send, so the
+ * threads meet in ob1's matching and in the BTL's lock and progress, as threaded applications' do. Each rank
+ * starts its threads together (a pthread barrier; one MPI_Barrier before, by the main thread: collectives on one
+ * communicator cannot run in several threads at once). */
+struct mts_worker {
+    int sender, other, n;
+    long size;
+    unsigned char *sb, *rb;
+    MPI_Request *req;
+    pthread_barrier_t *start;
+    double seconds; /* of the timed loop */
+};
+
+static void *mts_run(void *arg) {
+    struct mts_worker *w = arg;
+    char ack[4] = {0};
+    pthread_barrier_wait(w->start);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < w->n; i++) {
+        if (w->sender) {
+            if (g_blocking)
+                for (int k = 0; k < g_window; k++) MPI_Send(w->sb, w->size, MPI_BYTE, w->other, TAG_DATA, MPI_COMM_WORLD);
+            else {
+                for (int k = 0; k < g_window; k++)
+                    MPI_Isend(w->sb, w->size, MPI_BYTE, w->other, TAG_DATA, MPI_COMM_WORLD, &w->req[k]);
+                MPI_Waitall(g_window, w->req, MPI_STATUSES_IGNORE);
+            }
+            MPI_Recv(ack, 4, MPI_BYTE, w->other, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            if (g_blocking)
+                for (int k = 0; k < g_window; k++)
+                    MPI_Recv(w->rb, w->size, MPI_BYTE, w->other, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            else {
+                for (int k = 0; k < g_window; k++)
+                    MPI_Irecv(w->rb, w->size, MPI_BYTE, w->other, TAG_DATA, MPI_COMM_WORLD, &w->req[k]);
+                MPI_Waitall(g_window, w->req, MPI_STATUSES_IGNORE);
+            }
+            MPI_Send(ack, 4, MPI_BYTE, w->other, TAG_ACK, MPI_COMM_WORLD);
+        }
+    }
+    w->seconds = MPI_Wtime() - t0;
+    return NULL;
+}
+
+static void bench_mtshared(void) {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    const int other = partner_of_zero();
+    const int role = g_rank == 0 ? 1 : g_rank == other ? 2 : 0;
+    char name[16];
+    snprintf(name, sizeof(name), "mt%c%d", g_blocking ? 'b' : 's', g_threads);
+    if (g_nsizes == 0) /* the powers of two from MIN to MAX */
+        for (long size = g_min; size <= g_max && g_nsizes < 16; size *= 2) g_size_list[g_nsizes++] = size;
+    long maxsize = 0;
+    for (int k = 0; k < g_nsizes; k++) maxsize = g_size_list[k] > maxsize ? g_size_list[k] : maxsize;
+    if (g_rank == 0)
+        printf("# mtshared: %d thread(s) per rank, ranks 0 and %d, MPI_COMM_WORLD, one tag, window %d, %s, thread "
+               "level %s\n", g_threads, other, g_window, g_blocking ? "blocking" : "nonblocking",
+               provided == MPI_THREAD_MULTIPLE ? "multiple" : "NOT multiple");
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)g_threads);
+    struct mts_worker *w = calloc((size_t)g_threads, sizeof(*w));
+    for (int t = 0; t < g_threads; t++) {
+        w[t].sb = xmalloc(maxsize), w[t].rb = xmalloc(maxsize);
+        w[t].req = calloc((size_t)g_window, sizeof(MPI_Request));
+        w[t].sender = role == 1, w[t].other = g_rank == 0 ? other : 0, w[t].start = &start;
+    }
+    pthread_t *tid = calloc((size_t)g_threads, sizeof(pthread_t));
+    double *rate = calloc(g_reps, sizeof(double));
+    for (int z = 0; z < g_nsizes; z++) {
+        const long size = g_size_list[z];
+        int iters = iters_for(size, 100, 5), warm = warmup_for(size, 10, 2), fail = 0;
+        /* any thread's receive may take any thread's message: every sender sends the same bytes */
+        for (int t = 0; t < g_threads && g_check; t++) fill(w[t].sb, size, (unsigned)size);
+        for (int rep = -1; rep < g_reps; rep++) {
+            double slowest = 0, tmax = 0;
+            MPI_Barrier(MPI_COMM_WORLD);
+            if (role) {
+                for (int t = 0; t < g_threads; t++) {
+                    w[t].size = size, w[t].n = rep < 0 ? warm : iters;
+                    if (g_check) memset(w[t].rb, 0, size);
+                    pthread_create(&tid[t], NULL, mts_run, &w[t]);
+                }
+                for (int t = 0; t < g_threads; t++) {
+                    pthread_join(tid[t], NULL);
+                    if (w[t].seconds > slowest) slowest = w[t].seconds;
+                    if (g_check && role == 2 && w[t].n > 0)
+                        fail |= verify(w[t].rb, size, (unsigned)size, "mtshared", size);
+                }
+            }
+            MPI_Allreduce(&slowest, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (rep >= 0) rate[rep] = (double)g_threads * g_window * iters / tmax;
+        }
+        emit(name, size, "msgrate", "msg/s", rate, g_reps, iters, check_result(fail));
+    }
+    for (int t = 0; t < g_threads; t++) free(w[t].sb), free(w[t].rb), free(w[t].req);
+    pthread_barrier_destroy(&start);
+    free(w), free(tid), free(rate);
+}
+
 /* ---------- alltoall ---------- */
 static void bench_alltoall(void) {
     long max = g_max;
@@ -607,9 +717,9 @@ static void bench_hold(void) {
 int main(int argc, char **argv) {
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    /* Only mtrate asks for threads, and any benchmark given -M (a single-threaded run under MPI_THREAD_MULTIPLE, for
+    /* Only mtrate and mtshared ask for threads, and any benchmark given -M (a single-threaded run under MPI_THREAD_MULTIPLE, for
      * instruction counts of the locked paths): the others stay as they were. */
-    int thread_multiple = argc > 1 && !strcmp(argv[1], "mtrate");
+    int thread_multiple = argc > 1 && (!strcmp(argv[1], "mtrate") || !strcmp(argv[1], "mtshared"));
     for (int k = 2; k < argc; k++) thread_multiple |= !strcmp(argv[k], "-M");
     if (thread_multiple) {
         int provided = 0;
@@ -631,10 +741,19 @@ int main(int argc, char **argv) {
     g_corrupt = getenv("XBENCH_SELFTEST_CORRUPT") && atoi(getenv("XBENCH_SELFTEST_CORRUPT")) == 1;
     int quick = 0, opt;
     optind = 2;
-    while ((opt = getopt(argc, argv, "m:i:I:w:x:r:W:ct:d:H:p:qS:P:T:M")) != -1) {
+    while ((opt = getopt(argc, argv, "m:i:I:w:x:r:W:ct:d:H:p:qS:P:T:MB")) != -1) {
         switch (opt) {
         case 'm':
-            if (sscanf(optarg, "%ld:%ld", &g_min, &g_max) != 2) g_min = g_max = atol(optarg);
+            if (strchr(optarg, ',')) { /* a list: these sizes */
+                g_nsizes = 0, g_min = MAX_SIZE_LIMIT, g_max = 0;
+                for (char *p = optarg; *p && g_nsizes < 16; p += *p == ',') {
+                    long v = strtol(p, &p, 10);
+                    g_size_list[g_nsizes++] = v;
+                    g_min = v < g_min ? v : g_min, g_max = v > g_max ? v : g_max;
+                    if (*p && *p != ',') g_min = 0; /* not a number: refused below */
+                }
+            } else if (sscanf(optarg, "%ld:%ld", &g_min, &g_max) != 2)
+                g_min = g_max = atol(optarg);
             break;
         case 'i': g_iters = atoi(optarg); break;
         case 'I': g_iters_large = atoi(optarg); break;
@@ -652,6 +771,7 @@ int main(int argc, char **argv) {
         case 'P': g_reply_fifo = optarg; break;
         case 'T': g_threads = atoi(optarg); break;
         case 'M': break; /* seen before MPI_Init */
+        case 'B': g_blocking = 1; break;
         default:
             if (g_rank == 0) usage(stderr);
             MPI_Finalize();
@@ -668,6 +788,11 @@ int main(int argc, char **argv) {
     if (g_min < 1 || g_max < g_min || g_max > MAX_SIZE_LIMIT || g_reps < 1 || g_window < 1 || g_window > 4096 ||
         g_threads < 1 || g_threads > 64) {
         if (g_rank == 0) fprintf(stderr, "xbench: bad sizes/repetitions/window (sizes 1..%ld)\n", MAX_SIZE_LIMIT);
+        MPI_Finalize();
+        return 1;
+    }
+    if (g_nsizes > 0 && strcmp(bench, "mtshared")) {
+        if (g_rank == 0) fprintf(stderr, "xbench: -m with a list of sizes is for mtshared only (else MIN:MAX)\n");
         MPI_Finalize();
         return 1;
     }
@@ -690,6 +815,7 @@ int main(int argc, char **argv) {
     if (all || !strcmp(bench, "mpairs")) bench_mpairs(), known = 1;
     if (all || !strcmp(bench, "alltoall")) bench_alltoall(), known = 1;
     if (!strcmp(bench, "mtrate")) bench_mtrate(), known = 1;
+    if (!strcmp(bench, "mtshared")) bench_mtshared(), known = 1;
     if (!strcmp(bench, "hold")) {
         if (strcmp(g_pattern, "alltoall") && strcmp(g_pattern, "ring")) {
             if (g_rank == 0) fprintf(stderr, "xbench: -p %s: not a pattern (alltoall, ring)\n", g_pattern);

@@ -11,7 +11,13 @@
  * With THREADS_STOP_FILE set in the environment (point-to-point only), every thread goes on past ITERS rounds
  * until that file exists (rank 0's threads look, and tell the others through their round's collective), so that a
  * test's faults land while every thread has traffic in flight; rank 0 prints "threads: traffic" after its first
- * thread's first round. */
+ * thread's first round.
+ * With a third argument "shared", the threads share MPI_COMM_WORLD and one tag instead, as threaded applications
+ * often do: every round, each thread posts receives from any source for as many messages as it will be sent, then
+ * sends SHARED_BURST blocking MPI_Sends of every shared size class to every other rank, then waits; any thread's
+ * receive may take any thread's message. Each message names its sender, thread, round, size and position; the
+ * receiver checks its bytes and adds its id to a sum and a count, which must equal, per rank, those of every
+ * message sent to it: nothing lost, nothing twice. */
 #include "mix64.h"
 
 #include <mpi.h>
@@ -24,9 +30,9 @@
 static const int kSizes[] = {8, 1000, 8000, 65536, 1 << 20};
 #define NSIZES ((int)(sizeof(kSizes) / sizeof(kSizes[0])))
 
-static int rank_, size_, iters_, rma_;
+static int rank_, size_, iters_, rma_, shared_;
 static const char *stop_file_; /* THREADS_STOP_FILE: go on until it exists */
-#define RMA_BLOCK 4096 /* bytes each rank puts into its slot of every other rank's window */
+#define RMA_BLOCK 4096         /* bytes each rank puts into its slot of every other rank's window */
 
 struct worker {
     int index;
@@ -179,6 +185,84 @@ static void *work_with_rma(void *arg) {
     return NULL;
 }
 
+/* shared: 8 B inline, 1000 B eager through a fragment, 8000 B the largest eager class or rendezvous */
+static const int kSharedSizes[] = {8, 1000, 8000};
+#define NSHARED ((int)(sizeof(kSharedSizes) / sizeof(kSharedSizes[0])))
+#define SHARED_BURST 16
+#define SHARED_TAG 7
+static pthread_mutex_t shared_mutex = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t shared_sum, shared_count; /* ids of the messages this rank received, under shared_mutex */
+
+static uint64_t shared_id(int src, int thread, int iter, int s, int k) {
+    return ((uint64_t)src << 40) | ((uint64_t)thread << 28) | ((uint64_t)iter << 12) | ((uint64_t)s << 8) | (uint64_t)k;
+}
+
+/* A message of `bytes`: its id, then words derived from it. */
+static void shared_fill(unsigned char *b, uint64_t id, int bytes) {
+    memcpy(b, &id, sizeof(id));
+    for (int i = 8; i < bytes; i += 8) {
+        const uint64_t v = mix64(id ^ ((uint64_t)i << 48));
+        memcpy(b + i, &v, (size_t)(bytes - i < 8 ? bytes - i : 8));
+    }
+}
+
+static void *work_shared(void *arg) {
+    struct worker *w = arg;
+    const int max = kSharedSizes[NSHARED - 1], n = (size_ - 1) * SHARED_BURST * NSHARED;
+    unsigned char *out = malloc((size_t)max), *in = malloc((size_t)max * (size_t)n);
+    MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)n);
+    MPI_Status *st = malloc(sizeof(MPI_Status) * (size_t)n);
+    for (int iter = 0; iter < iters_; ++iter) {
+        for (int i = 0; i < n; ++i)
+            MPI_Irecv(in + (size_t)i * max, max, MPI_BYTE, MPI_ANY_SOURCE, SHARED_TAG, MPI_COMM_WORLD, &req[i]);
+        for (int s = 0; s < NSHARED; ++s)
+            for (int k = 0; k < SHARED_BURST; ++k)
+                for (int d = 1; d < size_; ++d) {
+                    shared_fill(out, shared_id(rank_, w->index, iter, s, k), kSharedSizes[s]);
+                    MPI_Send(out, kSharedSizes[s], MPI_BYTE, (rank_ + d) % size_, SHARED_TAG, MPI_COMM_WORLD);
+                }
+        MPI_Waitall(n, req, st);
+        uint64_t sum = 0;
+        for (int i = 0; i < n; ++i) {
+            const unsigned char *b = in + (size_t)i * max;
+            uint64_t id = 0;
+            memcpy(&id, b, sizeof(id));
+            const int s = (int)((id >> 8) & 0xf), src = (int)(id >> 40);
+            int count = -1;
+            MPI_Get_count(&st[i], MPI_BYTE, &count);
+            unsigned char want[8000];
+            if (s < NSHARED) shared_fill(want, id, kSharedSizes[s]);
+            if (s >= NSHARED || src != st[i].MPI_SOURCE || count != kSharedSizes[s] || memcmp(b, want, (size_t)count)) {
+                fprintf(stderr, "threads: rank %d thread %d: shared message %d from %d wrong (id %llx, %d bytes)\n",
+                        rank_, w->index, i, st[i].MPI_SOURCE, (unsigned long long)id, count);
+                ++w->errors;
+            }
+            sum += mix64(id);
+        }
+        pthread_mutex_lock(&shared_mutex);
+        shared_sum += sum;
+        shared_count += (uint64_t)n;
+        pthread_mutex_unlock(&shared_mutex);
+    }
+    free(out), free(in), free(req), free(st);
+    return NULL;
+}
+
+/* What this rank must have received in shared mode: every message of every other rank's threads, once. */
+static long shared_check(int nthreads) {
+    uint64_t sum = 0, count = 0;
+    for (int src = 0; src < size_; ++src)
+        for (int t = 0; src != rank_ && t < nthreads; ++t)
+            for (int iter = 0; iter < iters_; ++iter)
+                for (int s = 0; s < NSHARED; ++s)
+                    for (int k = 0; k < SHARED_BURST; ++k, ++count) sum += mix64(shared_id(src, t, iter, s, k));
+    if (sum == shared_sum && count == shared_count) return 0;
+    fprintf(stderr, "threads: rank %d: shared messages received %llu (sum %llx), expected %llu (sum %llx)\n", rank_,
+            (unsigned long long)shared_count, (unsigned long long)shared_sum, (unsigned long long)count,
+            (unsigned long long)sum);
+    return 1;
+}
+
 int main(int argc, char **argv) {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -187,7 +271,8 @@ int main(int argc, char **argv) {
     const int nthreads = argc > 1 ? atoi(argv[1]) : 4;
     iters_ = argc > 2 ? atoi(argv[2]) : 3;
     rma_ = argc > 3 && strcmp(argv[3], "rma") == 0;
-    stop_file_ = rma_ ? NULL : getenv("THREADS_STOP_FILE");
+    shared_ = argc > 3 && strcmp(argv[3], "shared") == 0;
+    stop_file_ = rma_ || shared_ ? NULL : getenv("THREADS_STOP_FILE");
     if (provided != MPI_THREAD_MULTIPLE) {
         if (rank_ == 0) printf("threads: FAILED MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
         MPI_Finalize();
@@ -206,12 +291,14 @@ int main(int argc, char **argv) {
         }
     }
     if (rma_) MPI_Barrier(MPI_COMM_WORLD); /* every counter is zero before anyone adds to it */
-    for (int t = 0; t < nthreads; ++t) pthread_create(&w[t].thread, NULL, rma_ ? work_with_rma : work, &w[t]);
+    for (int t = 0; t < nthreads; ++t)
+        pthread_create(&w[t].thread, NULL, shared_ ? work_shared : rma_ ? work_with_rma : work, &w[t]);
     long errors = 0;
     for (int t = 0; t < nthreads; ++t) {
         pthread_join(w[t].thread, NULL);
         errors += w[t].errors;
     }
+    if (shared_) errors += shared_check(nthreads);
     for (int t = 0; t < nthreads; ++t) { /* collective, in the same order everywhere */
         if (rma_) {
             long counter = 0;
@@ -229,8 +316,8 @@ int main(int argc, char **argv) {
     long total = 0;
     MPI_Allreduce(&errors, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank_ == 0)
-        printf("threads: %s ranks=%d threads=%d iters=%d rma=%d errors=%ld\n", total ? "FAILED" : "OK", size_,
-               nthreads, iters_, rma_, total);
+        printf("threads: %s ranks=%d threads=%d iters=%d rma=%d shared=%d errors=%ld\n", total ? "FAILED" : "OK", size_,
+               nthreads, iters_, rma_, shared_, total);
     free(w);
     MPI_Finalize();
     return total ? 1 : 0;
