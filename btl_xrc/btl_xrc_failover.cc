@@ -129,7 +129,7 @@ int forward_at_post(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag) noexcept {
 }
 
 // btl_send with several rails: the fragment is kept until its completion (it is what is sent again if the rail
-// fails), but ob1 may hear at the post that it is sent (below).
+// fails), but ob1 may hear at the post that it is sent (mca_btl_xrc_told_at_post).
 [[gnu::always_inline]] inline int failover_send_body(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
                                                      mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) noexcept {
     auto *m = as_xrc(btl);
@@ -143,7 +143,15 @@ int forward_at_post(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag) noexcept {
         peer.prepare(frag->op, data, static_cast<uint32_t>(frag->segment.seg_len), frag->lkey, tag, frag->capacity);
     peer.number(frag->op, ring);
     frag->op.on_complete = failover_send_complete;
+    // ob1's callback, kept if the post fails after all (the fragment is then forwarded and completes through it).
+    const mca_btl_base_completion_fn_t callback = frag->base.des_cbfunc;
+    // The fragment stays posted until its completion and is sent again if its rail fails; ob1 may hear now that it
+    // is sent. ob1 handles a 1 from btl_send on each path that can get one (MATCH, RNDV, RGET, FIN; FRAG, ACK and
+    // PUT ask for a callback) by completing in the calling thread, with atomic counters (docs/benchmarks.md, "Rail
+    // failover: cost, runs, a hang with threads").
+    const bool told_now = mca_btl_xrc_told_at_post(des, peer.queue->ready());
     if (OPAL_UNLIKELY(peer.queue->post_or_queue(frag->op) != 0)) {
+        frag->base.des_cbfunc = callback;
         peer.unprepare(frag->op, ring);
         peer.streams.unnumber(ring);
         if (mca_btl_xrc_fail_over(m, endpoint, "the connection to this peer has failed"))
@@ -152,17 +160,7 @@ int forward_at_post(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag) noexcept {
         return OPAL_ERROR;
     }
     sent(m, endpoint, frag, ring);
-    // Ours and nobody asked for a callback: ob1 hears now that it is sent (as from an inline send with one rail),
-    // instead of polling for the completion. The fragment stays posted and is sent again if its rail fails; its
-    // completion then calls no one and returns it. With threads as without: ob1 handles a 1 from btl_send on each
-    // path that can get one (MATCH, RNDV, RGET, FIN; FRAG, ACK and PUT ask for a callback) by completing in the
-    // calling thread, with atomic counters (docs/benchmarks.md, "Rail failover: cost, runs, a hang with threads").
-    if ((frag->base.des_flags & (MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) ==
-        MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) {
-        frag->base.des_cbfunc = nullptr;
-        return 1;
-    }
-    return OPAL_SUCCESS;
+    return told_now ? 1 : OPAL_SUCCESS;
 }
 
 int failover_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,

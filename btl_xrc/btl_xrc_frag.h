@@ -99,6 +99,20 @@ inline bool mca_btl_xrc_assemble(unsigned char *dst, const void *header, size_t 
     std::memcpy(dst, header, header_size);
     return mca_btl_xrc_pack(convertor, dst + header_size, &payload_size);
 }
+
+// What btl_send tells ob1 of a fragment it posts or queues: 1 ("sent": ob1 completes its request in the calling
+// thread, as after an inline send) when the fragment is ours, nobody asked for a callback and the queue posts it at
+// once. The callback is then cleared before the post (another thread may poll the completion before btl_send
+// returns), and the completion only returns the fragment (with several rails, after it was sent again if its rail
+// failed). Queued, ob1 keeps its callback: the sender then waits in progress, which is what gives the queue its
+// credits back (a thread sending one message after another polls nothing otherwise).
+inline bool mca_btl_xrc_told_at_post(mca_btl_base_descriptor_t *des, bool posts_now) noexcept {
+    constexpr uint32_t kOursOrCallback = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK;
+    if (!posts_now || (des->des_flags & kOursOrCallback) != MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) return false;
+    des->des_cbfunc = nullptr;
+    return true;
+}
+
 // Several rails (btl_xrc_failover.cc): `frag`'s op completes with `status` from the next progress call, under the
 // lock (the caller holds it).
 void mca_btl_xrc_defer(mca_btl_xrc_module_t *module, mca_btl_xrc_frag_t *frag, ibv_wc_status status) noexcept;

@@ -262,17 +262,10 @@ constexpr xrc::SendCompletionFn send_complete = mca_btl_xrc_send_complete;
         }
         frag->op.wr.send_flags = 0;
     }
-    // Posted now, or queued (credit, or a connection being made). Posted now, ours and nobody asked for a callback:
-    // the bytes are in our fragment, so ob1 hears now that it is sent and completes its request in this thread, as
-    // after an inline send; the fragment goes back at its completion, calling no one (cleared before the post: the
-    // completion may be polled before we return). Told through the callback instead, a blocking MPI_Send under
-    // threads (ob1 sends eager messages over 256 bytes through here, never sendi) waits for whichever thread polls
-    // the completion to wake it. Queued, ob1 keeps its callback: the sender then waits in progress, which is what
-    // gives the queue its credits back (a thread sending one message after another polls nothing otherwise). ob1
-    // handles a 1 on every path that can get one (as from the failover send: btl_xrc_failover.cc).
-    constexpr uint32_t kOursOrCallback = MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_SEND_ALWAYS_CALLBACK;
-    const bool told_now = peer.queue->ready() && (des->des_flags & kOursOrCallback) == MCA_BTL_DES_FLAGS_BTL_OWNERSHIP;
-    if (told_now) des->des_cbfunc = nullptr;
+    // Posted now, or queued (credit, or a connection being made): what ob1 hears, mca_btl_xrc_told_at_post. ob1
+    // sends eager messages over 256 bytes through here, never sendi: told through the callback, a blocking MPI_Send
+    // under threads waits for whichever thread polls the completion to wake it.
+    const bool told_now = mca_btl_xrc_told_at_post(des, peer.queue->ready());
     frag->op.on_complete = send_complete;
     if (peer.queue->post_or_queue(frag->op) != 0) {
         mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
