@@ -19,6 +19,10 @@ xrc::Peer *mca_btl_xrc_eager_sink_t::peer_of(uint32_t rank) noexcept {
 
 // One control message over the SRQ path, in an eager fragment that goes back to its list when sent.
 bool mca_btl_xrc_eager_sink_t::send_control(xrc::Peer &to, const xrc::EagerControl &message) noexcept {
+    // Finalizing: no handshake any more. A request or an answer would only serve traffic that will not come, and
+    // toward a node whose connection was evicted it would make a connection to ranks that may be leaving too: they
+    // refuse it, and the refusal would count as work not delivered (the exit status).
+    if (module->finalizing) return false;
     mca_btl_xrc_frag_t *frag = mca_btl_xrc_frag_get(&module->eager_frags);
     if (frag == nullptr) return false;
     frag->module = module;
