@@ -407,6 +407,14 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
                 if (!finalizing_) connect_locked(link_for_locked(d.port, d.node, d.rank));
                 break;
             }
+            case Deferred::Kind::drop: {
+                // Completed as flushed, outside the mutex (their owners may be called); lost to nobody.
+                const std::size_t dropped = d.link->queue_.drop_pending(IBV_WC_WR_FLUSH_ERR);
+                if (dropped != 0)
+                    host_.note("dropped " + std::to_string(dropped) + " send(s) queued for node " +
+                               std::to_string(d.link->node_) + ": " + d.why);
+                break;
+            }
         }
     }
 }
@@ -722,12 +730,28 @@ void ConnectionManager::answer_reject(const CmMessage &m) noexcept {
         if (link->generation_ != m.generation || link->owner_ != m.src_rank || link->ini_qpn() != m.ini_qpn) continue;
         const std::string why =
             std::string("rank ") + std::to_string(m.src_rank) + " refused the connection: " + cm_reject_name(m.reason);
+        if (m.reason == CmReject::Finalizing) finalized_ranks_.insert(m.src_rank);
+        // Both sides finalizing, and what waits is only for ranks that said they finalize: nothing above their BTL
+        // would take it any more (their MPI_Finalize hands nothing up), and their requests had completed before
+        // they entered it. Dropped, not counted as lost; the link goes back to idle.
+        if (m.reason == CmReject::Finalizing && finalizing_ && link->queue_.has_pending() &&
+            only_for_finalized(*link)) {
+            NodeLink &l = *link;
+            abandon(l);
+            try {
+                Deferred drop{Deferred::Kind::drop, &l, l.generation_, {}, {}, 0, 0, 0};
+                drop.why = why + "; every one is for a rank in MPI_Finalize";
+                deferred_.push_back(std::move(drop));
+            } catch (...) {
+                give_up(l, why);  // out of memory: as before, the sends fail
+            }
+            return;
+        }
         // The rank chosen to make the TGT QP is leaving, but sends wait for other ranks of its node: through one
         // of them instead.
         if (m.reason == CmReject::Finalizing && link->queue_.has_pending()) {
             for (const Peer *peer : link->peers_) {
                 if (peer->rank == link->owner_ || finalized_ranks_.count(peer->rank) != 0) continue;
-                finalized_ranks_.insert(link->owner_);
                 NodeLink &l = *link;
                 abandon(l);
                 l.owner_ = peer->rank;
@@ -740,6 +764,16 @@ void ConnectionManager::answer_reject(const CmMessage &m) noexcept {
         return;
     }
     ++counters_->cm_stale;
+}
+
+bool ConnectionManager::only_for_finalized(const NodeLink &link) const noexcept {
+    return link.queue_.all_pending([&](const SendOp &op) {
+        const std::uint32_t srqn = op.wr.qp_type.xrc.remote_srqn;
+        for (const Peer *peer : link.peers_)
+            for (const SrqEntry &srq : peer->srqs)
+                if (srq.srq_num == srqn) return finalized_ranks_.count(peer->rank) != 0;
+        return false;  // not a rank's: kept
+    });
 }
 
 void ConnectionManager::on_close(const CmMessage &m, const PortAddress &from) noexcept {

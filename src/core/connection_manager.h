@@ -423,10 +423,10 @@ private:
     };
     // Work recorded under the mutex for tick() to do in progress, in order.
     struct Deferred {
-        enum class Kind : std::uint8_t { open, fail, reject, reciprocate } kind;
+        enum class Kind : std::uint8_t { open, fail, reject, reciprocate, drop } kind;
         NodeLink *link;
         std::uint32_t generation;  // open: the connection it was recorded for
-        std::string why;           // fail
+        std::string why;           // fail, drop
         CmMessage message;         // reject
         std::uint32_t node, rank;  // reciprocate
         std::uint64_t port;        // reciprocate: the initiator's port identity
@@ -480,6 +480,8 @@ private:
     void wanted(NodeLink &link) noexcept;
     bool start(NodeLink &link) noexcept;
     void answer_reject(const CmMessage &m) noexcept;
+    // Every send queued on `link` is for a rank that said it is finalizing (finalized_ranks_).
+    bool only_for_finalized(const NodeLink &link) const noexcept;
     void send_connect(NodeLink &link, std::uint64_t now) noexcept;
     void give_up(NodeLink &link, const std::string &why) noexcept;
     void retract(NodeLink &link, std::uint32_t tgt_qpn) noexcept;
@@ -558,7 +560,8 @@ private:
     std::uint32_t announcements_ = 0;                    // ADDRESS generations
     std::vector<NodeLink *> leaving_;                    // links whose creator said LEAVING, not answered yet
     std::size_t awaiting_leaving_ack_ = 0;               // owned TGT QPs told LEAVING, not answered yet
-    std::unordered_set<std::uint32_t> finalized_ranks_;  // refused us as finalizing: not chosen again
+    // Refused us as finalizing: not chosen again, and while we finalize too, what is queued for them is dropped.
+    std::unordered_set<std::uint32_t> finalized_ranks_;
     ConnectionManager *handle_keeper_ = nullptr;         // null: handles are held here
     std::atomic<bool> *also_due_ = nullptr;              // raised with due_ (JobManagers::busy)
 };

@@ -125,6 +125,31 @@ void SendQueue::fail_all(ibv_wc_status status) noexcept {
     }
 }
 
+std::size_t SendQueue::drop_pending(ibv_wc_status status) noexcept {
+    SendOp *op;
+    if (pending_head_ == &closed_marker_) {  // closed: the marker stays at the head, alone
+        op = closed_marker_.next_pending;
+        closed_marker_.next_pending = nullptr;
+        pending_tail_ = &closed_marker_;
+    } else {
+        op = pending_head_;
+        pending_head_ = pending_tail_ = nullptr;
+    }
+    // Unlinked first: an owner called back may send again, onto the emptied list.
+    std::size_t dropped = 0;
+    while (op != nullptr) {
+        SendOp *next = op->next_pending;
+        op->next_pending = nullptr;
+        if (op->on_complete != nullptr) {
+            op->posted_on = 0;
+            op->on_complete(op, status);
+        }
+        ++dropped;
+        op = next;
+    }
+    return dropped;
+}
+
 void SendQueue::fail(ibv_wc_status status) noexcept {
     if (broken_) return;
     broken_ = true;

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -146,6 +147,16 @@ public:
     ibv_wc_status on_completion(const ibv_wc &wc) noexcept;
     // The connection could not be made: every queued op completes with `status`, and the queue is broken.
     void fail(ibv_wc_status status) noexcept;
+    // Whether every queued op satisfies `pred` (true when none is queued).
+    template <class Pred>
+    bool all_pending(Pred pred) const noexcept {
+        for (const SendOp *op = pending_head_; op != nullptr; op = op->next_pending)
+            if (op != &closed_marker_ && !pred(*op)) return false;
+        return true;
+    }
+    // Every queued op (not what is posted) completes with `status`, and the queue stays as it was, open or not.
+    // Returns how many there were.
+    std::size_t drop_pending(ibv_wc_status status) noexcept;
 
     // The operation an error completion of this QP names, to be asked before on_completion completes it: null
     // when that request had no owner (an inline send, a fragment nobody waits for), or is no longer outstanding.

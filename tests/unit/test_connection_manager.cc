@@ -443,6 +443,48 @@ TEST(ConnectionManager, AFinalizingOwnerIsReplacedByAnotherRankOfItsNode) {
     EXPECT_EQ(net[3].cm().owned_tgts(), 1u);
 }
 
+// Both sides in MPI_Finalize: a send still queued for a rank that refuses as finalizing (here an answer of the
+// PML's for a request that completed) is dropped, completed as flushed, and no connection failure is reported (the
+// process would exit 1 for work not delivered). A process still running hears of it as before.
+TEST(ConnectionManager, WhileFinalizingSendsQueuedOnlyForFinalizingRanksAreDroppedNotFailed) {
+    const CmConfig c = capped_at_one();
+    Net net(3, 2, c);
+    Message a, b, d;
+    NodeLink &link = connect_then_evict(net, a, b, d);
+    ASSERT_EQ(link.state(), NodeLink::State::idle);
+    net[2].cm().begin_finalize();
+    net[3].cm().begin_finalize();  // every rank of node 1 is leaving
+    complete_all(*net[0].peer(4).link);
+    Message e;
+    send(net[0], 2, e);
+    net[0].cm().begin_finalize();
+    net.run();
+    EXPECT_TRUE(e.done);
+    EXPECT_EQ(e.status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(net[0].failures.size(), 0u) << (net[0].failures.empty() ? "" : net[0].failures.front());
+    EXPECT_EQ(net[0].cm().counters().connection_failures, 0u);
+    EXPECT_EQ(link.state(), NodeLink::State::idle);
+    EXPECT_EQ(net[2].cm().owned_tgts() + net[3].cm().owned_tgts(), 0u);
+}
+
+TEST(ConnectionManager, ARunningProcessStillHearsThatEveryRankOfANodeRefusedAsFinalizing) {
+    const CmConfig c = capped_at_one();
+    Net net(3, 2, c);
+    Message a, b, d;
+    NodeLink &link = connect_then_evict(net, a, b, d);
+    ASSERT_EQ(link.state(), NodeLink::State::idle);
+    net[2].cm().begin_finalize();
+    net[3].cm().begin_finalize();
+    complete_all(*net[0].peer(4).link);
+    Message e;
+    send(net[0], 2, e);
+    net.run();
+    EXPECT_TRUE(e.done);
+    EXPECT_NE(e.status, IBV_WC_SUCCESS);
+    EXPECT_NE(e.status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(net[0].failures.size(), 1u);
+}
+
 TEST(ConnectionManager, AStormFromColdAtEightNodesByFourConnectsEveryone) {
     Net net(8, 4);
     net.reorder = true;
