@@ -443,22 +443,28 @@ TEST(ConnectionManager, AFinalizingOwnerIsReplacedByAnotherRankOfItsNode) {
     EXPECT_EQ(net[3].cm().owned_tgts(), 1u);
 }
 
+// Rank 0's link to node 1 (ranks 2 and 3) evicted, both ranks of node 1 in MPI_Finalize, a send `e` for rank 2
+// queued on the link; `rank0_finalizing`: rank 0 begins its MPI_Finalize too. Then the network runs.
+static NodeLink &queued_for_a_finalizing_node(Net &net, Message &e, bool rank0_finalizing) {
+    Message a, b, d;
+    NodeLink &link = connect_then_evict(net, a, b, d);
+    EXPECT_EQ(link.state(), NodeLink::State::idle);
+    net[2].cm().begin_finalize();
+    net[3].cm().begin_finalize();
+    complete_all(*net[0].peer(4).link);
+    send(net[0], 2, e);
+    if (rank0_finalizing) net[0].cm().begin_finalize();
+    net.run();
+    return link;
+}
+
 // Both sides in MPI_Finalize: a send still queued for a rank that refuses as finalizing (here an answer of the
 // PML's for a request that completed) is dropped, completed as flushed, and no connection failure is reported (the
 // process would exit 1 for work not delivered). A process still running hears of it as before.
 TEST(ConnectionManager, WhileFinalizingSendsQueuedOnlyForFinalizingRanksAreDroppedNotFailed) {
-    const CmConfig c = capped_at_one();
-    Net net(3, 2, c);
-    Message a, b, d;
-    NodeLink &link = connect_then_evict(net, a, b, d);
-    ASSERT_EQ(link.state(), NodeLink::State::idle);
-    net[2].cm().begin_finalize();
-    net[3].cm().begin_finalize();  // every rank of node 1 is leaving
-    complete_all(*net[0].peer(4).link);
+    Net net(3, 2, capped_at_one());
     Message e;
-    send(net[0], 2, e);
-    net[0].cm().begin_finalize();
-    net.run();
+    NodeLink &link = queued_for_a_finalizing_node(net, e, true);
     EXPECT_TRUE(e.done);
     EXPECT_EQ(e.status, IBV_WC_WR_FLUSH_ERR);
     EXPECT_EQ(net[0].failures.size(), 0u) << (net[0].failures.empty() ? "" : net[0].failures.front());
@@ -468,17 +474,9 @@ TEST(ConnectionManager, WhileFinalizingSendsQueuedOnlyForFinalizingRanksAreDropp
 }
 
 TEST(ConnectionManager, ARunningProcessStillHearsThatEveryRankOfANodeRefusedAsFinalizing) {
-    const CmConfig c = capped_at_one();
-    Net net(3, 2, c);
-    Message a, b, d;
-    NodeLink &link = connect_then_evict(net, a, b, d);
-    ASSERT_EQ(link.state(), NodeLink::State::idle);
-    net[2].cm().begin_finalize();
-    net[3].cm().begin_finalize();
-    complete_all(*net[0].peer(4).link);
+    Net net(3, 2, capped_at_one());
     Message e;
-    send(net[0], 2, e);
-    net.run();
+    (void)queued_for_a_finalizing_node(net, e, false);
     EXPECT_TRUE(e.done);
     EXPECT_NE(e.status, IBV_WC_SUCCESS);
     EXPECT_NE(e.status, IBV_WC_WR_FLUSH_ERR);
