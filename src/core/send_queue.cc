@@ -125,31 +125,6 @@ void SendQueue::fail_all(ibv_wc_status status) noexcept {
     }
 }
 
-std::size_t SendQueue::drop_pending(ibv_wc_status status) noexcept {
-    SendOp *op;
-    if (pending_head_ == &closed_marker_) {  // closed: the marker stays at the head, alone
-        op = closed_marker_.next_pending;
-        closed_marker_.next_pending = nullptr;
-        pending_tail_ = &closed_marker_;
-    } else {
-        op = pending_head_;
-        pending_head_ = pending_tail_ = nullptr;
-    }
-    // Unlinked first: an owner called back may send again, onto the emptied list.
-    std::size_t dropped = 0;
-    while (op != nullptr) {
-        SendOp *next = op->next_pending;
-        op->next_pending = nullptr;
-        if (op->on_complete != nullptr) {
-            op->posted_on = 0;
-            op->on_complete(op, status);
-        }
-        ++dropped;
-        op = next;
-    }
-    return dropped;
-}
-
 void SendQueue::fail(ibv_wc_status status) noexcept {
     if (broken_) return;
     broken_ = true;
@@ -162,9 +137,64 @@ const SendOp *SendQueue::failed_op(const ibv_wc &wc) const noexcept {
     return age < outstanding() ? ring_[static_cast<std::uint32_t>(wc.wr_id >> kSendWrIdSlotShift)].op : nullptr;
 }
 
+namespace {
+
+bool is_refusal(ibv_wc_status status) noexcept {
+    return status == IBV_WC_REM_INV_REQ_ERR || status == IBV_WC_REM_ACCESS_ERR;
+}
+
+}  // namespace
+
+bool SendQueue::requeue_after(const ibv_wc &wc) noexcept {
+    const std::uint32_t age = age_of(wc.wr_id);
+    const std::uint32_t count = outstanding();
+    if (age >= count) return false;
+    for (std::uint32_t i = age + 1; i < count; ++i)
+        if (ring_[(head_ + i) % depth_].op == nullptr) return false;
+    // The ring is emptied and the queue closed before anyone is called: an owner called back may send again, and
+    // that must queue behind the requeued ops, never reach the QP in the error state.
+    SendOp *done = nullptr, **done_tail = &done;
+    for (std::uint32_t i = 0; i < age; ++i)
+        if (SendOp *op = ring_[(head_ + i) % depth_].op; op != nullptr) {
+            *done_tail = op;
+            done_tail = &op->next_pending;
+        }
+    *done_tail = nullptr;
+    SendOp *refused = ring_[(head_ + age) % depth_].op;
+    SendOp *again = nullptr, *again_last = nullptr;
+    for (std::uint32_t i = age + 1; i < count; ++i) {
+        SendOp *op = ring_[(head_ + i) % depth_].op;
+        op->next_pending = nullptr;
+        (again_last != nullptr ? again_last->next_pending : again) = op;
+        again_last = op;
+    }
+    const SourceKey connection = connection_;
+    head_ = tail_;
+    outstanding_callbacks_ = 0;
+    detach();  // the closed marker at the head, before what was queued already
+    if (again != nullptr) {  // right behind the marker: they were posted before anything queued
+        again_last->next_pending = closed_marker_.next_pending;
+        closed_marker_.next_pending = again;
+        if (pending_tail_ == &closed_marker_) pending_tail_ = again_last;
+    }
+    while (done != nullptr) {
+        SendOp *next = done->next_pending;
+        done->next_pending = nullptr;
+        done->on_complete(done, IBV_WC_SUCCESS);
+        done = next;
+    }
+    if (refused != nullptr) {
+        refused->posted_on = connection;
+        refused->on_complete(refused, wc.status);
+    }
+    return true;
+}
+
 ibv_wc_status SendQueue::on_completion(const ibv_wc &wc) noexcept {
     if (broken_) return IBV_WC_SUCCESS;  // flushes after the first error: already reported
     if (wc.status != IBV_WC_SUCCESS) {
+        if (stale(wc)) return IBV_WC_SUCCESS;  // the flush of a QP left after a refusal
+        if (requeue_refused_ && is_refusal(wc.status) && requeue_after(wc)) return wc.status;
         broken_ = true;
         open_ = false;
         fail_all(wc.status);

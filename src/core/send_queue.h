@@ -142,9 +142,19 @@ public:
     // `signal_interval` posts again.
     void detach() noexcept;
 
-    // A completion of this QP. Returns the failing status on the first error (the queue is then broken and
-    // every outstanding and queued op has been completed with that status), IBV_WC_SUCCESS otherwise.
+    // A completion of this QP. Returns the failing status on the first error, IBV_WC_SUCCESS otherwise. On an error
+    // the queue is broken and every outstanding and queued op has been completed with that status, except for a
+    // refusal that requeue_refused() allows and requeue_after() could take: the queue is then closed, not broken.
+    // A completion of a QP the queue no longer posts to (the flush of one it left) is ignored.
     ibv_wc_status on_completion(const ibv_wc &wc) noexcept;
+    // From now on a request the responder refused (REM_INV_REQ, REM_ACCESS_ERR: the SRQ or memory it names is
+    // gone, its owner having died) costs only that request: see requeue_after(). For a queue whose every posted
+    // operation is kept until its completion (an op without a callback cannot be sent again).
+    void requeue_refused() noexcept { requeue_refused_ = true; }
+    // The completion `wc` is of a QP this queue no longer posts to (it left it after a refusal).
+    bool stale(const ibv_wc &wc) const noexcept {
+        return requeue_refused_ && (qp_ == nullptr || wc.qp_num != qp_->qp_num);
+    }
     // The connection could not be made: every queued op completes with `status`, and the queue is broken.
     void fail(ibv_wc_status status) noexcept;
     // Whether every queued op satisfies `pred` (true when none is queued).
@@ -154,9 +164,41 @@ public:
             if (op != &closed_marker_ && !pred(*op)) return false;
         return true;
     }
-    // Every queued op (not what is posted) completes with `status`, and the queue stays as it was, open or not.
-    // Returns how many there were.
-    std::size_t drop_pending(ibv_wc_status status) noexcept;
+    // Every queued op (not what is posted) for which `pred` holds completes with `status`, after all of them were
+    // taken off the queue (an owner called back may send again); the others stay queued, in order, and the queue
+    // stays as it was, open or not. Returns how many were dropped.
+    template <class Pred>
+    std::size_t drop_pending_if(Pred pred, ibv_wc_status status) noexcept {
+        SendOp *dropped = nullptr, **dropped_tail = &dropped, *kept_last = nullptr;
+        for (SendOp **link = &pending_head_; *link != nullptr;) {
+            SendOp *op = *link;
+            if (op == &closed_marker_ || !pred(*op)) {
+                kept_last = op;
+                link = &op->next_pending;
+                continue;
+            }
+            *link = op->next_pending;
+            op->next_pending = nullptr;
+            *dropped_tail = op;
+            dropped_tail = &op->next_pending;
+        }
+        pending_tail_ = kept_last;
+        std::size_t count = 0;
+        while (dropped != nullptr) {
+            SendOp *next = dropped->next_pending;
+            dropped->next_pending = nullptr;
+            if (dropped->on_complete != nullptr) {
+                dropped->posted_on = 0;
+                dropped->on_complete(dropped, status);
+            }
+            ++count;
+            dropped = next;
+        }
+        return count;
+    }
+    std::size_t drop_pending(ibv_wc_status status) noexcept {
+        return drop_pending_if([](const SendOp &) { return true; }, status);
+    }
 
     // The operation an error completion of this QP names, to be asked before on_completion completes it: null
     // when that request had no owner (an inline send, a fragment nobody waits for), or is no longer outstanding.
@@ -196,6 +238,14 @@ private:
     }
     void enqueue(SendOp &op) noexcept;
     void drain_pending() noexcept;
+    // A refusal: on a reliable connection the responder executed, in order, every request before the refused one
+    // (it acknowledged them, the refusal's NAK says so) and none after it (its QP went to the error state with the
+    // refusal). So the older ones complete as done, the refused one with `wc.status`, and the newer ones, flushed
+    // by the HCA without reaching anyone, go back to the head of the queue, in order, for the next connection: the
+    // queue is closed, as after detach() (its owner makes the next connection), and nothing is delivered twice or
+    // lost. False (nothing
+    // changed) when the refused request is not outstanding or a newer one has no owner to send it again.
+    bool requeue_after(const ibv_wc &wc) noexcept;
     void fail_all(ibv_wc_status status) noexcept;
 
     ibv_qp *qp_ = nullptr;
@@ -217,6 +267,7 @@ private:
     bool open_ = false;
     bool broken_ = false;
     bool used_ = false;
+    bool requeue_refused_ = false;
 };
 
 }  // namespace xrc

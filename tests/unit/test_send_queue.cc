@@ -319,3 +319,107 @@ TEST(SendQueue, ACompletionRetiresUpToTheRequestItNamesAndCallsBackInOrder) {
     EXPECT_EQ(g_done[0].first, &with_callback);
     EXPECT_EQ(q.outstanding_callbacks(), 0u);
 }
+
+namespace {
+
+// A completion naming the request posted `index`-th (0: the first) on the fake QP.
+ibv_wc completion_of(std::size_t index, ibv_wc_status status) {
+    ibv_wc wc{};
+    wc.wr_id = g_posted.at(index).wr_id;
+    wc.status = status;
+    return wc;
+}
+
+}  // namespace
+
+// A refused request (its SRQ gone with its dying owner) costs only itself: the responder executed the older ones
+// and none of the newer ones, which go out again, in order and before what was queued, on the next connection.
+TEST(SendQueue, ARefusalCompletesTheOlderRequeuesTheNewerAndClosesTheQueue) {
+    FakeQp f;
+    SendQueue q(8, 4, 0);
+    q.requeue_refused();
+    q.open(&f.qp);
+    g_done.clear();
+    std::vector<SendOp> ops(10);
+    for (auto &op : ops) {
+        op.on_complete = record;
+        ASSERT_EQ(q.post_or_queue(op), 0);
+    }
+    ASSERT_EQ(g_posted.size(), 8u);  // ops 8 and 9 queued
+    EXPECT_EQ(q.on_completion(completion_of(3, IBV_WC_REM_INV_REQ_ERR)), IBV_WC_REM_INV_REQ_ERR);
+    EXPECT_FALSE(q.broken());
+    EXPECT_FALSE(q.is_open());
+    ASSERT_EQ(g_done.size(), 4u);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(g_done[i], std::make_pair(&ops[i], IBV_WC_SUCCESS)) << i;
+    EXPECT_EQ(g_done[3], std::make_pair(&ops[3], IBV_WC_REM_INV_REQ_ERR));
+    EXPECT_EQ(q.outstanding(), 0u);
+    EXPECT_EQ(q.outstanding_callbacks(), 0u);
+    // The flush of the QP left behind is not this queue's any more.
+    EXPECT_EQ(q.on_completion(completion_of(5, IBV_WC_WR_FLUSH_ERR)), IBV_WC_SUCCESS);
+    EXPECT_EQ(g_done.size(), 4u);
+    // A send made meanwhile queues behind the requeued ones.
+    SendOp later;
+    later.on_complete = record;
+    ASSERT_EQ(q.post_or_queue(later), 0);
+    FakeQp next;
+    next.qp.qp_num = 7;
+    q.open(&next.qp);
+    ASSERT_EQ(g_posted.size(), 7u);  // 4..9, then the later one
+    for (int i = 0; i < 7; ++i) q.on_completion(completion_of(i, IBV_WC_SUCCESS));
+    ASSERT_EQ(g_done.size(), 11u);
+    for (int i = 4; i < 10; ++i) EXPECT_EQ(g_done[i].first, &ops[i]) << i;
+    EXPECT_EQ(g_done[10].first, &later);
+    for (std::size_t i = 4; i < g_done.size(); ++i) EXPECT_EQ(g_done[i].second, IBV_WC_SUCCESS) << i;
+}
+
+// A callback of an older request that sends again while the refusal is handled queues behind the requeued ones.
+TEST(SendQueue, ASendFromACallbackDuringARefusalQueuesBehindTheRequeued) {
+    FakeQp f;
+    SendQueue q(8, 1, 0);
+    q.requeue_refused();
+    q.open(&f.qp);
+    g_done.clear();
+    static SendQueue *queue;
+    static SendOp resent;
+    queue = &q;
+    resent = SendOp{};
+    resent.on_complete = record;
+    SendOp first, refused, after;
+    first.on_complete = [](SendOp *op, ibv_wc_status status) noexcept {
+        record(op, status);
+        EXPECT_EQ(queue->post_or_queue(resent), 0);
+    };
+    refused.on_complete = after.on_complete = record;
+    for (SendOp *op : {&first, &refused, &after}) ASSERT_EQ(q.post_or_queue(*op), 0);
+    q.on_completion(completion_of(1, IBV_WC_REM_ACCESS_ERR));
+    EXPECT_EQ(g_posted.size(), 3u);  // nothing reached the QP in the error state
+    FakeQp next;
+    q.open(&next.qp);
+    ASSERT_EQ(g_posted.size(), 2u);
+    q.on_completion(completion_of(0, IBV_WC_SUCCESS));
+    q.on_completion(completion_of(1, IBV_WC_SUCCESS));
+    ASSERT_EQ(g_done.size(), 4u);
+    EXPECT_EQ(g_done[2].first, &after);
+    EXPECT_EQ(g_done[3].first, &resent);
+}
+
+// Without requeue_refused(), with another error, or with a newer request nobody owns (an inline send that could
+// not be sent again), a refusal breaks the queue as any error does.
+TEST(SendQueue, ARefusalBreaksTheQueueWhenItCannotRequeue) {
+    for (int variant = 0; variant < 3; ++variant) {
+        FakeQp f;
+        SendQueue q(8, 1, 0);
+        if (variant != 0) q.requeue_refused();
+        q.open(&f.qp);
+        g_done.clear();
+        SendOp a, b;
+        a.on_complete = record;
+        if (variant != 2) b.on_complete = record;
+        ASSERT_EQ(q.post_or_queue(a), 0);
+        ASSERT_EQ(q.post_or_queue(b), 0);
+        const ibv_wc_status status = variant == 1 ? IBV_WC_RETRY_EXC_ERR : IBV_WC_REM_INV_REQ_ERR;
+        EXPECT_EQ(q.on_completion(completion_of(0, status)), status);
+        EXPECT_TRUE(q.broken()) << variant;
+        for (auto &[op, st] : g_done) EXPECT_EQ(st, status) << variant;
+    }
+}
