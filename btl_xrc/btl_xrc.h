@@ -215,6 +215,19 @@ void mca_btl_xrc_failover_serve(mca_btl_xrc_module_t *module) noexcept;
 // Finalize, before the fragment lists go: what is still owed is returned (ob1 is gone, nobody is called).
 void mca_btl_xrc_failover_fini(mca_btl_xrc_module_t *module) noexcept;
 
+// btl_xrc_peer_death.cc: a process of the job dies and the job goes on (User-Level Failure Mitigation).
+// At btl_init, before the transports are made: whether the job runs with ULFM, and if so the runtime's word of a
+// death is watched for.
+void mca_btl_xrc_ft_init() noexcept;
+void mca_btl_xrc_ft_fini() noexcept;
+bool mca_btl_xrc_ft_enabled() noexcept;
+// Rank `rank` of this job died: its endpoints on every module send nothing more, what was queued for it fails, its
+// connections and TGT QPs go. `why`: how the BTL found out (then ob1 is told, as a non-fatal failure of that
+// process), or null when the runtime said so (ob1 heard it too). Progress context; once per rank.
+void mca_btl_xrc_peer_died(uint32_t rank, const char *why) noexcept;
+// Progress: the deaths the runtime reported since the last call are acted on.
+void mca_btl_xrc_ft_serve() noexcept;
+
 // btl_xrc_progress.cc
 // One progress call over every module not finalized yet (finalize and flush wait on the module's work with it;
 // with several rails what a module waits for may be another's to complete).

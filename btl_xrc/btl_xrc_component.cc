@@ -95,6 +95,14 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     // go out twice).
     const bool failover = mca_btl_xrc_component.params.rail_failover && report.usable_port_count() > 1;
     if (failover) config.signal_interval = 1;
+    // User-Level Failure Mitigation on one rail: a dead process's node refuses what still names it, and that must
+    // cost the node's other ranks nothing: every send is kept until its completion (none inline), so that what
+    // followed a refused request goes out again over a new connection (btl_xrc_peer_death.cc).
+    mca_btl_xrc_ft_init();
+    if (mca_btl_xrc_ft_enabled() && !failover) {
+        config.cm.requeue_refused = true;
+        config.max_inline = 0;
+    }
     for (auto &opened : report.devices) {
         auto device = std::make_shared<xrc::OpenedDevice>(std::move(opened));
         for (const auto &port : device->ports) {

@@ -128,6 +128,10 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const xrc::AsyncEventReco
             case xrc::EventVerdict::requery:
                 requery_port(target, d.what);
                 break;
+            case xrc::EventVerdict::release_tgt:
+                (void)target->transport->release_broken_tgt(subject.qp_num);
+                BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s", where(target).c_str(), d.what.c_str());
+                break;
             case xrc::EventVerdict::rearm_srq:
                 ++target->counters.srq_limit_events;
                 // Buffers are reposted as soon as each message is consumed: reaching the watermark means the

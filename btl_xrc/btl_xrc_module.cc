@@ -268,6 +268,7 @@ constexpr xrc::SendCompletionFn send_complete = mca_btl_xrc_send_complete;
     const bool told_now = mca_btl_xrc_told_at_post(des, peer.queue->ready());
     frag->op.on_complete = send_complete;
     if (peer.queue->post_or_queue(frag->op) != 0) {
+        if (endpoint->dead) return OPAL_ERR_UNREACH;  // the process died: ob1 knows
         mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
         return OPAL_ERROR;
     }
@@ -364,9 +365,12 @@ int xrc_register_error(mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_
 
 void mca_btl_xrc_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
-    const int rc = status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR;
-    if (frag->base.des_cbfunc != nullptr && !frag->module->finalizing)
-        frag->base.des_cbfunc(&frag->module->super, frag->endpoint, &frag->base, rc);
+    // A send to a process that died calls nobody back: ob1 fails the requests that wait on a dead process itself
+    // (ULFM), and a completion that reached such a request after the application had it back would end the job
+    // ("Send error after request freed"), with any status. Its message went with the process.
+    if (frag->base.des_cbfunc != nullptr && !frag->module->finalizing && !frag->endpoint->dead)
+        frag->base.des_cbfunc(&frag->module->super, frag->endpoint, &frag->base,
+                              status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR);
     if (frag->base.des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
 }
 
@@ -424,6 +428,7 @@ void stop_calling_up() noexcept {
         module->finalizing = true;
         module->receive_callbacks = no_receive_callbacks;
     }
+    mca_btl_xrc_ft_fini();  // the runtime's thread calls into the modules no more (they may go from here on)
 }
 
 int xrc_finalize(mca_btl_base_module_t *btl) noexcept {

@@ -50,6 +50,13 @@ inline void mca_btl_xrc_call_receive_cb(mca_btl_base_module_t *btl, const mca_bt
     reg->cbfunc(btl, tag, &des, reg->cbdata);
 }
 
+// Open MPI 4.1 has no User-Level Failure Mitigation: a process's death ends the job.
+inline bool mca_btl_xrc_compat_ft_enabled() noexcept {
+    return false;
+}
+inline void mca_btl_xrc_compat_watch_deaths(void (*)(uint32_t)) noexcept {}
+inline void mca_btl_xrc_compat_unwatch_deaths() noexcept {}
+
 #elif BTL_VERSION == 330
 
 #define BTL_XRC_PMIX_JOB_SIZE PMIX_JOB_SIZE
@@ -89,6 +96,64 @@ inline void mca_btl_xrc_call_receive_cb(mca_btl_base_module_t *btl, const mca_bt
 template <void (*Receive)(mca_btl_base_module_t *, const mca_btl_base_segment_t *)>
 void mca_btl_xrc_receive_adapter(mca_btl_base_module_t *btl, const mca_btl_base_receive_descriptor_t *des) {
     Receive(btl, des->des_segments);
+}
+
+// Whether the job runs with User-Level Failure Mitigation (mpirun --with-ft ulfm sets mpi_ft_enable): a process's
+// death is then reported to ob1 as that process's failure, and the job goes on.
+inline bool mca_btl_xrc_compat_ft_enabled() noexcept {
+    const int index = mca_base_var_find("ompi", "mpi", nullptr, "ft_enable");
+    const void *value = nullptr;
+    if (index < 0 || mca_base_var_get_value(index, &value, nullptr, nullptr) != OPAL_SUCCESS || value == nullptr)
+        return false;
+    return *static_cast<const bool *>(value);
+}
+
+namespace mca_btl_xrc_compat_detail {
+inline void (*died)(uint32_t) = nullptr;
+inline size_t handler_id = 0;
+inline bool handler_registered = false;
+
+// The runtime's word that a process terminated (PRRTE under --with-ft ulfm): the affected process (or the source)
+// of this job, a definite rank. Handed on, and the chain goes on to Open MPI's own handler.
+inline void on_death(size_t, pmix_status_t, const pmix_proc_t *source, pmix_info_t info[], size_t ninfo, pmix_info_t *,
+                     size_t, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata) {
+    const pmix_proc_t *proc = source;
+    for (size_t i = 0; i < ninfo; ++i)
+        if (PMIX_CHECK_KEY(&info[i], PMIX_EVENT_AFFECTED_PROC) && info[i].value.type == PMIX_PROC)
+            proc = info[i].value.data.proc;
+    if (proc != nullptr && proc->rank < PMIX_RANK_VALID &&
+        PMIX_CHECK_NSPACE(proc->nspace, opal_process_info.myprocid.nspace) && died != nullptr)
+        died(proc->rank);
+    if (cbfunc != nullptr) cbfunc(PMIX_EVENT_NO_ACTION_TAKEN, nullptr, 0, nullptr, nullptr, cbdata);
+}
+
+}  // namespace mca_btl_xrc_compat_detail
+
+// `died(rank)` is called, on the runtime's thread, for each process of this job the runtime says terminated.
+// Registered in front of Open MPI's own handler, which ends the chain (so it still runs: ours passes it on).
+inline void mca_btl_xrc_compat_watch_deaths(void (*died)(uint32_t)) noexcept {
+    namespace d = mca_btl_xrc_compat_detail;
+    d::died = died;
+    pmix_status_t codes[] = {PMIX_ERR_PROC_ABORTED_BY_SIG, PMIX_ERR_PROC_TERM_WO_SYNC, PMIX_EVENT_PROC_TERMINATED,
+                             PMIX_ERR_PROC_ABORTED};
+    pmix_info_t info;
+    bool prepend = true;
+    PMIX_INFO_LOAD(&info, PMIX_EVENT_HDLR_PREPEND, &prepend, PMIX_BOOL);
+    // Blocking (no callback): the handler's reference, or a negative error.
+    const pmix_status_t id =
+        PMIx_Register_event_handler(codes, sizeof(codes) / sizeof(codes[0]), &info, 1, d::on_death, nullptr, nullptr);
+    PMIX_INFO_DESTRUCT(&info);
+    if (id >= 0) {
+        d::handler_id = static_cast<size_t>(id);
+        d::handler_registered = true;
+    }
+}
+
+inline void mca_btl_xrc_compat_unwatch_deaths() noexcept {
+    namespace d = mca_btl_xrc_compat_detail;
+    if (d::handler_registered) PMIx_Deregister_event_handler(d::handler_id, nullptr, nullptr);
+    d::handler_registered = false;
+    d::died = nullptr;
 }
 
 #else

@@ -132,6 +132,7 @@ namespace {
 // seeing what the one before did.
 [[gnu::cold, gnu::noinline]] void serve_transport(mca_btl_xrc_module_t *m) noexcept {
     if (m->serving.exchange(true, std::memory_order_acquire)) return;
+    mca_btl_xrc_ft_serve();
     m->transport->tick();
     mca_btl_xrc_service_progress(m);
     mca_btl_xrc_failover_serve(m);

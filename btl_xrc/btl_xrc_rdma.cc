@@ -79,7 +79,10 @@ void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     }
     if (frag->rdma_cb != nullptr && !frag->module->finalizing)
         frag->rdma_cb(&frag->module->super, frag->endpoint, frag->local_address, frag->local_handle, frag->rdma_context,
-                      frag->rdma_cbdata, status == IBV_WC_SUCCESS ? OPAL_SUCCESS : OPAL_ERROR);
+                      frag->rdma_cbdata,
+                      status == IBV_WC_SUCCESS ? OPAL_SUCCESS
+                      : frag->endpoint->dead   ? OPAL_ERR_UNREACH
+                                               : OPAL_ERROR);
     mca_btl_xrc_frag_return(frag);
 }
 
@@ -240,6 +243,23 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
                                           const ibv_wc &wc) noexcept {
     try {
         const xrc::SendOp *failed = queue.failed_op(wc);
+        if (queue.would_requeue(wc)) {
+            // A refusal the queue takes at the cost of this request alone (ULFM, one rail): what it named is
+            // gone, so its process died; the link connects again for the others (btl_xrc_peer_death.cc).
+            const char *own = failed != nullptr ? m->transport->own_operation(failed) : nullptr;
+            const std::string what = (own != nullptr      ? std::string(own)
+                                      : failed != nullptr ? xrc::describe_operation(failed->wr)
+                                                          : std::string("a request")) +
+                                     " (" + ibv_wc_status_str(wc.status) + ")";
+            BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: refused: %s; what followed it goes out again over a new connection",
+                            opal_process_info.nodename, m->transport->rail_name().c_str(), what.c_str());
+            if (failed != nullptr && own == nullptr) {
+                mca_btl_base_endpoint_t *to = frag_of(const_cast<xrc::SendOp *>(failed))->endpoint;
+                const std::string why = "its node's HCA refused " + what;
+                if (to != nullptr && !to->other_job) mca_btl_xrc_peer_died(to->peer.rank, why.c_str());
+            }
+            return;
+        }
         mca_btl_base_endpoint_t *endpoint = nullptr;
         const char *own = failed != nullptr ? m->transport->own_operation(failed) : nullptr;
         // Where the queue goes, for operations that name no peer of their own: the node's link (its rank and host),

@@ -112,20 +112,27 @@ EventDecision decide_event(const EventSubject &s, std::uint8_t my_port) {
             d.verdict = s.role.kind == QpRole::Kind::unknown ? EventVerdict::note
                         : s.role.closing                     ? EventVerdict::note
                                                              : EventVerdict::fatal;
+            // A sender's TGT QP: the sender hears of it from its own completion and decides (a new connection,
+            // another rail, or the end of the job, naming what it sent); this side lets the QP go. A request naming
+            // an SRQ that left with its dying process is refused so, and must not end a job that survives deaths.
             if (d.verdict == EventVerdict::fatal &&
-                (s.role.kind == QpRole::Kind::tgt_owned || s.role.kind == QpRole::Kind::tgt_handle))
+                (s.role.kind == QpRole::Kind::tgt_owned || s.role.kind == QpRole::Kind::tgt_handle)) {
+                d.verdict = EventVerdict::release_tgt;
                 d.what +=
                     ": a request from that sender was refused by the responder (invalid request or access "
-                    "violation), the shared TGT QP is in the error state";
+                    "violation), the shared TGT QP is in the error state; released here, the sender decides";
+            }
             return d;
         case IBV_EVENT_QP_LAST_WQE_REACHED:
             d.what = qp_what(s);
             d.peer_rank = peer_of(s.role);
             // Raised when a QP attached to an SRQ leaves service. Expected for one we are closing; for a TGT QP still
             // in use it means the QP entered the error state: that sender can no longer reach this node.
-            if ((s.role.kind == QpRole::Kind::tgt_owned || s.role.kind == QpRole::Kind::tgt_handle ||
-                 s.role.kind == QpRole::Kind::loopback_tgt) &&
+            if ((s.role.kind == QpRole::Kind::tgt_owned || s.role.kind == QpRole::Kind::tgt_handle) &&
                 !s.role.closing) {
+                d.verdict = EventVerdict::release_tgt;
+                d.what += ": the TGT QP left service (error state); released here, the sender decides";
+            } else if (s.role.kind == QpRole::Kind::loopback_tgt && !s.role.closing) {
                 d.verdict = EventVerdict::fatal;
                 d.what += ": the TGT QP left service (error state)";
             }

@@ -11,10 +11,12 @@
 // - LID_CHANGE, CLIENT_REREGISTER, SM_CHANGE, PKEY_CHANGE, GID_CHANGE for our port: re-query the port and log.
 // - a port event for another port of the device: not ours (that port's module acts on it).
 // - QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR, PATH_MIG_ERR on a QP this port holds: the QP is in the error state, and
-//   with it the path to a node (INI QP) or a sender's path to this whole node (TGT QP): the job ends, naming it.
-//   On a QP this port does not hold (destroyed meanwhile, or another port's): logged.
-// - LAST_WQE_REACHED on a TGT QP still in use: it entered the error state: the job ends naming the sender. On a
-//   QP that is being closed or is unknown: expected, ignored.
+//   with it the path to a node (INI QP: the job ends, naming it) or a sender's path to this whole node (TGT QP:
+//   released here, logged; the sender's own completion says what failed, and the sender decides: a request to a
+//   process that died is refused so, which must not end a job that survives deaths). On a QP this port does not
+//   hold (destroyed meanwhile, or another port's): logged.
+// - LAST_WQE_REACHED on a TGT QP still in use: it entered the error state: released, as above (the loopback pair's:
+//   the job ends). On a QP that is being closed or is unknown: expected, ignored.
 // - DEVICE_FATAL: the device's rails are lost: with other rails that reach every peer of theirs, the traffic moves
 //   there (what was in flight completes with an error and is sent again); otherwise the job ends.
 // - CQ_ERR: the completion queue overran and discarded completions, receives among them that the sender's HCA saw
@@ -51,14 +53,15 @@ struct QpRole {
 };
 
 enum class EventVerdict : std::uint8_t {
-    ignore,     // counted, logged at high verbosity
-    note,       // logged (verbosity 1): worth an admin's eye, no action
-    hold,       // the port went down: hold new posts
-    resume,     // the port is active again: post what was held
-    requery,    // the port's attributes may have changed: query it and log
-    rearm_srq,  // an SRQ hit its low watermark
-    lose_rail,  // the port's rail is lost: fail its traffic over to other rails if they reach every peer, else fatal
-    fatal,      // end the job (the message says what broke), whatever other rails there are
+    ignore,       // counted, logged at high verbosity
+    note,         // logged (verbosity 1): worth an admin's eye, no action
+    hold,         // the port went down: hold new posts
+    resume,       // the port is active again: post what was held
+    requery,      // the port's attributes may have changed: query it and log
+    rearm_srq,    // an SRQ hit its low watermark
+    release_tgt,  // a remote sender's TGT QP (made or opened here) is in the error state: let it go, the sender decides
+    lose_rail,    // the port's rail is lost: fail its traffic over to other rails if they reach every peer, else fatal
+    fatal,        // end the job (the message says what broke), whatever other rails there are
 };
 
 struct EventSubject {
@@ -85,10 +88,10 @@ struct EventDecision {
 // the event pointed to may be gone: only numbers and pointers compared, never followed, are kept.
 struct AsyncEventRecord {
     ibv_event_type type = IBV_EVENT_COMM_EST;
-    std::uint8_t port_num = 0;     // port events
-    std::uint32_t qp_num = 0;      // QP events (0: the event named no QP)
-    const void *cq = nullptr;      // CQ events: compared with the port's CQ, never followed
-    void *srq_context = nullptr;   // SRQ events: the SRQ's context (its RecvPool, which outlives the SRQ's events)
+    std::uint8_t port_num = 0;    // port events
+    std::uint32_t qp_num = 0;     // QP events (0: the event named no QP)
+    const void *cq = nullptr;     // CQ events: compared with the port's CQ, never followed
+    void *srq_context = nullptr;  // SRQ events: the SRQ's context (its RecvPool, which outlives the SRQ's events)
 };
 AsyncEventRecord record_event(const ibv_async_event &event) noexcept;
 

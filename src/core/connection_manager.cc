@@ -57,8 +57,10 @@ NodeLink &ConnectionManager::link_for(std::uint64_t port, std::uint32_t node, st
 
 NodeLink &ConnectionManager::link_for_locked(std::uint64_t port, std::uint32_t node, std::uint32_t owner) {
     auto &slot = links_[port];
-    if (!slot)
+    if (!slot) {
         slot = std::make_unique<NodeLink>(*this, port, node, owner, config_.queue_depth, config_.signal_interval);
+        if (config_.requeue_refused) slot->queue_.requeue_refused();
+    }
     return *slot;
 }
 
@@ -168,6 +170,7 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     link.leave_ = NodeLink::Leave::none;
     link.unfenced_ = false;
     link.state_ = NodeLink::State::connecting;
+    link.creator_gone_ = false;
     const std::uint64_t now = host_.now_us();
     link.attempts_ = 0;
     link.retry_us_ = std::min(config_.first_retry_us + connecting_.size() * config_.retry_per_connecting_us,
@@ -270,9 +273,9 @@ void ConnectionManager::fail(NodeLink &link, const std::string &why) noexcept {
     ++counters_->connection_failures;
     // Reported and its sends completed by tick(), outside the mutex: their owners may send again from there.
     try {
-        deferred_.push_back({Deferred::Kind::fail, &link, link.generation_, why, {}, 0, 0, 0});
+        deferred_.push_back({Deferred::Kind::fail, &link, link.generation_, why, {}, 0, 0, 0, {}});
     } catch (...) {
-        deferred_.push_back({Deferred::Kind::fail, &link, link.generation_, {}, {}, 0, 0, 0});
+        deferred_.push_back({Deferred::Kind::fail, &link, link.generation_, {}, {}, 0, 0, 0, {}});
     }
 }
 
@@ -302,7 +305,9 @@ void ConnectionManager::finish_close(NodeLink &link) noexcept {
     // Another job's processes usually leave for good while this one goes on (spawned children exit): one that
     // does not answer within the leaving wait is taken as gone, rather than holding finalize for the connect
     // timeout. If it was alive after all, its handle on the TGT QP goes at its own exit; our INI QP is gone already.
-    const std::uint64_t patience = config_.other_job ? config_.leaving_wait_us : config_.connect_timeout_us;
+    // Ranks holding a handle on a TGT QP whose creator died wait for no CLOSE of ours, and may have left.
+    const std::uint64_t patience =
+        config_.other_job || link.creator_gone_ ? config_.leaving_wait_us : config_.connect_timeout_us;
     auto notify = [&](std::uint32_t rank) {
         notices_.push_back(
             {rank, link.generation_, ini_qpn, link.tgt_qpn_, 0, now, config_.first_retry_us, now + patience});
@@ -310,6 +315,7 @@ void ConnectionManager::finish_close(NodeLink &link) noexcept {
     if (!target_left) notify(link.owner_);
     for (const Peer *peer : link.peers_)
         if (peer->rank != link.owner_ && (peer->imm_flags & kImmFirst) == 0) notify(peer->rank);
+    link.creator_gone_ = false;
     resend_notices(now);
     host_.timers_changed();
     // What is prepared from now on goes over the next connection: its first message to each peer says so.
@@ -405,6 +411,16 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
             case Deferred::Kind::reciprocate: {
                 Guard g(*this);
                 if (!finalizing_) connect_locked(link_for_locked(d.port, d.node, d.rank));
+                break;
+            }
+            case Deferred::Kind::drop_dead: {
+                const auto for_dead = [&d](const SendOp &op) {
+                    return std::find(d.srqns.begin(), d.srqns.end(), op.wr.qp_type.xrc.remote_srqn) != d.srqns.end();
+                };
+                const std::size_t dropped = d.link->queue_.drop_pending_if(for_dead, IBV_WC_REM_ABORT_ERR);
+                if (dropped != 0)
+                    host_.note("dropped " + std::to_string(dropped) + " send(s) queued for rank(s) " + d.why +
+                               ", which died");
                 break;
             }
             case Deferred::Kind::drop: {
@@ -568,8 +584,7 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
         ++counters_->cm_rejected;
         host_.note(std::string("dropped a ") + cm_type_name(m.type) + " claiming to come from rank " +
                    std::to_string(m.src_rank) + " (LID " + std::to_string(slid) + ", QP " + std::to_string(src_qp) +
-                   "): its address here is LID " + std::to_string(from->lid) + ", QP " +
-                   std::to_string(from->cm_qpn));
+                   "): its address here is LID " + std::to_string(from->lid) + ", QP " + std::to_string(from->cm_qpn));
         return;
     }
     switch (m.type) {
@@ -621,6 +636,10 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
         ++counters_->cm_stale;  // a late copy of a connection that was closed since
         return;
     }
+    if (dead_ranks_.count(m.src_rank) != 0) {
+        ++counters_->cm_stale;  // sent before its sender died: nobody would ever use or close what it makes
+        return;
+    }
     CmMessage r = reply_to(m, CmType::Reject);
     r.token = from.token;
     if (finalizing_) {
@@ -667,7 +686,7 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
     if (config_.reciprocate && (config_.other_job || port_identity(from) != config_.my_port)) {
         try {  // not here: starting a connection may grow the completion queue that progress polls
             deferred_.push_back(
-                {Deferred::Kind::reciprocate, nullptr, 0, {}, {}, from.node_id, m.src_rank, port_identity(from)});
+                {Deferred::Kind::reciprocate, nullptr, 0, {}, {}, from.node_id, m.src_rank, port_identity(from), {}});
         } catch (...) {  // out of memory: the reverse connection is made by the first send instead
         }
     }
@@ -695,7 +714,7 @@ void ConnectionManager::on_accept(const CmMessage &m, const PortAddress &from) n
         // The queue is opened (and queued sends go out) by tick(), in progress, unless the port is held (then
         // resume() opens it): sends that queue meanwhile keep their order behind the others.
         try {
-            deferred_.push_back({Deferred::Kind::open, link, link->generation_, {}, {}, 0, 0, 0});
+            deferred_.push_back({Deferred::Kind::open, link, link->generation_, {}, {}, 0, 0, 0, {}});
         } catch (...) {  // out of memory: the link cannot carry anything
             fail(*link, "out of memory while opening the connection");
         }
@@ -720,7 +739,7 @@ void ConnectionManager::on_accept(const CmMessage &m, const PortAddress &from) n
 // Answered by tick(): whether to try another rank depends on the link's queued sends.
 void ConnectionManager::on_reject(const CmMessage &m) noexcept {
     try {
-        deferred_.push_back({Deferred::Kind::reject, nullptr, 0, {}, m, 0, 0, 0});
+        deferred_.push_back({Deferred::Kind::reject, nullptr, 0, {}, m, 0, 0, 0, {}});
     } catch (...) {  // out of memory: as if it was lost (the CONNECT is retransmitted)
     }
 }
@@ -739,7 +758,7 @@ void ConnectionManager::answer_reject(const CmMessage &m) noexcept {
             NodeLink &l = *link;
             abandon(l);
             try {
-                Deferred drop{Deferred::Kind::drop, &l, l.generation_, {}, {}, 0, 0, 0};
+                Deferred drop{Deferred::Kind::drop, &l, l.generation_, {}, {}, 0, 0, 0, {}};
                 drop.why = why + "; every one is for a rank in MPI_Finalize";
                 deferred_.push_back(std::move(drop));
             } catch (...) {
@@ -764,6 +783,100 @@ void ConnectionManager::answer_reject(const CmMessage &m) noexcept {
         return;
     }
     ++counters_->cm_stale;
+}
+
+std::uint32_t ConnectionManager::live_rank_of(const NodeLink &link) const noexcept {
+    for (const Peer *peer : link.peers_)
+        if (peer->rank != link.owner_ && dead_ranks_.count(peer->rank) == 0 && finalized_ranks_.count(peer->rank) == 0)
+            return peer->rank;
+    return UINT32_MAX;
+}
+
+void ConnectionManager::peer_died(std::uint32_t rank) noexcept {
+    Guard g(*this);
+    try {
+        if (!dead_ranks_.insert(rank).second) return;
+    } catch (...) {  // out of memory: not remembered, so what follows may happen again later; done now anyway
+    }
+    for (auto it = owned_.begin(); it != owned_.end();)
+        it = it->second.sender == rank ? release_owned(it) : std::next(it);
+    std::erase_if(notices_, [rank](const CloseNotice &n) { return n.rank == rank; });
+    std::erase_if(address_notices_, [rank](const AddressNotice &n) { return n.rank == rank; });
+    std::vector<std::uint32_t> srqns;
+    try {
+        if (const PortAddress *address = host_.address_of(rank); address != nullptr)
+            for (const SrqEntry &srq : address->srqs) srqns.push_back(srq.srq_num);
+        dead_srqns_.insert(dead_srqns_.end(), srqns.begin(), srqns.end());
+    } catch (...) {  // out of memory: its queued sends go out and are refused one by one
+    }
+    for (auto &[port, owned_link] : links_) {
+        NodeLink &link = *owned_link;
+        if (!srqns.empty()) drop_dead_later(link, srqns, std::to_string(rank));
+        if (link.owner_ != rank) continue;
+        const std::uint32_t next = live_rank_of(link);
+        if (next == UINT32_MAX) continue;  // nobody left there to connect through: its sends are dropped above
+        host_.note("rank " + std::to_string(rank) + " died: the connection to node " + std::to_string(link.node_) +
+                   " goes through rank " + std::to_string(next) + " from now on");
+        link.owner_ = next;
+        if (link.state_ == NodeLink::State::connected || link.state_ == NodeLink::State::draining)
+            link.creator_gone_ = true;
+        if (link.state_ == NodeLink::State::connecting) {
+            abandon(link);
+            if (link.queue_.has_pending()) start_later(link);
+        }
+    }
+}
+
+bool ConnectionManager::release_broken_tgt(std::uint32_t tgt_qpn) noexcept {
+    Guard g(*this);
+    for (auto it = owned_.begin(); it != owned_.end(); ++it)
+        if (it->second.tgt.get()->qp_num == tgt_qpn) {
+            host_.note("released TGT QP " + std::to_string(tgt_qpn) + " (error state): " + describe(it->second));
+            release_owned(it);
+            return true;
+        }
+    if (auto it = opened_.find(tgt_qpn); it != opened_.end()) {
+        host_.note("released the handle on TGT QP " + std::to_string(tgt_qpn) + " (error state)");
+        opened_.erase(it);
+        --counters_->tgt_handles;
+        count_connections_closed(*counters_, 1);
+        return true;
+    }
+    return false;
+}
+
+void ConnectionManager::reconnect(const SendQueue &queue) noexcept {
+    Guard g(*this);
+    NodeLink *found = nullptr;
+    for (auto &[port, link] : links_)
+        if (&link->queue_ == &queue) found = link.get();
+    if (found == nullptr || !found->ini_) return;
+    NodeLink &link = *found;
+    unlist(connected_, link);
+    unlist(draining_, link);
+    unlist(leaving_, link);
+    link.opening_ = false;
+    link.fence_posted_ = false;
+    link.leave_ = NodeLink::Leave::none;
+    link.unfenced_ = false;
+    drop_ini(link);
+    link.state_ = NodeLink::State::idle;
+    for (Peer *peer : link.peers_) peer->imm_flags = kImmFirst;
+    if (dead_ranks_.count(link.owner_) != 0 || finalized_ranks_.count(link.owner_) != 0)
+        if (const std::uint32_t next = live_rank_of(link); next != UINT32_MAX) link.owner_ = next;
+    host_.note("a request to node " + std::to_string(link.node_) + " was refused: connecting again (through rank " +
+               std::to_string(link.owner_) + ") for what followed it");
+    // What was posted to the dead before its death was known came back with the rest: it goes, not out again.
+    if (!dead_srqns_.empty()) drop_dead_later(link, dead_srqns_, "that died");
+    if (link.queue_.has_pending()) wanted(link);
+}
+
+void ConnectionManager::drop_dead_later(NodeLink &link, const std::vector<std::uint32_t> &srqns,
+                                        const std::string &who) noexcept {
+    try {
+        deferred_.push_back({Deferred::Kind::drop_dead, &link, link.generation_, who, {}, 0, 0, 0, srqns});
+    } catch (...) {  // out of memory: those sends go out and are refused one by one
+    }
 }
 
 bool ConnectionManager::only_for_finalized(const NodeLink &link) const noexcept {

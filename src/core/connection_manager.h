@@ -167,6 +167,10 @@ struct CmConfig {
     // TGT QP's creator left) is kept that long after its last unsignaled post, with the port up: a request still
     // unacknowledged by then has failed with an error completion, so the others were acknowledged.
     std::uint64_t retry_budget_us = 34359738;  // timeout 20, retry count 7
+    // Every operation posted on a link is kept until its completion (none without an owner): a request the
+    // responder refused, its SRQ or memory gone with a process that died, costs only itself
+    // (SendQueue::requeue_refused), and the link connects again for what followed it (reconnect).
+    bool requeue_refused = false;
     // Accepting a connection from a node this process has no connection to starts one back (MPI traffic almost
     // always goes both ways: replies, rendezvous acknowledgements), unless the cap would need an eviction.
     bool reciprocate = true;
@@ -234,6 +238,10 @@ private:
     bool unfenced_ = false;
     std::uint64_t unfenced_since_us_ = 0;
     bool opening_ = false;  // accepted; tick() has yet to open its queue
+    // The TGT QP's creator died while the connection stood (peer_died): `owner_` is a live rank of the node now,
+    // which may hold a handle on that TGT QP, but does not wait for our CLOSE (it made nothing for us) and may leave
+    // first; at the close its answer is waited for no longer than leaving_wait_us.
+    bool creator_gone_ = false;
     bool start_pending_ = false;  // wanted; tick() makes its INI QP
 };
 
@@ -270,6 +278,10 @@ public:
     void on_datagram(std::span<const std::uint8_t> bytes, std::uint16_t slid, std::uint32_t src_qp) noexcept;
     // A message flagged kImmFirst arrived through the TGT QP `tgt_qpn` from the INI QP `ini_qpn`.
     void hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept;
+    // The TGT QP numbered `tgt_qpn` (one this manager made, or a handle it holds) is in the error state: a request
+    // of its sender was refused, or its path broke. The sender hears of it from its own completion and decides
+    // (a new connection, another rail, or the end of the job); this side lets it go. True if it was ours.
+    bool release_broken_tgt(std::uint32_t tgt_qpn) noexcept;
     // The TGT QP numbered `tgt_qpn` is one this manager made (its creator holds it already: no handle needed).
     bool owns_tgt(std::uint32_t tgt_qpn) const noexcept {
         std::lock_guard<std::mutex> g(mutex_);
@@ -376,6 +388,25 @@ public:
     // Returns them as drop_initiators() does, empty when it had none.
     std::string drop_initiator(std::uint32_t sender) noexcept;
 
+    // Rank `rank` of this manager's job died (the runtime said so, or a request to it was refused): nothing waits
+    // for it any more. What is queued for it completes with IBV_WC_REM_ABORT_ERR (from tick(), outside the
+    // mutex); it is never chosen again to make a TGT QP: a link through it goes through a live rank of its node
+    // from now on (one being made starts again through that rank; a made one stays, its TGT QP living on through
+    // the handles of the node's other ranks, and if none held one its next request fails and reconnect() moves
+    // it); the TGT QPs it had from us go now, and no CLOSE, LEAVING or ADDRESS to it is waited for. Its CONNECTs
+    // still on their way are ignored. Idempotent.
+    void peer_died(std::uint32_t rank) noexcept;
+    bool is_dead(std::uint32_t rank) const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return dead_ranks_.count(rank) != 0;
+    }
+    // The INI QP of the link whose queue is `queue` met a refusal and the queue requeued what followed it
+    // (SendQueue::requeue_after): the QP goes (without a fence or CLOSE: the refusal put the TGT QP in the error
+    // state too, and its holders drop it on that event), the link is idle again, its peers' next messages are
+    // first messages, and a new connection is made for what waits, through a live rank of the node. Data path,
+    // under the queues' lock. Nothing for a queue that is no link's.
+    void reconnect(const SendQueue &queue) noexcept;
+
     std::size_t live_ini_qps() const noexcept {
         std::lock_guard<std::mutex> g(mutex_);
         return live_ini_;
@@ -423,13 +454,14 @@ private:
     };
     // Work recorded under the mutex for tick() to do in progress, in order.
     struct Deferred {
-        enum class Kind : std::uint8_t { open, fail, reject, reciprocate, drop } kind;
+        enum class Kind : std::uint8_t { open, fail, reject, reciprocate, drop, drop_dead } kind;
         NodeLink *link;
-        std::uint32_t generation;  // open: the connection it was recorded for
-        std::string why;           // fail, drop
-        CmMessage message;         // reject
-        std::uint32_t node, rank;  // reciprocate
-        std::uint64_t port;        // reciprocate: the initiator's port identity
+        std::uint32_t generation;          // open: the connection it was recorded for
+        std::string why;                   // fail, drop; drop_dead: who died
+        CmMessage message;                 // reject
+        std::uint32_t node, rank;          // reciprocate
+        std::uint64_t port;                // reciprocate: the initiator's port identity
+        std::vector<std::uint32_t> srqns;  // drop_dead: the dead rank's SRQ numbers
     };
     bool drained_locked() const noexcept {
         return draining_.empty() && connecting_.empty() && waiting_.empty() && to_start_.empty();
@@ -482,6 +514,10 @@ private:
     void answer_reject(const CmMessage &m) noexcept;
     // Every send queued on `link` is for a rank that said it is finalizing (finalized_ranks_).
     bool only_for_finalized(const NodeLink &link) const noexcept;
+    // What is queued on `link` for the SRQs `srqns` (ranks that died: `who`) is dropped by tick().
+    void drop_dead_later(NodeLink &link, const std::vector<std::uint32_t> &srqns, const std::string &who) noexcept;
+    // A rank of the link's node other than its owner that is neither dead nor finalizing, or UINT32_MAX.
+    std::uint32_t live_rank_of(const NodeLink &link) const noexcept;
     void send_connect(NodeLink &link, std::uint64_t now) noexcept;
     void give_up(NodeLink &link, const std::string &why) noexcept;
     void retract(NodeLink &link, std::uint32_t tgt_qpn) noexcept;
@@ -556,14 +592,18 @@ private:
         std::uint64_t deadline_us;
     };
     std::vector<AddressNotice> address_notices_;
-    std::uint16_t announced_lid_ = 0;                    // this port's LID as last announced (0: never changed)
-    std::uint32_t announcements_ = 0;                    // ADDRESS generations
-    std::vector<NodeLink *> leaving_;                    // links whose creator said LEAVING, not answered yet
-    std::size_t awaiting_leaving_ack_ = 0;               // owned TGT QPs told LEAVING, not answered yet
+    std::uint16_t announced_lid_ = 0;       // this port's LID as last announced (0: never changed)
+    std::uint32_t announcements_ = 0;       // ADDRESS generations
+    std::vector<NodeLink *> leaving_;       // links whose creator said LEAVING, not answered yet
+    std::size_t awaiting_leaving_ack_ = 0;  // owned TGT QPs told LEAVING, not answered yet
     // Refused us as finalizing: not chosen again, and while we finalize too, what is queued for them is dropped.
     std::unordered_set<std::uint32_t> finalized_ranks_;
-    ConnectionManager *handle_keeper_ = nullptr;         // null: handles are held here
-    std::atomic<bool> *also_due_ = nullptr;              // raised with due_ (JobManagers::busy)
+    // Died (peer_died): never chosen, never waited for; their SRQs' numbers (what was posted to them before their
+    // death was known comes back with the sends a refusal requeued).
+    std::unordered_set<std::uint32_t> dead_ranks_;
+    std::vector<std::uint32_t> dead_srqns_;
+    ConnectionManager *handle_keeper_ = nullptr;  // null: handles are held here
+    std::atomic<bool> *also_due_ = nullptr;       // raised with due_ (JobManagers::busy)
 };
 
 }  // namespace xrc

@@ -13,7 +13,9 @@
 //   void receive_failed(ibv_wc_status status)
 //       a receive completed with an error other than the flush
 //   void send_failed(SendQueue &queue, const ibv_wc &wc)
-//       the first failed completion of a send queue (the operation it names failed; later ones are the flush)
+//       the first failed completion of a send queue (the operation it names failed; later ones are the flush),
+//       or a refusal the queue takes by requeueing what followed it (queue.would_requeue(wc)), after which the
+//       link connects again
 // and, only if the sink declares `static constexpr bool kCountsSources = true` (several rails, failover on):
 //   void took(const ibv_wc &wc, bool first)
 //       an SRQ message for a tag was taken off the queue (handled or not): its source is wc.slid, wc.src_qp;
@@ -82,9 +84,13 @@ template <class Sink>
                 // The first error of a QP is reported before its operations complete (with that status): the report
                 // names the operation that failed. Later ones are the flush.
                 if (__builtin_expect(wc.status != IBV_WC_SUCCESS, 0) && !queue->broken()) {
+                    if (queue->stale(wc)) break;  // the flush of a QP the queue left after a refusal
                     ++counters_->send_errors;
                     if (wc.status == IBV_WC_RNR_RETRY_EXC_ERR) ++counters_->rnr_retry_exceeded;
                     sink.send_failed(*queue, wc);
+                    // A refusal the queue took by requeueing what followed it: the link connects again.
+                    if (queue->on_completion(wc) != IBV_WC_SUCCESS && !queue->broken()) refused(*queue);
+                    break;
                 }
                 queue->on_completion(wc);
                 break;

@@ -213,6 +213,10 @@ public:
     // Only other jobs' initiators are told, at once: they have no finalize of their own to reach with ours
     // (JobManagers::leave_initiators). Returns them as leave_initiators() does, empty when there were none.
     std::string leave_other_jobs() noexcept;
+    // Rank `rank` of this job died (ConnectionManager::peer_died).
+    void peer_died(std::uint32_t rank) noexcept { cm_->peer_died(rank); }
+    // A TGT QP of this port (made or opened) is in the error state (ConnectionManager::release_broken_tgt).
+    bool release_broken_tgt(std::uint32_t tgt_qpn) noexcept { return cm_->release_broken_tgt(tgt_qpn); }
     // This job's rank `sender` no longer reaches us over this rail (ConnectionManager::drop_initiator).
     std::string drop_initiator(std::uint32_t sender) noexcept { return cm_->drop_initiator(sender); }
     // How long finalize waits for their answers before drop_initiators() (CmConfig::leaving_wait_us).
@@ -224,6 +228,8 @@ private:
     class OtherJobHost;
     // The CQ's room for `links` INI QPs in all (every job's manager), grown if needed (any manager's thread).
     bool grow_completions(std::size_t links) noexcept;
+    // A link's queue took a refusal by requeueing (progress()): the link connects again.
+    void refused(SendQueue &queue) noexcept { cm_->reconnect(queue); }
     // A completion of the CQ whose kind is cm_receive or cm_send (progress() and the served channel's loop).
     void on_cm_completion(const ibv_wc &wc) noexcept;
     PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port, const TransportConfig &config,

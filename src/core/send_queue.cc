@@ -145,12 +145,15 @@ bool is_refusal(ibv_wc_status status) noexcept {
 
 }  // namespace
 
+bool SendQueue::would_requeue(const ibv_wc &wc) const noexcept {
+    if (!requeue_refused_ || !is_refusal(wc.status) || broken_ || stale(wc)) return false;
+    return age_of(wc.wr_id) < outstanding();
+}
+
 bool SendQueue::requeue_after(const ibv_wc &wc) noexcept {
+    if (!would_requeue(wc)) return false;
     const std::uint32_t age = age_of(wc.wr_id);
     const std::uint32_t count = outstanding();
-    if (age >= count) return false;
-    for (std::uint32_t i = age + 1; i < count; ++i)
-        if (ring_[(head_ + i) % depth_].op == nullptr) return false;
     // The ring is emptied and the queue closed before anyone is called: an owner called back may send again, and
     // that must queue behind the requeued ops, never reach the QP in the error state.
     SendOp *done = nullptr, **done_tail = &done;
@@ -164,6 +167,7 @@ bool SendQueue::requeue_after(const ibv_wc &wc) noexcept {
     SendOp *again = nullptr, *again_last = nullptr;
     for (std::uint32_t i = age + 1; i < count; ++i) {
         SendOp *op = ring_[(head_ + i) % depth_].op;
+        if (op == nullptr) continue;  // an idempotent report nobody owns: the next one says as much (see the header)
         op->next_pending = nullptr;
         (again_last != nullptr ? again_last->next_pending : again) = op;
         again_last = op;
@@ -171,7 +175,7 @@ bool SendQueue::requeue_after(const ibv_wc &wc) noexcept {
     const SourceKey connection = connection_;
     head_ = tail_;
     outstanding_callbacks_ = 0;
-    detach();  // the closed marker at the head, before what was queued already
+    detach();                // the closed marker at the head, before what was queued already
     if (again != nullptr) {  // right behind the marker: they were posted before anything queued
         again_last->next_pending = closed_marker_.next_pending;
         closed_marker_.next_pending = again;
@@ -194,7 +198,7 @@ ibv_wc_status SendQueue::on_completion(const ibv_wc &wc) noexcept {
     if (broken_) return IBV_WC_SUCCESS;  // flushes after the first error: already reported
     if (wc.status != IBV_WC_SUCCESS) {
         if (stale(wc)) return IBV_WC_SUCCESS;  // the flush of a QP left after a refusal
-        if (requeue_refused_ && is_refusal(wc.status) && requeue_after(wc)) return wc.status;
+        if (requeue_after(wc)) return wc.status;
         broken_ = true;
         open_ = false;
         fail_all(wc.status);

@@ -149,8 +149,12 @@ public:
     ibv_wc_status on_completion(const ibv_wc &wc) noexcept;
     // From now on a request the responder refused (REM_INV_REQ, REM_ACCESS_ERR: the SRQ or memory it names is
     // gone, its owner having died) costs only that request: see requeue_after(). For a queue whose every posted
-    // operation is kept until its completion (an op without a callback cannot be sent again).
+    // message is kept until its completion: an op without a callback cannot be sent again, so only idempotent
+    // reports whose loss the next one makes good may be posted without one (the eager rings' credit reports: a
+    // writer that hears of no room falls back to the SRQs, and the next report or piggybacked count catches up).
     void requeue_refused() noexcept { requeue_refused_ = true; }
+    // The error completion `wc` is a refusal this queue will take by requeueing (requeue_after), not by breaking.
+    bool would_requeue(const ibv_wc &wc) const noexcept;
     // The completion `wc` is of a QP this queue no longer posts to (it left it after a refusal).
     bool stale(const ibv_wc &wc) const noexcept {
         return requeue_refused_ && (qp_ == nullptr || wc.qp_num != qp_->qp_num);
@@ -244,7 +248,7 @@ private:
     // by the HCA without reaching anyone, go back to the head of the queue, in order, for the next connection: the
     // queue is closed, as after detach() (its owner makes the next connection), and nothing is delivered twice or
     // lost. False (nothing
-    // changed) when the refused request is not outstanding or a newer one has no owner to send it again.
+    // changed) when the refused request is not outstanding. A newer request without an owner is not sent again.
     bool requeue_after(const ibv_wc &wc) noexcept;
     void fail_all(ibv_wc_status status) noexcept;
 

@@ -19,8 +19,8 @@ xrc_run() {
 
 # expect_line OUT REGEX WHAT: the job printed its verified result line
 expect_line() {
-    grep -qE "$2" "$1" || die "$3: no line matching '$2'"
-    info "$3: $(grep -E "$2" "$1" | head -1)"
+    grep -aqE "$2" "$1" || die "$3: no line matching '$2'"
+    info "$3: $(grep -aE "$2" "$1" | head -1)"
 }
 
 # colls_and_onesided HOSTS WHAT [MPIRUN-ARGS...]: the verified collectives, then one-sided over osc/rdma with xrc as

@@ -103,14 +103,15 @@ TEST(AsyncEventPolicy, QpErrorsNameTheConnectionAndPeer) {
     tgt.rank = 7;
     tgt.node = 1;
     tgt.peer_qpn = 4321;
+    // A sender's TGT QP in the error state: let go; the sender decides from its own completion.
     for (auto t : {IBV_EVENT_QP_REQ_ERR, IBV_EVENT_QP_ACCESS_ERR, IBV_EVENT_QP_FATAL}) {
         d = decide(t, 0, tgt, 99);
-        EXPECT_EQ(d.verdict, EventVerdict::fatal);
+        EXPECT_EQ(d.verdict, EventVerdict::release_tgt);
         EXPECT_EQ(d.peer_rank, 7u);  // the sender is named
         EXPECT_NE(d.what.find("sender rank 7"), std::string::npos) << d.what;
     }
     // LAST_WQE_REACHED on a TGT QP in use: it left service.
-    EXPECT_EQ(decide(IBV_EVENT_QP_LAST_WQE_REACHED, 0, tgt, 99).verdict, EventVerdict::fatal);
+    EXPECT_EQ(decide(IBV_EVENT_QP_LAST_WQE_REACHED, 0, tgt, 99).verdict, EventVerdict::release_tgt);
     QpRole closing = tgt;
     closing.closing = true;
     EXPECT_EQ(decide(IBV_EVENT_QP_LAST_WQE_REACHED, 0, closing, 99).verdict, EventVerdict::ignore);

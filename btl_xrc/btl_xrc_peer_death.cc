@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A process of the job dies and the job goes on: User-Level Failure Mitigation (Open MPI 5.0, mpirun --with-ft
+// ulfm), mapped onto ob1. ob1 learns of a death from the runtime itself, but tells no BTL; so the BTL learns of it
+// from every source it has, and acts once per rank:
+//   - the runtime's event (PMIx: a process terminated), handed from the runtime's thread to progress;
+//   - a refused request: the dead rank's SRQ (or eager ring, or window) is gone with it, and its node's HCA refuses
+//     what still names it. The send queue takes the refusal at the cost of that request alone
+//     (xrc::SendQueue::requeue_refused: every send is kept until its completion, none inline without an owner),
+//     and the link connects again for the node's other ranks, which lose nothing.
+// Acting on a death: the rank's endpoints on every module send nothing more (their queue is one that refuses
+// everything: ob1 hears OPAL_ERR_UNREACH, which it turns into MPIX_ERR_PROC_FAILED), what was queued for it
+// completes with that error, its links and TGT QPs go (xrc::ConnectionManager::peer_died), and a death the BTL found
+// itself is reported to ob1 as that process's failure (non-fatal: ob1 marks it failed and tells the others).
+// Without ULFM (and on Open MPI 4.1) none of this runs: a death ends the job as before.
+#include "btl_xrc_frag.h"
+#include "btl_xrc_job.h"
+
+#include "src/core/port_transport.h"
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+namespace {
+
+bool ft_on = false;
+
+// Ranks the runtime said died, for progress (the runtime's thread must not call into ob1 or the core's queues).
+std::mutex deaths_mutex;
+std::vector<uint32_t> deaths;
+std::atomic<bool> deaths_pending{false};
+
+// The send queue of every dead rank's endpoint: broken from the start, so that a send to it fails at the post.
+xrc::SendQueue &refusing_queue() noexcept {
+    static xrc::SendQueue queue(1, 1, 0);
+    static const bool broken = (queue.fail(IBV_WC_REM_ABORT_ERR), true);
+    (void)broken;
+    return queue;
+}
+
+void runtime_says_died(uint32_t rank) noexcept {
+    try {
+        const std::lock_guard<std::mutex> guard(deaths_mutex);
+        deaths.push_back(rank);
+    } catch (...) {  // out of memory: its queued sends are refused by its node one by one instead
+        return;
+    }
+    deaths_pending.store(true, std::memory_order_release);
+    for (const auto &module : mca_btl_xrc_component.modules)
+        if (module->transport != nullptr) module->transport->raise();
+}
+
+}  // namespace
+
+void mca_btl_xrc_ft_init() noexcept {
+    ft_on = mca_btl_xrc_compat_ft_enabled();
+    (void)refusing_queue();
+    if (ft_on) mca_btl_xrc_compat_watch_deaths(runtime_says_died);
+}
+
+void mca_btl_xrc_ft_fini() noexcept {
+    if (ft_on) mca_btl_xrc_compat_unwatch_deaths();
+}
+
+bool mca_btl_xrc_ft_enabled() noexcept {
+    return ft_on;
+}
+
+void mca_btl_xrc_peer_died(uint32_t rank, const char *why) noexcept {
+    opal_proc_t *proc = nullptr;
+    mca_btl_xrc_module_t *reporter = nullptr;
+    for (const auto &module : mca_btl_xrc_component.modules) {
+        mca_btl_xrc_module_t *m = module.get();
+        if (m->transport == nullptr) continue;
+        const BtlXrcLock guard(m->lock);
+        mca_btl_base_endpoint_t *endpoint = mca_btl_xrc_endpoint_for(m, rank);
+        if (endpoint == nullptr || endpoint->dead) continue;
+        endpoint->dead = true;
+        m->transport->peer_died(rank);  // while the endpoint is still one of its link's peers: its queued sends go
+        m->transport->detach(endpoint->peer);
+        endpoint->peer.queue = &refusing_queue();
+        if (reporter == nullptr) {
+            reporter = m;
+            proc = endpoint->proc;
+        }
+    }
+    if (reporter == nullptr) return;
+    char message[512];
+    try {
+        snprintf(message, sizeof(message), "btl:xrc: %s: %s: rank %u (host %s) died: %s", opal_process_info.nodename,
+                 reporter->transport->rail_name().c_str(), rank, mca_btl_xrc_component.job->hostname_of(rank).c_str(),
+                 why != nullptr ? why : "the runtime said so");
+    } catch (...) {  // out of memory for the names
+        snprintf(message, sizeof(message), "btl:xrc: rank %u died", rank);
+    }
+    BTL_XRC_VERBOSE(1, "%s", message);
+    // The runtime's own word reached ob1 already; a death found here is ob1's news too (it marks the process failed,
+    // and tells the other processes).
+    if (why != nullptr && !reporter->finalizing && reporter->error_cb != nullptr && proc != nullptr)
+        reporter->error_cb(&reporter->super, MCA_BTL_ERROR_FLAGS_NONFATAL, proc, message);
+}
+
+void mca_btl_xrc_ft_serve() noexcept {
+    if (!deaths_pending.load(std::memory_order_acquire)) return;
+    std::vector<uint32_t> taken;
+    {
+        const std::lock_guard<std::mutex> guard(deaths_mutex);
+        taken.swap(deaths);
+        deaths_pending.store(false, std::memory_order_relaxed);
+    }
+    for (uint32_t rank : taken) mca_btl_xrc_peer_died(rank, nullptr);
+}

@@ -1,0 +1,55 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Needs root (returns 77 otherwise), the software HCA and an Open MPI built with User-Level Failure Mitigation
+# (Debian 13's 5.0.7: `mpirun --with-ft ulfm`; skipped elsewhere). A process dies and the job goes on
+# (tests/mpi/ulfm.c): 3 nodes x 2 ranks, rank 5 kills itself (SIGKILL); the survivors, each blocked in a receive
+# from it, learn of it (the receive fails), revoke, shrink, agree and run verified all-pairs messages, an allreduce
+# and a one-sided epoch on the shrunken communicator, then finalize. Over self,sm,tcp first (the control: what Open
+# MPI does with a transport it supports), then over self,sm,xrc (xrc carries every message between nodes).
+# Afterwards no node's HCA holds an object of the job. Then over xrc again with the storm: the victim dies while
+# the others send to it and, over the same connections, to its node-mate; its node refuses what still names it
+# (at least one refusal is seen), and the node-mate must get each of its messages once, in order.
+# ULFM_TEST_VICTIMS names other victims (comma-separated ranks, several die at once), ULFM_TEST_TRACE=1 has every
+# survivor print each step it finished, ULFM_TEST_VERBOSE sets btl_xrc_verbose (1).
+. "$(dirname "$0")/common.sh"
+. "$(dirname "$0")/xrc-common.sh"
+
+OMPI_INFO=$(dirname "$(command -v "$MPIRUN")")/ompi_info
+"$OMPI_INFO" 2>/dev/null | grep -q 'FT MPI support: yes' ||
+    skip "this Open MPI has no User-Level Failure Mitigation (ompi_info: FT MPI support)"
+[ -x "$MPI_DIR/ulfm" ] || die "ulfm not built at $MPI_DIR/ulfm (make -C tests/mpi ulfm)"
+victims=${ULFM_TEST_VICTIMS:-5}
+
+up_cluster 3 2
+out=$WORKDIR/out
+# run_ulfm BTLS: the job over BTLS (with $storm=1: the storm); how soon the survivors learned of the death
+run_ulfm() {
+    local btls=$1 killed learned
+    XRC_MPIRUN_ARGS="--with-ft ulfm -x ULFM_STORM=${storm:-0} -x ULFM_VICTIMS=$victims -x ULFM_ONESIDED=1 -x ULFM_TRACE=${ULFM_TEST_TRACE:-0} --mca btl_xrc_verbose ${ULFM_TEST_VERBOSE:-1}" \
+        xrc_run "$out" nodeA:2,nodeB:2,nodeC:2 "$btls" "$MPI_DIR/ulfm" ||
+        die "over $btls the survivors did not finish cleanly (exit $?)"
+    expect_line "$out" "ulfm: OK survivors=$((6 - $(echo "$victims" | tr ',' '\n' | wc -l))) .*errors=0" \
+        "over $btls, victims $victims"
+    killed=$(sed -n 's/^ulfm: rank [0-9]* killed at \([0-9.]*\)$/\1/p' "$out" | sort -n | head -1)
+    learned=$(sed -n "s/^ulfm: rank [0-9]* learned of rank [0-9]*'s death at \([0-9.]*\) .*/\1/p" "$out" | sort -n)
+    [ -n "$killed" ] && [ -n "$learned" ] || die "over $btls: no kill or detection time printed"
+    info "over $btls${storm:+ (storm)}: every survivor learned of the death within" \
+        "$(awk -v a="$killed" -v b="$(echo "$learned" | tail -1)" 'BEGIN { printf "%.3f", b - a }') s of its SIGKILL" \
+        "(the first after $(awk -v a="$killed" -v b="$(echo "$learned" | head -1)" 'BEGIN { printf "%.3f", b - a }') s)"
+}
+run_ulfm self,sm,tcp
+run_ulfm self,sm,xrc
+expect_no_objects
+# The storm: the victim dies with sends to it in flight, queued on the same connections as its node-mates'
+# (tests/mpi/ulfm.c): its node refuses them, and the node-mates' must each arrive once, in order.
+storm=1 run_ulfm self,sm,xrc
+mates=$(grep -ac "ulfm: rank [0-9]* ([^)]*) received [0-9]* storm messages, each once and in order" "$out")
+[ "$mates" -ge 1 ] || die "the storm: no node-mate of the victim received its messages"
+info "the storm: $(grep -a "storm messages" "$out" | sed 's/^ulfm: //' | paste -sd';' | sed 's/;/; /g')"
+refused=$(grep -ac "btl:xrc: .*: refused: .*goes out again over a new connection" "$out")
+[ "$refused" -ge 1 ] || die "the storm: no request to the victim was refused (nothing in flight at its death?)"
+first=$(grep -ac "died: its node's HCA refused" "$out")
+info "the storm: $refused refused request(s), each cost a new connection and nothing else;" \
+    "$first process(es) learned of the death from one (the others from the runtime)"
+expect_no_objects
+info "PASS"

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A process of the job dies (User-Level Failure Mitigation): the connection manager drops what was queued for it,
+// connects to its node through a live rank from then on, releases the TGT QPs it had as a sender, and a request
+// its node refused (its SRQ gone with it) costs only that request: the link connects again, through a live rank,
+// for what followed it.
+#include "cm_test_net.h"
+
+#include <gtest/gtest.h>
+
+using namespace xrc;
+using namespace xrc::cm_test;
+
+namespace {
+
+CmConfig requeueing() {
+    CmConfig c;
+    c.requeue_refused = true;
+    c.reciprocate = false;
+    return c;
+}
+
+}  // namespace
+
+TEST(ConnectionManagerPeerDeath, ADeadRanksQueuedSendsAreDroppedAndItsNodeIsReachedThroughALiveRank) {
+    Net net(2, 2, requeueing());  // ranks 0, 1 on node 0; 2, 3 on node 1
+    Message a, b;
+    send(net[0], 2, a);  // rank 2 is the first wanted: the link would go through it
+    send(net[0], 3, b);
+    NodeLink &link = *net[0].peer(2).link;
+    net[0].cm().peer_died(2);
+    EXPECT_TRUE(net[0].cm().is_dead(2));
+    net.run();
+    EXPECT_TRUE(a.done);
+    EXPECT_EQ(a.status, IBV_WC_REM_ABORT_ERR);
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    EXPECT_EQ(link.owner(), 3u);
+    EXPECT_EQ(net[3].cm().owned_tgts(), 1u);
+    EXPECT_EQ(net[2].cm().owned_tgts(), 0u);
+    ASSERT_EQ(ini_of(link)->posted.size(), 1u);
+    EXPECT_EQ(ini_of(link)->posted[0].qp_type.xrc.remote_srqn, net[3].address().srqs.front().srq_num);
+    EXPECT_TRUE(net[0].failures.empty());
+}
+
+TEST(ConnectionManagerPeerDeath, TheTgtQpsADeadSenderHadGoAndItsLateConnectMakesNothing) {
+    Net net(2, 2, requeueing());
+    Message a;
+    send(net[0], 2, a);
+    net.run();
+    complete_all(*net[0].peer(2).link);
+    ASSERT_EQ(net[2].cm().owned_tgts(), 1u);
+    net[2].cm().peer_died(0);
+    EXPECT_EQ(net[2].cm().owned_tgts(), 0u);
+    EXPECT_EQ(net.live_tgts(), 0u);
+}
+
+// Rank 2 made the TGT QP of rank 0's link to node 1 and dies with sends to it and to rank 3 in flight: its node
+// refuses the first one to it; the older sends were executed, the refused one fails, and the newer ones to rank 3
+// go out again, once, over a new connection through rank 3 (those to rank 2 are dropped).
+TEST(ConnectionManagerPeerDeath, ARefusalReconnectsThroughALiveRankAndSendsWhatFollowedItOnce) {
+    Net net(2, 2, requeueing());
+    Message x;
+    send(net[0], 2, x);
+    net.run();
+    NodeLink &link = *net[0].peer(2).link;
+    complete_all(link);
+    FakeQp *first = ini_of(link);
+    const std::uint32_t first_qpn = first->qp.qp_num;
+    const std::uint32_t generation = link.generation();
+    Message older, refused, later3, later2;
+    send(net[0], 3, older);
+    send(net[0], 2, refused);
+    send(net[0], 3, later3);
+    send(net[0], 2, later2);
+    ASSERT_EQ(first->posted.size(), 5u);
+    net[0].cm().peer_died(2);  // the BTL learns it from the refusal's report, before the queue takes it
+    ibv_wc wc{};
+    wc.wr_id = first->posted[2].wr_id;
+    wc.qp_num = first_qpn;
+    wc.status = IBV_WC_REM_INV_REQ_ERR;
+    ASSERT_TRUE(link.queue().would_requeue(wc));
+    EXPECT_EQ(link.queue().on_completion(wc), IBV_WC_REM_INV_REQ_ERR);
+    EXPECT_FALSE(link.queue().broken());
+    net[0].cm().reconnect(link.queue());
+    EXPECT_TRUE(older.done);
+    EXPECT_EQ(older.status, IBV_WC_SUCCESS);
+    EXPECT_TRUE(refused.done);
+    EXPECT_EQ(refused.status, IBV_WC_REM_INV_REQ_ERR);
+    net.run();
+    EXPECT_TRUE(later2.done);
+    EXPECT_EQ(later2.status, IBV_WC_REM_ABORT_ERR);
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    EXPECT_GT(link.generation(), generation);
+    EXPECT_EQ(link.owner(), 3u);
+    FakeQp *second = ini_of(link);
+    ASSERT_NE(second->qp.qp_num, first_qpn);
+    ASSERT_EQ(second->posted.size(), 1u);  // later3, once
+    EXPECT_EQ(second->posted[0].qp_type.xrc.remote_srqn, net[3].address().srqs.front().srq_num);
+    EXPECT_FALSE(later3.done);
+    complete_all(link);
+    EXPECT_TRUE(later3.done);
+    EXPECT_EQ(later3.status, IBV_WC_SUCCESS);
+    EXPECT_TRUE(net[0].failures.empty());
+    EXPECT_EQ(net[3].cm().owned_tgts(), 1u);
+}
