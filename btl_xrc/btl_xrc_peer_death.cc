@@ -20,16 +20,30 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace {
 
 bool ft_on = false;
 
-// Ranks the runtime said died, for progress (the runtime's thread must not call into ob1 or the core's queues).
+// Ranks the runtime said died, for progress (the runtime's thread must not call into ob1 or the core's queues), and
+// the deaths found here that ob1 is still to hear of: told from the next progress call, outside the completion
+// loop that found them (a send queue may be half-way through taking a refusal there).
+struct DeathReport {
+    opal_proc_t *proc;
+    std::string message;
+};
 std::mutex deaths_mutex;
 std::vector<uint32_t> deaths;
+std::vector<DeathReport> reports;
 std::atomic<bool> deaths_pending{false};
+
+void raise_all() noexcept {
+    deaths_pending.store(true, std::memory_order_release);
+    for (const auto &module : mca_btl_xrc_component.modules)
+        if (module->transport != nullptr) module->transport->raise();
+}
 
 // The send queue of every dead rank's endpoint: broken from the start, so that a send to it fails at the post.
 xrc::SendQueue &refusing_queue() noexcept {
@@ -46,9 +60,7 @@ void runtime_says_died(uint32_t rank) noexcept {
     } catch (...) {  // out of memory: its queued sends are refused by its node one by one instead
         return;
     }
-    deaths_pending.store(true, std::memory_order_release);
-    for (const auto &module : mca_btl_xrc_component.modules)
-        if (module->transport != nullptr) module->transport->raise();
+    raise_all();
 }
 
 }  // namespace
@@ -96,18 +108,32 @@ void mca_btl_xrc_peer_died(uint32_t rank, const char *why) noexcept {
     }
     BTL_XRC_VERBOSE(1, "%s", message);
     // The runtime's own word reached ob1 already; a death found here is ob1's news too (it marks the process failed,
-    // and tells the other processes).
-    if (why != nullptr && !reporter->finalizing && reporter->error_cb != nullptr && proc != nullptr)
-        reporter->error_cb(&reporter->super, MCA_BTL_ERROR_FLAGS_NONFATAL, proc, message);
+    // and tells the other processes), from the next progress call.
+    if (why == nullptr || proc == nullptr) return;
+    try {
+        const std::lock_guard<std::mutex> guard(deaths_mutex);
+        reports.push_back({proc, message});
+    } catch (...) {  // out of memory: ob1 hears of it from the runtime only
+        return;
+    }
+    raise_all();
 }
 
 void mca_btl_xrc_ft_serve() noexcept {
     if (!deaths_pending.load(std::memory_order_acquire)) return;
     std::vector<uint32_t> taken;
+    std::vector<DeathReport> told;
     {
         const std::lock_guard<std::mutex> guard(deaths_mutex);
         taken.swap(deaths);
+        told.swap(reports);
         deaths_pending.store(false, std::memory_order_relaxed);
     }
     for (uint32_t rank : taken) mca_btl_xrc_peer_died(rank, nullptr);
+    for (DeathReport &report : told)
+        for (const auto &module : mca_btl_xrc_component.modules)
+            if (module->transport != nullptr && !module->finalizing && module->error_cb != nullptr) {
+                module->error_cb(&module->super, MCA_BTL_ERROR_FLAGS_NONFATAL, report.proc, report.message.data());
+                break;
+            }
 }

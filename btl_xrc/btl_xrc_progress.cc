@@ -245,6 +245,9 @@ void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *m, const xrc::NodeLin
 
 void mca_btl_xrc_report_error(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const char *what) noexcept {
     opal_proc_t *proc = endpoint != nullptr ? endpoint->proc : nullptr;
+    // Under ULFM ob1 takes an error naming a process for that process's death, and the job goes on without it: a
+    // failure of ours that no death explains names nobody, so the job ends (with the message) instead.
+    opal_proc_t *culprit = mca_btl_xrc_ft_enabled() && endpoint != nullptr && !endpoint->dead ? nullptr : proc;
     char peer[128] = "";
     if (proc != nullptr) {
         const char *peer_host = mca_btl_xrc_proc_hostname(proc);
@@ -257,9 +260,10 @@ void mca_btl_xrc_report_error(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *
     if (m->finalizing) {
         ++m->finalize_errors;
         opal_output(0, "%s (during MPI_Finalize: work accepted earlier was not delivered)", message);
-    } else if (m->error_cb != nullptr)
-        m->error_cb(&m->super, MCA_BTL_ERROR_FLAGS_FATAL, proc, message);
-    else
+    } else if (m->error_cb != nullptr) {
+        if (culprit != proc) opal_output(0, "%s", message);
+        m->error_cb(&m->super, MCA_BTL_ERROR_FLAGS_FATAL, culprit, message);
+    } else
         opal_output(0, "%s", message);
 }
 
