@@ -802,15 +802,20 @@ void ConnectionManager::peer_died(std::uint32_t rank) noexcept {
         it = it->second.sender == rank ? release_owned(it) : std::next(it);
     std::erase_if(notices_, [rank](const CloseNotice &n) { return n.rank == rank; });
     std::erase_if(address_notices_, [rank](const AddressNotice &n) { return n.rank == rank; });
+    // SRQ numbers are the node's HCA's: only what is queued on the link to the dead rank's port names them.
+    const PortAddress *address = host_.address_of(rank);
+    const std::uint64_t dead_port = address != nullptr ? port_identity(*address) : 0;
     std::vector<std::uint32_t> srqns;
     try {
-        if (const PortAddress *address = host_.address_of(rank); address != nullptr)
+        if (address != nullptr)
             for (const SrqEntry &srq : address->srqs) srqns.push_back(srq.srq_num);
-        dead_srqns_.insert(dead_srqns_.end(), srqns.begin(), srqns.end());
+        auto &known = dead_srqns_[dead_port];
+        known.insert(known.end(), srqns.begin(), srqns.end());
     } catch (...) {  // out of memory: its queued sends go out and are refused one by one
     }
     for (auto &[port, owned_link] : links_) {
         NodeLink &link = *owned_link;
+        if (port != dead_port) continue;
         if (!srqns.empty()) drop_dead_later(link, srqns, std::to_string(rank));
         if (link.owner_ != rank) continue;
         const std::uint32_t next = live_rank_of(link);
@@ -867,7 +872,8 @@ void ConnectionManager::reconnect(const SendQueue &queue) noexcept {
     host_.note("a request to node " + std::to_string(link.node_) + " was refused: connecting again (through rank " +
                std::to_string(link.owner_) + ") for what followed it");
     // What was posted to the dead before its death was known came back with the rest: it goes, not out again.
-    if (!dead_srqns_.empty()) drop_dead_later(link, dead_srqns_, "that died");
+    if (auto dead = dead_srqns_.find(link.port_); dead != dead_srqns_.end() && !dead->second.empty())
+        drop_dead_later(link, dead->second, "that died");
     if (link.queue_.has_pending()) wanted(link);
 }
 

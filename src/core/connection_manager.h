@@ -601,9 +601,9 @@ private:
     // Died (peer_died): never chosen, never waited for; their SRQs' numbers (what was posted to them before their
     // death was known comes back with the sends a refusal requeued).
     std::unordered_set<std::uint32_t> dead_ranks_;
-    std::vector<std::uint32_t> dead_srqns_;
-    ConnectionManager *handle_keeper_ = nullptr;  // null: handles are held here
-    std::atomic<bool> *also_due_ = nullptr;       // raised with due_ (JobManagers::busy)
+    std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> dead_srqns_;  // by port_identity() of their node
+    ConnectionManager *handle_keeper_ = nullptr;                                // null: handles are held here
+    std::atomic<bool> *also_due_ = nullptr;                                     // raised with due_ (JobManagers::busy)
 };
 
 }  // namespace xrc

@@ -139,8 +139,11 @@ const SendOp *SendQueue::failed_op(const ibv_wc &wc) const noexcept {
 
 namespace {
 
+// The responder refused the request and went to the error state with it: remote invalid request (the SRQ it names
+// is gone), remote access (the memory or ring is gone), remote operation error (the SRQ was still there but the
+// receive buffer's registration was not: its process was being torn down).
 bool is_refusal(ibv_wc_status status) noexcept {
-    return status == IBV_WC_REM_INV_REQ_ERR || status == IBV_WC_REM_ACCESS_ERR;
+    return status == IBV_WC_REM_INV_REQ_ERR || status == IBV_WC_REM_ACCESS_ERR || status == IBV_WC_REM_OP_ERR;
 }
 
 }  // namespace

@@ -147,11 +147,11 @@ public:
     // refusal that requeue_refused() allows and requeue_after() could take: the queue is then closed, not broken.
     // A completion of a QP the queue no longer posts to (the flush of one it left) is ignored.
     ibv_wc_status on_completion(const ibv_wc &wc) noexcept;
-    // From now on a request the responder refused (REM_INV_REQ, REM_ACCESS_ERR: the SRQ or memory it names is
-    // gone, its owner having died) costs only that request: see requeue_after(). For a queue whose every posted
-    // message is kept until its completion: an op without a callback cannot be sent again, so only idempotent
-    // reports whose loss the next one makes good may be posted without one (the eager rings' credit reports: a
-    // writer that hears of no room falls back to the SRQs, and the next report or piggybacked count catches up).
+    // From now on a request the responder refused (REM_INV_REQ, REM_ACCESS_ERR, REM_OP_ERR: the SRQ, memory or
+    // receive buffer it names is gone, its owner having died) costs only that request: see requeue_after(). For a queue
+    // whose every posted message is kept until its completion: an op without a callback cannot be sent again, so only
+    // idempotent reports whose loss the next one makes good may be posted without one (the eager rings' credit reports:
+    // a writer that hears of no room falls back to the SRQs, and the next report or piggybacked count catches up).
     void requeue_refused() noexcept { requeue_refused_ = true; }
     // The error completion `wc` is a refusal this queue will take by requeueing (requeue_after), not by breaking.
     bool would_requeue(const ibv_wc &wc) const noexcept;

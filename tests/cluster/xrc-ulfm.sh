@@ -8,7 +8,8 @@
 # MPI does with a transport it supports), then over self,sm,xrc (xrc carries every message between nodes).
 # Afterwards no node's HCA holds an object of the job. Then over xrc again with the storm: the victim dies while
 # the others send to it and, over the same connections, to its node-mate; its node refuses what still names it
-# (at least one refusal is seen), and the node-mate must get each of its messages once, in order.
+# (at least one refusal is seen), and the node-mate must get each of its messages once, in order. Last, two ranks
+# die at once on two nodes (2 and 4) during a storm.
 # ULFM_TEST_VICTIMS names other victims (comma-separated ranks, several die at once), ULFM_TEST_TRACE=1 has every
 # survivor print each step it finished, ULFM_TEST_VERBOSE sets btl_xrc_verbose (1).
 . "$(dirname "$0")/common.sh"
@@ -52,4 +53,6 @@ first=$(grep -ac "died: its node's HCA refused" "$out")
 info "the storm: $refused refused request(s), each cost a new connection and nothing else;" \
     "$first process(es) learned of the death from one (the others from the runtime)"
 expect_no_objects
+# Two deaths at once, on two nodes, each its node's first rank (the one most connections went through), in a storm.
+[ -n "${ULFM_TEST_VICTIMS:-}" ] || { victims=2,4 storm=1 run_ulfm self,sm,xrc && expect_no_objects; }
 info "PASS"

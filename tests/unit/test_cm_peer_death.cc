@@ -102,3 +102,24 @@ TEST(ConnectionManagerPeerDeath, ARefusalReconnectsThroughALiveRankAndSendsWhatF
     EXPECT_TRUE(net[0].failures.empty());
     EXPECT_EQ(net[3].cm().owned_tgts(), 1u);
 }
+
+// SRQ numbers are each node's HCA's own: a rank on another node may have the dead rank's numbers, and what is queued
+// for it stays (only the dead rank's own node's link drops what names them).
+TEST(ConnectionManagerPeerDeath, OnlyTheDeadRanksNodeDropsWhatNamesItsSrqNumbers) {
+    Net net(3, 2, requeueing());  // ranks 0, 1 on node 0; 2, 3 on node 1; 4, 5 on node 2
+    // Rank 4 on node 2 has the numbers rank 2 (node 1) has, as two HCAs may well give.
+    net[0].peer(4).srqs = net[0].peer(2).srqs;
+    Message to2, to4;
+    send(net[0], 2, to2);
+    send(net[0], 4, to4);
+    net[0].cm().peer_died(2);
+    net.run();
+    EXPECT_TRUE(to2.done);
+    EXPECT_EQ(to2.status, IBV_WC_REM_ABORT_ERR);
+    EXPECT_FALSE(to4.done);  // queued for a live rank of another node: sent, waiting for its completion
+    NodeLink &link = *net[0].peer(4).link;
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    ASSERT_EQ(ini_of(link)->posted.size(), 1u);
+    complete_all(link);
+    EXPECT_EQ(to4.status, IBV_WC_SUCCESS);
+}

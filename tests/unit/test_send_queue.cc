@@ -444,3 +444,20 @@ TEST(SendQueue, ARefusalLeavesOutNewerRequestsNobodyOwns) {
     ASSERT_EQ(g_done.size(), 2u);
     EXPECT_EQ(g_done[1], std::make_pair(&owned, IBV_WC_SUCCESS));
 }
+
+// A remote operation error (the receive buffer's registration gone with a dying process) is a refusal too.
+TEST(SendQueue, ARemoteOperationErrorIsARefusal) {
+    FakeQp f;
+    SendQueue q(8, 1, 0);
+    q.requeue_refused();
+    q.open(&f.qp);
+    g_done.clear();
+    SendOp a, b;
+    a.on_complete = b.on_complete = record;
+    ASSERT_EQ(q.post_or_queue(a), 0);
+    ASSERT_EQ(q.post_or_queue(b), 0);
+    EXPECT_EQ(q.on_completion(completion_of(0, IBV_WC_REM_OP_ERR)), IBV_WC_REM_OP_ERR);
+    EXPECT_FALSE(q.broken());
+    ASSERT_EQ(g_done.size(), 1u);
+    EXPECT_EQ(g_done[0], std::make_pair(&a, IBV_WC_REM_OP_ERR));
+}
