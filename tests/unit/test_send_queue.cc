@@ -40,11 +40,18 @@ void record(SendOp *op, ibv_wc_status status) noexcept {
     g_done.emplace_back(op, status);
 }
 
-ibv_wc completion(SendQueue &q, ibv_wc_status status = IBV_WC_SUCCESS) {
+ibv_wc completion_for(std::uint64_t wr_id, ibv_wc_status status) {
     ibv_wc wc{};
-    wc.wr_id = reinterpret_cast<std::uintptr_t>(&q);
+    wc.wr_id = wr_id;
     wc.status = status;
     return wc;
+}
+ibv_wc completion(SendQueue &q, ibv_wc_status status = IBV_WC_SUCCESS) {
+    return completion_for(reinterpret_cast<std::uintptr_t>(&q), status);
+}
+// A completion naming the request posted `index`-th (0: the first) on the fake QP.
+ibv_wc completion_of(std::size_t index, ibv_wc_status status) {
+    return completion_for(g_posted.at(index).wr_id, status);
 }
 
 }  // namespace
@@ -322,26 +329,22 @@ TEST(SendQueue, ACompletionRetiresUpToTheRequestItNamesAndCallsBackInOrder) {
     EXPECT_EQ(q.outstanding_callbacks(), 0u);
 }
 
-namespace {
-
-// A completion naming the request posted `index`-th (0: the first) on the fake QP.
-ibv_wc completion_of(std::size_t index, ibv_wc_status status) {
-    ibv_wc wc{};
-    wc.wr_id = g_posted.at(index).wr_id;
-    wc.status = status;
-    return wc;
-}
-
-}  // namespace
+// A queue of 8 that requeues after a refusal, open on a fake QP, with nothing recorded as done yet.
+struct RequeueingQueue {
+    FakeQp f;
+    SendQueue q;
+    explicit RequeueingQueue(std::uint32_t signal_interval) : q(8, signal_interval, 0) {
+        q.requeue_refused();
+        q.open(&f.qp);
+        g_done.clear();
+    }
+};
 
 // A refused request (its SRQ gone with its dying owner) costs only itself: the responder executed the older ones
 // and none of the newer ones, which go out again, in order and before what was queued, on the next connection.
 TEST(SendQueue, ARefusalCompletesTheOlderRequeuesTheNewerAndClosesTheQueue) {
-    FakeQp f;
-    SendQueue q(8, 4, 0);
-    q.requeue_refused();
-    q.open(&f.qp);
-    g_done.clear();
+    RequeueingQueue rq(4);
+    SendQueue &q = rq.q;
     std::vector<SendOp> ops(10);
     for (auto &op : ops) {
         op.on_complete = record;
@@ -376,11 +379,8 @@ TEST(SendQueue, ARefusalCompletesTheOlderRequeuesTheNewerAndClosesTheQueue) {
 
 // A callback of an older request that sends again while the refusal is handled queues behind the requeued ones.
 TEST(SendQueue, ASendFromACallbackDuringARefusalQueuesBehindTheRequeued) {
-    FakeQp f;
-    SendQueue q(8, 1, 0);
-    q.requeue_refused();
-    q.open(&f.qp);
-    g_done.clear();
+    RequeueingQueue rq(1);
+    SendQueue &q = rq.q;
     static SendQueue *queue;
     static SendOp resent;
     queue = &q;
@@ -427,11 +427,8 @@ TEST(SendQueue, ARefusalBreaksTheQueueWhenItCannotRequeue) {
 
 // A newer request nobody owns (an idempotent report, a temporary) is not sent again; the owned ones are.
 TEST(SendQueue, ARefusalLeavesOutNewerRequestsNobodyOwns) {
-    FakeQp f;
-    SendQueue q(8, 1, 0);
-    q.requeue_refused();
-    q.open(&f.qp);
-    g_done.clear();
+    RequeueingQueue rq(1);
+    SendQueue &q = rq.q;
     SendOp refused, report, owned;
     refused.on_complete = owned.on_complete = record;
     for (SendOp *op : {&refused, &report, &owned}) ASSERT_EQ(q.post_or_queue(*op), 0);
@@ -447,11 +444,8 @@ TEST(SendQueue, ARefusalLeavesOutNewerRequestsNobodyOwns) {
 
 // A remote operation error (the receive buffer's registration gone with a dying process) is a refusal too.
 TEST(SendQueue, ARemoteOperationErrorIsARefusal) {
-    FakeQp f;
-    SendQueue q(8, 1, 0);
-    q.requeue_refused();
-    q.open(&f.qp);
-    g_done.clear();
+    RequeueingQueue rq(1);
+    SendQueue &q = rq.q;
     SendOp a, b;
     a.on_complete = b.on_complete = record;
     ASSERT_EQ(q.post_or_queue(a), 0);
