@@ -20,8 +20,9 @@ struct mca_btl_base_endpoint_t {
     mca_btl_base_endpoint_t *forward_to;
     // This rail refused RDMA toward the peer after it was lost, and said so (once).
     bool rdma_refusal_said;
-    // The peer process died (User-Level Failure Mitigation, btl_xrc_peer_death.cc): nothing more is sent to it, and
-    // what fails toward it fails with OPAL_ERR_UNREACH. Never cleared.
+    // The peer process died (User-Level Failure Mitigation, btl_xrc_peer_death.cc): a send to it fails at the post
+    // with OPAL_ERR_UNREACH, a send's completion calls nobody back, an RDMA operation's reports OPAL_ERR_UNREACH.
+    // Never cleared.
     bool dead;
     // A process of another job (MPI_Comm_spawn, connect/accept): not in the module's rank table, no failover (the
     // other rails' tables are by rank of this job) and no eager RDMA ring.

@@ -8,9 +8,10 @@
 //     (xrc::SendQueue::requeue_refused: every send is kept until its completion, none inline without an owner),
 //     and the link connects again for the node's other ranks, which lose nothing.
 // Acting on a death: the rank's endpoints on every module send nothing more (their queue is one that refuses
-// everything: ob1 hears OPAL_ERR_UNREACH, which it turns into MPIX_ERR_PROC_FAILED), what was queued for it
-// completes with that error, its links and TGT QPs go (xrc::ConnectionManager::peer_died), and a death the BTL found
-// itself is reported to ob1 as that process's failure (non-fatal: ob1 marks it failed and tells the others).
+// everything: ob1 hears OPAL_ERR_UNREACH, which it turns into MPIX_ERR_PROC_FAILED), what was queued for it is
+// dropped without calling ob1 back (mca_btl_xrc_send_complete says why), its links and TGT QPs go
+// (xrc::ConnectionManager::peer_died), and a death the BTL found itself is reported to ob1 as that process's failure
+// (non-fatal: ob1 marks it failed and tells the others).
 // Without ULFM (and on Open MPI 4.1) none of this runs: a death ends the job as before.
 #include "btl_xrc_frag.h"
 #include "btl_xrc_job.h"

@@ -243,10 +243,10 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
                                           const ibv_wc &wc) noexcept {
     try {
         const xrc::SendOp *failed = queue.failed_op(wc);
+        const char *own = failed != nullptr ? m->transport->own_operation(failed) : nullptr;
         if (queue.would_requeue(wc)) {
             // A refusal the queue takes at the cost of this request alone (ULFM, one rail): what it named is
             // gone, so its process died; the link connects again for the others (btl_xrc_peer_death.cc).
-            const char *own = failed != nullptr ? m->transport->own_operation(failed) : nullptr;
             const std::string what = (own != nullptr      ? std::string(own)
                                       : failed != nullptr ? xrc::describe_operation(failed->wr)
                                                           : std::string("a request")) +
@@ -261,7 +261,6 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
             return;
         }
         mca_btl_base_endpoint_t *endpoint = nullptr;
-        const char *own = failed != nullptr ? m->transport->own_operation(failed) : nullptr;
         // Where the queue goes, for operations that name no peer of their own: the node's link (its rank and host),
         // or this node's loopback.
         std::string toward;

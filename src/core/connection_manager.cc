@@ -769,12 +769,11 @@ void ConnectionManager::answer_reject(const CmMessage &m) noexcept {
         // The rank chosen to make the TGT QP is leaving, but sends wait for other ranks of its node: through one
         // of them instead.
         if (m.reason == CmReject::Finalizing && link->queue_.has_pending()) {
-            for (const Peer *peer : link->peers_) {
-                if (peer->rank == link->owner_ || finalized_ranks_.count(peer->rank) != 0) continue;
+            if (const std::uint32_t next = live_rank_of(*link); next != UINT32_MAX) {
                 NodeLink &l = *link;
                 abandon(l);
-                l.owner_ = peer->rank;
-                host_.note(why + "; connecting through rank " + std::to_string(peer->rank) + " instead");
+                l.owner_ = next;
+                host_.note(why + "; connecting through rank " + std::to_string(next) + " instead");
                 start_later(l);
                 return;
             }
@@ -813,22 +812,21 @@ void ConnectionManager::peer_died(std::uint32_t rank) noexcept {
         known.insert(known.end(), srqns.begin(), srqns.end());
     } catch (...) {  // out of memory: its queued sends go out and are refused one by one
     }
-    for (auto &[port, owned_link] : links_) {
-        NodeLink &link = *owned_link;
-        if (port != dead_port) continue;
-        if (!srqns.empty()) drop_dead_later(link, srqns, std::to_string(rank));
-        if (link.owner_ != rank) continue;
-        const std::uint32_t next = live_rank_of(link);
-        if (next == UINT32_MAX) continue;  // nobody left there to connect through: its sends are dropped above
-        host_.note("rank " + std::to_string(rank) + " died: the connection to node " + std::to_string(link.node_) +
-                   " goes through rank " + std::to_string(next) + " from now on");
-        link.owner_ = next;
-        if (link.state_ == NodeLink::State::connected || link.state_ == NodeLink::State::draining)
-            link.creator_gone_ = true;
-        if (link.state_ == NodeLink::State::connecting) {
-            abandon(link);
-            if (link.queue_.has_pending()) start_later(link);
-        }
+    const auto found = links_.find(dead_port);  // the one link to its node (links are keyed by port)
+    if (address == nullptr || found == links_.end()) return;
+    NodeLink &link = *found->second;
+    if (!srqns.empty()) drop_dead_later(link, srqns, std::to_string(rank));
+    if (link.owner_ != rank) return;
+    const std::uint32_t next = live_rank_of(link);
+    if (next == UINT32_MAX) return;  // nobody left there to connect through: its sends are dropped above
+    host_.note("rank " + std::to_string(rank) + " died: the connection to node " + std::to_string(link.node_) +
+               " goes through rank " + std::to_string(next) + " from now on");
+    link.owner_ = next;
+    if (link.state_ == NodeLink::State::connected || link.state_ == NodeLink::State::draining)
+        link.creator_gone_ = true;
+    if (link.state_ == NodeLink::State::connecting) {
+        abandon(link);
+        if (link.queue_.has_pending()) start_later(link);
     }
 }
 
