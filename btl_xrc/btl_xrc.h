@@ -199,7 +199,11 @@ int mca_btl_xrc_module_init(mca_btl_xrc_module_t *module, bool threads) noexcept
 // btl_xrc_failover.cc: with more than one module, one rail's loss is survived (docs/architecture.md, "Losing a rail").
 // Chosen once at btl_init, when there is more than one module: the modules' sends become the variants that keep
 // every posted fragment until its completion and forward what their rail no longer carries.
-void mca_btl_xrc_failover_enable(mca_btl_xrc_module_t *module, bool threads) noexcept;
+// With `outage` (one rail, btl_xrc_outage_limit): the same variants, and what a timeout hands back (the port or path
+// down past the retry budget) goes out again over the same rail's next connection.
+void mca_btl_xrc_failover_enable(mca_btl_xrc_module_t *module, bool threads, bool outage = false) noexcept;
+// True when sends that time out are sent again over the same rail (mca_btl_xrc_failover_enable's `outage`).
+bool mca_btl_xrc_outage_enabled() noexcept;
 // The module's rail no longer reaches `endpoint`'s peer: true when another rail does (the endpoint forwards to it
 // from now on, and this is reported once per node), false when none does (the caller ends the job as before).
 bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,

@@ -103,6 +103,18 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
         config.cm.requeue_refused = true;
         config.max_inline = 0;
     }
+    // One rail with btl_xrc_outage_limit: an outage past the retry budget is ridden through (btl_xrc_failover.cc):
+    // every send is kept until its completion (none inline) and numbered, so that what a timeout hands back goes
+    // out again over the next connection and the receiver drops what it had. Several rails fail over instead; under
+    // ULFM a refusal is a death, not an outage.
+    const bool outage =
+        config.cm.outage_limit_us != 0 && !failover && !mca_btl_xrc_ft_enabled() && report.usable_port_count() == 1;
+    if (outage) {
+        config.max_inline = 0;
+    } else {
+        config.cm.outage_limit_us = 0;
+        config.port_down_grace_us = xrc::port_down_grace_us(mca_btl_xrc_component.params);
+    }
     for (auto &opened : report.devices) {
         auto device = std::make_shared<xrc::OpenedDevice>(std::move(opened));
         for (const auto &port : device->ports) {
@@ -179,6 +191,10 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
         // Said once per process, so that a job's log shows whether a lost rail would end it or be survived.
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: rail failover on: the loss of one of %d rails is survived",
                         opal_process_info.nodename, n);
+    } else if (outage && n == 1) {
+        mca_btl_xrc_failover_enable(modules.front().get(), threads, true);
+        BTL_XRC_VERBOSE(1, "btl:xrc: %s: outages past the retry budget ridden through for up to %d s",
+                        opal_process_info.nodename, mca_btl_xrc_component.params.outage_limit);
     }
     // Read by the BML when it registers our progress, after btl_init: chosen once, like the modules' sends.
     // With failover, the one that also counts each SRQ message's source (what a rail delivered, btl_xrc_failover.cc).

@@ -33,6 +33,7 @@
 namespace {
 
 bool failover_on = false;
+bool outage_on = false;  // one rail: what a timeout hands back goes out again over the next connection
 
 constexpr mca_btl_base_tag_t kForwardedTag = MCA_BTL_TAG_BTL + 0x1b;
 
@@ -68,11 +69,12 @@ mca_btl_xrc_frag_t *copy_frag(mca_btl_xrc_module_t *s, mca_btl_base_endpoint_t *
     return frag;
 }
 
-// Sends a copy of `frag`'s message (as prepared by its owner: header and payload in its segment) over the sibling
-// its endpoint forwards to. `failed`: its op as it failed on the lost rail (the receiver checks whether that rail
-// delivered it), null when it was never sent there.
-int forward(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag, const xrc::SendOp *failed) noexcept {
-    mca_btl_base_endpoint_t *to = frag->endpoint->forward_to;
+// Sends a copy of `frag`'s message (as prepared by its owner: header and payload in its segment) to `to`: the
+// sibling its endpoint forwards to, or the endpoint itself (the same rail's next connection, after a timeout).
+// `failed`: its op as it failed (the receiver checks whether that connection delivered it), null when it was never
+// sent.
+int forward(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag, const xrc::SendOp *failed,
+            mca_btl_base_endpoint_t *to) noexcept {
     mca_btl_xrc_module_t *s = to->module;
     const size_t length = frag->segment.seg_len;
     mca_btl_xrc_frag_t *copy = copy_frag(s, to, frag->base.order, length + sizeof(xrc::ForwardedHeader));
@@ -96,8 +98,20 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
         mca_btl_xrc_send_complete(op, status);
         return;
     }
+    // Handed back by a timeout (SendQueue::hand_back_after): the queue waits for its next connection, where the
+    // copy goes, numbered for it, the header naming the connection the original may have reached.
+    if (outage_on && status == IBV_WC_RETRY_EXC_ERR && !frag->endpoint->peer.queue->broken()) {
+        if (forward(frag, frag->tag, op, frag->endpoint) >= 0) {
+            mca_btl_xrc_send_complete(op, IBV_WC_SUCCESS);
+            return;
+        }
+        mca_btl_xrc_report_error(frag->module, frag->endpoint,
+                                 "a send whose connection timed out could not be sent again (no fragment)");
+        mca_btl_xrc_send_complete(op, status);
+        return;
+    }
     if (mca_btl_xrc_fail_over(frag->module, frag->endpoint, ibv_wc_status_str(status))) {
-        if (forward(frag, frag->tag, op) >= 0) {
+        if (forward(frag, frag->tag, op, frag->endpoint->forward_to) >= 0) {
             mca_btl_xrc_send_complete(op, IBV_WC_SUCCESS);
             return;
         }
@@ -115,7 +129,7 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
 // A send ob1 handed to a rail that no longer reaches its peer: the copy goes now, the original's completion from
 // the next progress call (ob1 does not expect its callback from inside btl_send).
 int forward_at_post(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag) noexcept {
-    const int rc = forward(frag, tag, nullptr);
+    const int rc = forward(frag, tag, nullptr, frag->endpoint->forward_to);
     if (rc < 0) return rc;
     frag->op.on_complete = mca_btl_xrc_send_complete;
     mca_btl_xrc_defer(frag->module, frag, IBV_WC_SUCCESS);
@@ -342,6 +356,25 @@ bool delivered_already(mca_btl_xrc_module_t *lost, const xrc::ForwardedHeader &h
         header, [lost] { return mca_btl_xrc_poll_module(lost); }, taken, undrained, kDrainBound, lost->counters);
 }
 
+// A copy sent again over the rail it arrived on (`m`), after a timeout: true when the connection it names
+// delivered the original (dropped). That connection's SRQ messages came through the same completion queue before
+// the copy (the original reached this HCA before the sender's gave up on it, and the copy was sent after that), so
+// they are counted already; a ring write may not be consumed yet: the rings are read first (never the completion
+// queue, whose batch this copy is part of). Progress context, under the lock.
+bool delivered_on_this_rail(mca_btl_xrc_module_t *m, const xrc::ForwardedHeader &header) noexcept {
+    constexpr unsigned kDrainBound = 1u << 16;
+    const auto taken = [m, &header] {
+        const mca_btl_base_endpoint_t *writer = mca_btl_xrc_endpoint_for(m, header.rank);
+        return xrc::taken_on(header, m->srq_taken, writer != nullptr ? writer->peer.granted : nullptr);
+    };
+    const auto undrained = [m] {
+        BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: rings still delivering after %u polls: a copy is judged anyway",
+                        opal_process_info.nodename, m->transport->rail_name().c_str(), kDrainBound);
+    };
+    return xrc::delivered_already(
+        header, [m] { return mca_btl_xrc_eager_progress(m); }, taken, undrained, kDrainBound, m->counters);
+}
+
 // A forwarded message arrived (on any rail): to ob1 as the module of the rail it was sent on, on this process's
 // side of the same fabric; as the receiving module's if this process has none there (nothing then ties it).
 void forwarded_receive(mca_btl_base_module_t *btl, const mca_btl_base_segment_t *segment) {
@@ -355,8 +388,8 @@ void forwarded_receive(mca_btl_base_module_t *btl, const mca_btl_base_segment_t 
         mca_btl_xrc_component.modules, header->subnet_prefix,
         [](const mca_btl_xrc_module_t &m) { return m.transport != nullptr ? m.transport->subnet_prefix() : nullptr; });
     mca_btl_xrc_module_t *as = found != nullptr ? found : as_xrc(btl);
-    if (xrc::stream_of(*header) != xrc::ReplayStream::fresh && found != nullptr && as != as_xrc(btl) &&
-        delivered_already(as, *header))
+    if (xrc::stream_of(*header) != xrc::ReplayStream::fresh && found != nullptr &&
+        (as != as_xrc(btl) ? delivered_already(as, *header) : delivered_on_this_rail(as, *header)))
         return;
     const mca_btl_active_message_callback_t *reg = &as->receive_callbacks[header->tag];
     if (reg->cbfunc == nullptr) return;
@@ -390,15 +423,19 @@ void mca_btl_xrc_failover_fini(mca_btl_xrc_module_t *m) noexcept {
     mca_btl_xrc_failover_serve(m);  // finalizing: the fragments go back to their lists, no one is called
 }
 
-void mca_btl_xrc_failover_enable(mca_btl_xrc_module_t *m, bool threads) noexcept {
+void mca_btl_xrc_failover_enable(mca_btl_xrc_module_t *m, bool threads, bool outage) noexcept {
     failover_on = true;
+    outage_on = outage;
     mca_btl_base_active_message_trigger[kForwardedTag].cbfunc = mca_btl_xrc_receive_adapter<forwarded_receive>;
     mca_btl_base_active_message_trigger[kForwardedTag].cbdata = nullptr;
     m->super.btl_send = threads ? failover_send_locked : failover_send;
     m->super.btl_sendi = threads ? failover_sendi_locked : failover_sendi;
     // Room in front of the largest message ob1 sends for the forwarding headers; the fragment lists keep their size.
-    m->super.btl_max_send_size =
-        xrc::forwardable_size(m->super.btl_max_send_size, mca_btl_xrc_component.modules.size());
+    // After a timeout a copy is sent again over the same rail, and a copy whose connection times out too once
+    // more: two headers.
+    constexpr std::size_t kOutageHeaders = 2;
+    m->super.btl_max_send_size = xrc::forwardable_size(
+        m->super.btl_max_send_size, outage ? kOutageHeaders + 1 : mca_btl_xrc_component.modules.size());
     m->super.btl_eager_limit = std::min(m->super.btl_eager_limit, m->super.btl_max_send_size);
     m->super.btl_rndv_eager_limit = std::min(m->super.btl_rndv_eager_limit, m->super.btl_max_send_size);
     m->super.btl_put = Guarded<mca_btl_xrc_put, kPut>::call;
@@ -410,6 +447,10 @@ void mca_btl_xrc_failover_enable(mca_btl_xrc_module_t *m, bool threads) noexcept
 
 bool mca_btl_xrc_failover_enabled() noexcept {
     return failover_on;
+}
+
+bool mca_btl_xrc_outage_enabled() noexcept {
+    return outage_on;
 }
 
 bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const char *why) noexcept {

@@ -83,8 +83,9 @@ void check_port_grace(mca_btl_xrc_module_t *m) {
     if (m->port_failure_reported || !m->transport->health().down() || !m->transport->port_grace_expired()) return;
     m->port_failure_reported = true;
     char what[256];
-    snprintf(what, sizeof(what), "the port has been down for more than %.3g s (btl_xrc_port_down_grace)",
-             double(m->transport->health().grace_us()) / 1e6);
+    snprintf(what, sizeof(what), "the port has been down for more than %.3g s (%s)",
+             double(m->transport->health().grace_us()) / 1e6,
+             mca_btl_xrc_outage_enabled() ? "btl_xrc_outage_limit" : "btl_xrc_port_down_grace");
     // Another rail reaches every peer of this one: the job goes on over it.
     if (mca_btl_xrc_lose_rail(m, what)) return;
     strncat(what, ": giving up on the sends held since it went down", sizeof(what) - strlen(what) - 1);

@@ -63,6 +63,19 @@ struct BmlBtlHead {
 // leaves it out for a put that needs no clean-up).
 void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
+    // Handed back by a timeout on one rail (SendQueue::hand_back_after): a put or a get is done again over the next
+    // connection (the same registrations: the same rail), once more at worst, which moves the same bytes to the
+    // same place; an atomic that reached its QP may have executed, and is never done twice: the job ends, saying so.
+    if (OPAL_UNLIKELY(status == IBV_WC_RETRY_EXC_ERR) && mca_btl_xrc_outage_enabled() && !frag->module->finalizing &&
+        !frag->endpoint->peer.queue->broken()) {
+        if (!xrc::is_atomic(op->wr) || op->posted_on == 0) {
+            if (frag->endpoint->peer.queue->post_or_queue(*op) == 0) return;
+        } else {
+            mca_btl_xrc_report_error(frag->module, frag->endpoint,
+                                     "an atomic operation went unacknowledged for the retry budget: it may have "
+                                     "executed, and an atomic is never sent twice");
+        }
+    }
     // With several rails a failed send goes out again over another; a one-sided operation that failed with its
     // rail does not. An atomic may have executed (only its answer was lost), and its window is registered on this
     // rail only; a put or get moves to sends when ob1 made it, but another caller (osc/rdma) would take the
@@ -244,6 +257,18 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
     try {
         const xrc::SendOp *failed = queue.failed_op(wc);
         const char *own = failed != nullptr ? m->transport->own_operation(failed) : nullptr;
+        if (queue.would_requeue(wc) && wc.status == IBV_WC_RETRY_EXC_ERR) {
+            // An outage past the retry budget ridden through (btl_xrc_outage_limit): what was not acknowledged goes
+            // out again over a new connection, made when the port or path is back (btl_xrc_failover.cc).
+            const xrc::NodeLink *link = m->transport->link_of(queue);
+            opal_output(0,
+                        "btl:xrc: %s: %s: requests toward node %s went unacknowledged for the retry budget (%s): "
+                        "connecting again; what was not acknowledged goes out again",
+                        opal_process_info.nodename, m->transport->rail_name().c_str(),
+                        link != nullptr ? std::to_string(link->node()).c_str() : "?",
+                        xrc::describe_qp(wc.qp_num, m->transport->role_of(wc.qp_num)).c_str());
+            return;
+        }
         if (queue.would_requeue(wc)) {
             // A refusal the queue takes at the cost of this request alone (ULFM, one rail): what it named is
             // gone, so its process died; the link connects again for the others (btl_xrc_peer_death.cc).

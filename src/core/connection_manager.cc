@@ -60,6 +60,7 @@ NodeLink &ConnectionManager::link_for_locked(std::uint64_t port, std::uint32_t n
     if (!slot) {
         slot = std::make_unique<NodeLink>(*this, port, node, owner, config_.queue_depth, config_.signal_interval);
         if (config_.requeue_refused) slot->queue_.requeue_refused();
+        if (config_.outage_limit_us != 0) slot->queue_.ride_outages();
     }
     return *slot;
 }
@@ -175,7 +176,7 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     link.attempts_ = 0;
     link.retry_us_ = std::min(config_.first_retry_us + connecting_.size() * config_.retry_per_connecting_us,
                               std::max(config_.first_retry_us, config_.max_retry_us));
-    link.deadline_us_ = now + config_.connect_timeout_us;
+    link.deadline_us_ = std::max(now + config_.connect_timeout_us, link.outage_until_us_);
     connecting_.push_back(&link);
     ++counters_->connection_attempts;
     send_connect(link, now);
@@ -703,6 +704,7 @@ void ConnectionManager::on_accept(const CmMessage &m, const PortAddress &from) n
             return;
         }
         link->tgt_qpn_ = m.tgt_qpn;
+        link->outage_until_us_ = 0;
         unlist(connecting_, *link);
         connected_.push_back(link);
         link->state_ = NodeLink::State::connected;
@@ -848,7 +850,19 @@ bool ConnectionManager::release_broken_tgt(std::uint32_t tgt_qpn) noexcept {
     return false;
 }
 
-void ConnectionManager::reconnect(const SendQueue &queue) noexcept {
+void ConnectionManager::restart_streams(const SendQueue &queue, bool timed_out) noexcept {
+    Guard g(*this);
+    for (auto &[port, link] : links_) {
+        if (&link->queue_ != &queue) continue;
+        for (Peer *peer : link->peers_) {
+            peer->imm_flags = kImmFirst;
+            if (timed_out) peer->stop_ring();
+        }
+        return;
+    }
+}
+
+void ConnectionManager::reconnect(const SendQueue &queue, bool timed_out) noexcept {
     Guard g(*this);
     NodeLink *found = nullptr;
     for (auto &[port, link] : links_)
@@ -864,7 +878,15 @@ void ConnectionManager::reconnect(const SendQueue &queue) noexcept {
     link.unfenced_ = false;
     drop_ini(link);
     link.state_ = NodeLink::State::idle;
-    for (Peer *peer : link.peers_) peer->imm_flags = kImmFirst;
+    if (timed_out) {
+        link.outage_until_us_ = host_.now_us() + config_.outage_limit_us;
+        ++counters_->reconnections;
+        host_.note("requests to node " + std::to_string(link.node_) + " went unacknowledged for the retry budget: " +
+                   "connecting again through rank " + std::to_string(link.owner_) + " for up to " +
+                   std::to_string(config_.outage_limit_us / 1000000) + " s");
+        if (link.queue_.has_pending()) wanted(link);
+        return;
+    }
     if (dead_ranks_.count(link.owner_) != 0 || finalized_ranks_.count(link.owner_) != 0)
         if (const std::uint32_t next = live_rank_of(link); next != UINT32_MAX) link.owner_ = next;
     host_.note("a request to node " + std::to_string(link.node_) + " was refused: connecting again (through rank " +
@@ -1125,7 +1147,7 @@ void ConnectionManager::resume() noexcept {
             const std::uint64_t now = host_.now_us();
             resumed_at_us_ = now;
             for (NodeLink *link : connecting_) {
-                link->deadline_us_ = now + config_.connect_timeout_us;
+                link->deadline_us_ = std::max(now + config_.connect_timeout_us, link->outage_until_us_);
                 link->retry_us_ = config_.first_retry_us;
                 link->next_retry_us_ = now;  // a CONNECT now: the ones sent while the port was down were lost
             }

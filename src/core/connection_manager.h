@@ -171,6 +171,10 @@ struct CmConfig {
     // responder refused, its SRQ or memory gone with a process that died, costs only itself
     // (SendQueue::requeue_refused), and the link connects again for what followed it (reconnect).
     bool requeue_refused = false;
+    // How long a link whose requests the HCA gave up on (its port or path down past the retry budget) keeps trying
+    // to connect again before it fails (0: it does not try; a timeout breaks its queue). Its queue then hands what
+    // was not acknowledged back to its owners, who send it again, numbered (SendQueue::ride_outages).
+    std::uint64_t outage_limit_us = 0;
     // Accepting a connection from a node this process has no connection to starts one back (MPI traffic almost
     // always goes both ways: replies, rendezvous acknowledgements), unless the cap would need an eviction.
     bool reciprocate = true;
@@ -223,6 +227,8 @@ private:
     std::uint64_t next_retry_us_ = 0;
     std::uint64_t retry_us_ = 0;
     std::uint64_t deadline_us_ = 0;
+    // Reconnecting after a timeout: the connection is not given up before this time (0: connect_timeout_us rules).
+    std::uint64_t outage_until_us_ = 0;
     std::vector<Peer *> peers_;
     SendOp fence_;
     bool fence_posted_ = false;
@@ -405,7 +411,17 @@ public:
     // state too, and its holders drop it on that event), the link is idle again, its peers' next messages are
     // first messages, and a new connection is made for what waits, through a live rank of the node. Data path,
     // under the queues' lock. Nothing for a queue that is no link's.
-    void reconnect(const SendQueue &queue) noexcept;
+    // After a timeout (`timed_out`: SendQueue::hand_back_after) the same, without moving the link to another rank,
+    // and the connection is tried for up to outage_limit_us (the port may stay down that long), not
+    // connect_timeout_us.
+    void reconnect(const SendQueue &queue, bool timed_out = false) noexcept;
+    // The link whose queue is `queue` is about to requeue or hand back what it holds (SendQueue::would_requeue):
+    // its peers' next messages are first messages (both ends count that connection from 0 again, and whatever is
+    // prepared from now on, copies included, is numbered for the next connection), and after a timeout
+    // (`timed_out`) they write into no eager ring any more: a write that was not acknowledged may have left a slot
+    // unwritten that the ring's reader would wait for forever, so what follows goes through the SRQs. Data path,
+    // under the queues' lock.
+    void restart_streams(const SendQueue &queue, bool timed_out) noexcept;
 
     std::size_t live_ini_qps() const noexcept {
         std::lock_guard<std::mutex> g(mutex_);

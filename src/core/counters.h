@@ -108,6 +108,7 @@ struct Counters {
     Count connection_attempts;  // connections to a node started (CONNECT sent)
     Count connection_failures;  // connections that failed with sends waiting (reported as errors)
     Count evictions;            // connections closed to make room under btl_xrc_max_ini_qps
+    Count reconnections;        // connections made again after a timeout (btl_xrc_outage_limit)
     Count ini_qps;              // INI QPs this process holds now (a level)
     Count ini_qps_peak;         // the most it held at once
     Count tgt_qps;              // TGT QPs this process made for remote initiators, held now
@@ -227,6 +228,10 @@ inline constexpr CounterInfo kCounterInfo[] = {
     {"connection_failures", &Counters::connection_failures, CounterKind::Count,
      "Connections that could not be made while sends waited for them (no answer within btl_xrc_connect_timeout, "
      "refused, or no QP): each is reported as an error"},
+    {"reconnections", &Counters::reconnections, CounterKind::Count,
+     "Connections made again after the HCA gave up on their requests (port or path down past the retry budget): "
+     "what was not acknowledged went out again over the new one, the receiver dropping what it had "
+     "(btl_xrc_outage_limit)"},
     {"evictions", &Counters::evictions, CounterKind::Count,
      "Connections drained and closed (on both sides) to stay within btl_xrc_max_ini_qps; made again on their next "
      "use"},

@@ -168,6 +168,8 @@ public:
     void activate(std::uint64_t remote_base, std::uint32_t rkey, std::uint32_t slots, std::uint32_t slot_size,
                   const std::uint64_t *consumed_word) noexcept;
     bool active() const noexcept { return consumed_word_ != nullptr; }
+    // No message goes into the ring any more (can_send() says no from now on).
+    void close() noexcept { consumed_word_ = nullptr; }
 
     // True when a message of `length` bytes fits a span and the ring has room for it.
     bool can_send(std::uint32_t length) const noexcept {

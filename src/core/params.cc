@@ -276,6 +276,14 @@ std::vector<ParamSpec> make_schema() {
                 "the HCA (-1: the HCA's own retry budget, 4.096 us * 2^btl_xrc_timeout * (btl_xrc_retry_count + "
                 "1), 34 s with the defaults, and without limit when btl_xrc_timeout is 0; 0: without limit; "
                 "-1-86400)"),
+        integer("outage_limit", 4, &Params::outage_limit, 0, ParamRange{0, 86400, "seconds; 0 = off"},
+                "With one rail, seconds an outage longer than the HCA's retry budget (a switch reboot, a cable "
+                "reseated) is ridden through: connections whose requests went unacknowledged are made again when "
+                "the port is back, what was not acknowledged is sent again, numbered, and the receiver drops what it "
+                "had; the job ends with the port's message only after this long (and btl_xrc_port_down_grace is "
+                "raised to it). Costs every send a kept fragment and a completion, and ob1 a descriptor instead of "
+                "an inline send (docs/admin.md, \"Outages past the retry budget\"). 0: a port down past "
+                "btl_xrc_port_down_grace, or requests unacknowledged past the retry budget, end the job (0-86400)"),
         integer("cm_receives", 6, &Params::cm_receives, static_cast<int>(transport.cm_receives),
                 ParamRange{16, 65536, ""},
                 "Connection manager datagrams a process can hold before it drops new ones (they are "
@@ -430,6 +438,9 @@ TransportConfig transport_config(const Params &params, const ReceiveQueueSpec &s
         static_cast<std::uint64_t>(std::min(params.finalize_wait, params.finalize_peer_wait)) * 500000u;
     c.served = params.async_progress;
     c.port_down_grace_us = port_down_grace_us(params);
+    c.cm.outage_limit_us = static_cast<std::uint64_t>(params.outage_limit) * 1000000u;
+    if (c.cm.outage_limit_us != 0 && c.port_down_grace_us != 0)
+        c.port_down_grace_us = std::max(c.port_down_grace_us, c.cm.outage_limit_us);
     return c;
 }
 

@@ -58,6 +58,7 @@ struct Params {
     int max_ini_qps;      // 0: no cap
     int connect_timeout;  // seconds
     int port_down_grace;  // seconds a port may stay down; -1: the retry budget of timeout and retry_count
+    int outage_limit;     // seconds an outage past the retry budget is ridden through on one rail; 0: not
     int cm_receives;
     int finalize_wait;       // seconds
     int finalize_peer_wait;  // seconds

@@ -108,6 +108,12 @@ public:
             imm_flags |= ntohl(op.wr.imm_data) & kImmFirst;
     }
 
+    // No more writes into the peer's ring (nor a request for one): what follows goes through its SRQs.
+    void stop_ring() noexcept {
+        eager.close();
+        eager_state = EagerState::off;
+    }
+
     // After an SRQ send: true when it is time to ask the peer for a ring.
     bool count_srq_send(std::uint32_t threshold) noexcept {
         return eager_state == EagerState::counting && ++eager_sends >= threshold;

@@ -88,8 +88,13 @@ template <class Sink>
                     ++counters_->send_errors;
                     if (wc.status == IBV_WC_RNR_RETRY_EXC_ERR) ++counters_->rnr_retry_exceeded;
                     sink.send_failed(*queue, wc);
-                    // A refusal the queue took by requeueing what followed it: the link connects again.
-                    if (queue->on_completion(wc) != IBV_WC_SUCCESS && !queue->broken()) refused(*queue);
+                    // A refusal the queue takes by requeueing what followed it, or a timeout by handing back what
+                    // was not acknowledged: numbering starts again first (copies are prepared from the callbacks),
+                    // then the link connects again.
+                    const bool requeues = queue->would_requeue(wc);
+                    if (requeues) requeueing(*queue, wc.status);
+                    if (queue->on_completion(wc) != IBV_WC_SUCCESS && requeues && !queue->broken())
+                        refused(*queue, wc.status);
                     break;
                 }
                 queue->on_completion(wc);

@@ -228,8 +228,14 @@ private:
     class OtherJobHost;
     // The CQ's room for `links` INI QPs in all (every job's manager), grown if needed (any manager's thread).
     bool grow_completions(std::size_t links) noexcept;
-    // A link's queue took a refusal by requeueing (progress()): the link connects again.
-    void refused(SendQueue &queue) noexcept { cm_->reconnect(queue); }
+    // A link's queue is about to take a refusal or a timeout without breaking (progress()).
+    void requeueing(SendQueue &queue, ibv_wc_status status) noexcept {
+        cm_->restart_streams(queue, status == IBV_WC_RETRY_EXC_ERR);
+    }
+    // It took it: the link connects again.
+    void refused(SendQueue &queue, ibv_wc_status status) noexcept {
+        cm_->reconnect(queue, status == IBV_WC_RETRY_EXC_ERR);
+    }
     // A completion of the CQ whose kind is cm_receive or cm_send (progress() and the served channel's loop).
     void on_cm_completion(const ibv_wc &wc) noexcept;
     PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port, const TransportConfig &config,

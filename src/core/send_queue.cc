@@ -149,12 +149,55 @@ bool is_refusal(ibv_wc_status status) noexcept {
 }  // namespace
 
 bool SendQueue::would_requeue(const ibv_wc &wc) const noexcept {
-    if (!requeue_refused_ || !is_refusal(wc.status) || broken_ || stale(wc)) return false;
+    const bool taken =
+        (requeue_refused_ && is_refusal(wc.status)) || (ride_outages_ && wc.status == IBV_WC_RETRY_EXC_ERR);
+    if (!taken || broken_ || stale(wc)) return false;
     return age_of(wc.wr_id) < outstanding();
 }
 
+bool SendQueue::hand_back_after(const ibv_wc &wc) noexcept {
+    if (!ride_outages_ || wc.status != IBV_WC_RETRY_EXC_ERR || !would_requeue(wc)) return false;
+    const std::uint32_t age = age_of(wc.wr_id);
+    const std::uint32_t count = outstanding();
+    // Taken off the ring and the queue first, linked in order: done (acknowledged), then posted and maybe
+    // delivered, then never posted. The closed marker (and a marker's chain) stays behind.
+    SendOp *done = nullptr, **done_tail = &done;
+    SendOp *posted = nullptr, **posted_tail = &posted;
+    for (std::uint32_t i = 0; i < count; ++i) {
+        SendOp *op = ring_[(head_ + i) % depth_].op;
+        if (op == nullptr) continue;  // no owner (an idempotent report): the next one says as much
+        SendOp **&tail = i < age ? done_tail : posted_tail;
+        *tail = op;
+        tail = &op->next_pending;
+    }
+    *done_tail = nullptr;
+    *posted_tail = nullptr;
+    SendOp *queued = pending_head_ == &closed_marker_ ? closed_marker_.next_pending : pending_head_;
+    const SourceKey connection = connection_;
+    head_ = tail_;
+    outstanding_callbacks_ = 0;
+    pending_head_ = pending_tail_ = nullptr;
+    closed_marker_.next_pending = nullptr;
+    detach();  // closed: the marker at the head of an empty queue
+    const auto call = [](SendOp *list, SourceKey on, ibv_wc_status status) {
+        while (list != nullptr) {
+            SendOp *next = list->next_pending;
+            list->next_pending = nullptr;
+            if (list->on_complete != nullptr) {
+                list->posted_on = on;
+                list->on_complete(list, status);
+            }
+            list = next;
+        }
+    };
+    call(done, 0, IBV_WC_SUCCESS);
+    call(posted, connection, wc.status);
+    call(queued, 0, wc.status);
+    return true;
+}
+
 bool SendQueue::requeue_after(const ibv_wc &wc) noexcept {
-    if (!would_requeue(wc)) return false;
+    if (!would_requeue(wc) || !is_refusal(wc.status)) return false;
     const std::uint32_t age = age_of(wc.wr_id);
     const std::uint32_t count = outstanding();
     // The ring is emptied and the queue closed before anyone is called: an owner called back may send again, and
@@ -201,7 +244,7 @@ ibv_wc_status SendQueue::on_completion(const ibv_wc &wc) noexcept {
     if (broken_) return IBV_WC_SUCCESS;  // flushes after the first error: already reported
     if (wc.status != IBV_WC_SUCCESS) {
         if (stale(wc)) return IBV_WC_SUCCESS;  // the flush of a QP left after a refusal
-        if (requeue_after(wc)) return wc.status;
+        if (hand_back_after(wc) || requeue_after(wc)) return wc.status;
         broken_ = true;
         open_ = false;
         fail_all(wc.status);

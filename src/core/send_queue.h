@@ -153,11 +153,18 @@ public:
     // idempotent reports whose loss the next one makes good may be posted without one (the eager rings' credit reports:
     // a writer that hears of no room falls back to the SRQs, and the next report or piggybacked count catches up).
     void requeue_refused() noexcept { requeue_refused_ = true; }
-    // The error completion `wc` is a refusal this queue will take by requeueing (requeue_after), not by breaking.
+    // From now on a request the HCA gave up on (RETRY_EXC_ERR: nobody acknowledged it within the retry budget, the
+    // port or the path having been down that long) does not break the queue: see hand_back_after(). For a queue
+    // whose owners keep every message until its completion and can send it again, numbered, for the receiver to
+    // drop what it had (replay_filter.h).
+    void ride_outages() noexcept { ride_outages_ = true; }
+    // The error completion `wc` is one this queue will take without breaking: a refusal it requeues after
+    // (requeue_after) or a timeout it hands back after (hand_back_after). The queue is then closed, and its owner
+    // connects again.
     bool would_requeue(const ibv_wc &wc) const noexcept;
-    // The completion `wc` is of a QP this queue no longer posts to (it left it after a refusal).
+    // The completion `wc` is of a QP this queue no longer posts to (it left it after a refusal or a timeout).
     bool stale(const ibv_wc &wc) const noexcept {
-        return requeue_refused_ && (qp_ == nullptr || wc.qp_num != qp_->qp_num);
+        return (requeue_refused_ || ride_outages_) && (qp_ == nullptr || wc.qp_num != qp_->qp_num);
     }
     // The connection could not be made: every queued op completes with `status`, and the queue is broken.
     void fail(ibv_wc_status status) noexcept;
@@ -250,6 +257,14 @@ private:
     // lost. False (nothing
     // changed) when the refused request is not outstanding. A newer request without an owner is not sent again.
     bool requeue_after(const ibv_wc &wc) noexcept;
+    // A timeout (ride_outages): on a reliable connection the HCA fails the oldest request nobody acknowledged, so
+    // every request before it was delivered and completes as done; the failed one and every newer one may or may
+    // not have reached the responder (only the acknowledgements may have been lost), so each goes back to its owner
+    // with `wc.status` and the connection it was posted on (posted_on), and the owner sends a copy, numbered, that
+    // the receiver drops if it had the original. What was queued and never posted goes back too (posted_on 0:
+    // fresh), so that every copy is prepared anew, in the original order, for the next connection. The queue is
+    // closed (not broken) before anyone is called: a copy sent from a callback queues for the next connection.
+    bool hand_back_after(const ibv_wc &wc) noexcept;
     void fail_all(ibv_wc_status status) noexcept;
 
     ibv_qp *qp_ = nullptr;
@@ -272,6 +287,7 @@ private:
     bool broken_ = false;
     bool used_ = false;
     bool requeue_refused_ = false;
+    bool ride_outages_ = false;
 };
 
 }  // namespace xrc

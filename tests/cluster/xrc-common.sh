@@ -223,3 +223,50 @@ rail_lost_mid_steady() {
         "every numbered message delivered once and in order: $what"
 }
 
+# flapped_run OUT HOSTS ARGS SECONDS DOWN... : steady traffic on HOSTS with mpirun's ARGS (the transport, as words)
+# for SECONDS at least and until the flaps are over: once it flows, nodeB's port goes down for each DOWN seconds in
+# turn (1 s apart; with FLAP_ACKS_LOST_FIRST=S, it first loses every acknowledgement for S s, until it is back up),
+# and the job runs on for 1 s after the last. Leaves the job's exit status in $rc (noflow: no
+# traffic within 60 s; the job is then left to MPIRUN_TIMEOUT) and the seconds from the last port-down to the job's
+# end in $elapsed.
+flapped_run() {
+    local out=$1 hosts=$2 args=$3 seconds=$4 down start
+    shift 4
+    # the output of an earlier run under the same name must not be taken for this one's traffic
+    rm -f "$WORKDIR/stop" "$WORKDIR/ended" "$out" "$out.raw"
+    (
+        # shellcheck disable=SC2086  # the transport's arguments are words
+        mpirun_sim "$out" $args --host "$hosts" "$MPI_DIR/steady" "$seconds" "$WORKDIR/stop" ${STEADY_BURST:-}
+        status=$?
+        date +%s.%N >"$WORKDIR/ended"
+        exit $status
+    ) &
+    local job=$!
+    if ! wait_for_line "$out.raw" '^steady: traffic' 60; then
+        wait $job  # until MPIRUN_TIMEOUT stops it, so that nothing of it is left on the nodes
+        rc=noflow elapsed=0
+        return
+    fi
+    for down in "$@"; do
+        sleep 1
+        start=$(date +%s.%N)
+        if [ -n "${FLAP_ACKS_LOST_FIRST:-}" ]; then
+            sc exec nodeB "$SIMHCA_CTL" fault ack-drop >/dev/null || die "ack-drop failed"
+            info "nodeB's port loses every acknowledgement for $FLAP_ACKS_LOST_FIRST s first"
+            sleep "$FLAP_ACKS_LOST_FIRST"
+        fi
+        sc exec nodeB "$SIMHCA_CTL" fault port-down >/dev/null || die "port-down failed"
+        info "nodeB's port down at $(date +%T.%N | cut -c1-12) for $down s"
+        sleep "$down"
+        sc exec nodeB "$SIMHCA_CTL" fault port-up >/dev/null || die "port-up failed"
+        if [ -n "${FLAP_ACKS_LOST_FIRST:-}" ]; then
+            sc exec nodeB "$SIMHCA_CTL" fault ack-restore >/dev/null || die "ack-restore failed"
+        fi
+        info "nodeB's port up at $(date +%T.%N | cut -c1-12)"
+    done
+    sleep 1
+    touch "$WORKDIR/stop"
+    wait $job
+    rc=$?
+    elapsed=$(echo "$(cat "$WORKDIR/ended") - $start" | bc)
+}

@@ -11,45 +11,6 @@
 . "$(dirname "$0")/xrc-common.sh"
 up_cluster 4 2
 
-# flapped_run OUT HOSTS ARGS SECONDS DOWN... : steady traffic on HOSTS with mpirun's ARGS (the transport, as words)
-# for SECONDS at least and until the flaps are over: once it flows, nodeB's port goes down for each DOWN seconds in
-# turn (1 s apart), and the job runs on for 1 s after the last. Leaves the job's exit status in $rc (noflow: no
-# traffic within 60 s; the job is then left to MPIRUN_TIMEOUT) and the seconds from the last port-down to the job's
-# end in $elapsed.
-flapped_run() {
-    local out=$1 hosts=$2 args=$3 seconds=$4 down start
-    shift 4
-    # the output of an earlier run under the same name must not be taken for this one's traffic
-    rm -f "$WORKDIR/stop" "$WORKDIR/ended" "$out" "$out.raw"
-    (
-        # shellcheck disable=SC2086  # the transport's arguments are words
-        mpirun_sim "$out" $args --host "$hosts" "$MPI_DIR/steady" "$seconds" "$WORKDIR/stop"
-        status=$?
-        date +%s.%N >"$WORKDIR/ended"
-        exit $status
-    ) &
-    local job=$!
-    if ! wait_for_line "$out.raw" '^steady: traffic' 60; then
-        wait $job  # until MPIRUN_TIMEOUT stops it, so that nothing of it is left on the nodes
-        rc=noflow elapsed=0
-        return
-    fi
-    for down in "$@"; do
-        sleep 1
-        start=$(date +%s.%N)
-        sc exec nodeB "$SIMHCA_CTL" fault port-down >/dev/null || die "port-down failed"
-        info "nodeB's port down at $(date +%T.%N | cut -c1-12) for $down s"
-        sleep "$down"
-        sc exec nodeB "$SIMHCA_CTL" fault port-up >/dev/null || die "port-up failed"
-        info "nodeB's port up at $(date +%T.%N | cut -c1-12)"
-    done
-    sleep 1
-    touch "$WORKDIR/stop"
-    wait $job
-    rc=$?
-    elapsed=$(echo "$(cat "$WORKDIR/ended") - $start" | bc)
-}
-
 flaps=(0.5 2 10)
 xrc="--mca pml ob1 --mca btl self,vader,xrc"
 # ridden_through HOSTS WHAT: xrc over the flaps with the default grace (the retry budget, 34 s): the job completes

@@ -54,7 +54,7 @@ TEST(Params, EveryParameterHasOneFieldALevelAndADescription) {
             EXPECT_TRUE(spec.range || spec.rule != nullptr) << spec.name;
         }
     }
-    EXPECT_EQ(names.size(), 41u);
+    EXPECT_EQ(names.size(), 42u);
 }
 
 TEST(Params, DefaultsAreTheCoresAndAllAccepted) {
@@ -234,6 +234,14 @@ TEST(Params, TransportSettingsFollowTheParametersAndTheJob) {
     EXPECT_EQ(c.expected_links, 4u);
     params.xrcd_dir = nullptr;
     EXPECT_EQ(xrc::transport_config(params, *spec, job, nullptr, 0).xrcd_dir, "/tmp");
+    EXPECT_EQ(c.cm.outage_limit_us, 0u);  // off by default
+    // An outage limit: the connection manager reconnects that long, and the port may stay down as long.
+    params.outage_limit = 300;
+    c = xrc::transport_config(params, *spec, job, nullptr, 0);
+    EXPECT_EQ(c.cm.outage_limit_us, 300000000u);
+    EXPECT_EQ(c.port_down_grace_us, 300000000u);
+    params.port_down_grace = 0;  // no limit stays no limit
+    EXPECT_EQ(xrc::transport_config(params, *spec, job, nullptr, 0).port_down_grace_us, 0u);
 }
 
 TEST(Params, EagerRingsFromTheParameters) {

@@ -455,3 +455,118 @@ TEST(SendQueue, ARemoteOperationErrorIsARefusal) {
     ASSERT_EQ(g_done.size(), 1u);
     EXPECT_EQ(g_done[0], std::make_pair(&a, IBV_WC_REM_OP_ERR));
 }
+
+// A completion of the request posted `index`-th on the QP numbered 5 (OutageQueue's).
+ibv_wc completion_on_5(std::size_t index, ibv_wc_status status) {
+    ibv_wc wc = completion_of(index, status);
+    wc.qp_num = 5;
+    return wc;
+}
+
+// A queue of 8 that rides outages (hands back after a timeout), open on a fake QP numbered 5 toward TGT QP 9.
+struct OutageQueue {
+    FakeQp f;
+    SendQueue q;
+    explicit OutageQueue(std::uint32_t signal_interval) : q(8, signal_interval, 0) {
+        q.ride_outages();
+        f.qp.qp_num = 5;
+        q.open(&f.qp, 9);
+        g_done.clear();
+    }
+};
+
+// A timeout (nobody acknowledged the request within the retry budget) breaks nothing: the older requests were
+// acknowledged (done); the timed-out one and the newer ones may have reached the responder, so each goes back to
+// its owner naming the connection it was posted on; what never left the queue goes back as never posted. All in
+// order, with the queue closed (not broken) first.
+TEST(SendQueue, ATimeoutHandsBackWhatWasNotAcknowledgedInOrder) {
+    OutageQueue oq(4);
+    SendQueue &q = oq.q;
+    static std::vector<std::pair<SendOp *, SourceKey>> on;
+    on.clear();
+    static SendQueue *queue;
+    queue = &q;
+    std::vector<SendOp> ops(10);
+    for (auto &op : ops) {
+        op.on_complete = [](SendOp *o, ibv_wc_status status) noexcept {
+            record(o, status);
+            on.emplace_back(o, o->posted_on);
+            EXPECT_FALSE(queue->is_open());
+            EXPECT_FALSE(queue->broken());
+        };
+        ASSERT_EQ(q.post_or_queue(op), 0);
+    }
+    ASSERT_EQ(g_posted.size(), 8u);  // 8 and 9 queued
+    EXPECT_TRUE(q.would_requeue(completion_on_5(3, IBV_WC_RETRY_EXC_ERR)));
+    EXPECT_EQ(q.on_completion(completion_on_5(3, IBV_WC_RETRY_EXC_ERR)), IBV_WC_RETRY_EXC_ERR);
+    EXPECT_FALSE(q.broken());
+    EXPECT_FALSE(q.is_open());
+    EXPECT_FALSE(q.has_pending());
+    EXPECT_EQ(q.outstanding(), 0u);
+    EXPECT_EQ(q.outstanding_callbacks(), 0u);
+    ASSERT_EQ(g_done.size(), 10u);
+    for (int i = 0; i < 10; ++i) {
+        EXPECT_EQ(g_done[i].first, &ops[i]) << i;
+        EXPECT_EQ(g_done[i].second, i < 3 ? IBV_WC_SUCCESS : IBV_WC_RETRY_EXC_ERR) << i;
+        EXPECT_EQ(on[i].second, i >= 3 && i < 8 ? source_key(9, 5) : 0u) << i;
+    }
+    // The flush of the QP left behind is not this queue's any more.
+    EXPECT_EQ(q.on_completion(completion_on_5(6, IBV_WC_WR_FLUSH_ERR)), IBV_WC_SUCCESS);
+    EXPECT_EQ(g_done.size(), 10u);
+}
+
+// What an owner sends again from its callback (the copy) queues for the next connection, in the order of the
+// callbacks, and nothing reaches the QP in the error state.
+TEST(SendQueue, CopiesSentFromTheHandBackGoOutOnTheNextConnectionInOrder) {
+    OutageQueue oq(1);
+    SendQueue &q = oq.q;
+    static SendQueue *queue;
+    static std::vector<SendOp> copies;
+    queue = &q;
+    copies.assign(4, SendOp{});
+    static std::size_t made;
+    made = 0;
+    std::vector<SendOp> ops(4);
+    for (auto &op : ops) {
+        op.on_complete = [](SendOp *o, ibv_wc_status status) noexcept {
+            record(o, status);
+            if (status == IBV_WC_SUCCESS) return;
+            SendOp &copy = copies.at(made++);
+            copy.on_complete = record;
+            EXPECT_EQ(queue->post_or_queue(copy), 0);
+        };
+        ASSERT_EQ(q.post_or_queue(op), 0);
+    }
+    q.on_completion(completion_on_5(0, IBV_WC_SUCCESS));
+    q.on_completion(completion_on_5(1, IBV_WC_RETRY_EXC_ERR));
+    EXPECT_EQ(g_posted.size(), 4u);
+    EXPECT_EQ(made, 3u);
+    FakeQp next;
+    next.qp.qp_num = 6;
+    q.open(&next.qp, 10);
+    ASSERT_EQ(g_posted.size(), 3u);
+    for (int i = 0; i < 3; ++i) q.on_completion(completion_of(i, IBV_WC_SUCCESS));
+    ASSERT_EQ(g_done.size(), 7u);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(g_done[4 + i], std::make_pair(&copies[i], IBV_WC_SUCCESS)) << i;
+}
+
+// Without ride_outages(), or with another error than a timeout, the queue breaks as on any error.
+TEST(SendQueue, ATimeoutBreaksTheQueueThatDoesNotRideOutages) {
+    for (int variant = 0; variant < 2; ++variant) {
+        FakeQp f;
+        SendQueue q(8, 1, 0);
+        if (variant != 0) q.ride_outages();
+        q.open(&f.qp);
+        g_done.clear();
+        SendOp a, b;
+        a.on_complete = record;
+        b.on_complete = record;
+        ASSERT_EQ(q.post_or_queue(a), 0);
+        ASSERT_EQ(q.post_or_queue(b), 0);
+        const ibv_wc_status status = variant == 1 ? IBV_WC_REM_ACCESS_ERR : IBV_WC_RETRY_EXC_ERR;
+        EXPECT_FALSE(q.would_requeue(completion_of(0, status)));
+        EXPECT_EQ(q.on_completion(completion_of(0, status)), status);
+        EXPECT_TRUE(q.broken()) << variant;
+        for (auto &[op, st] : g_done) EXPECT_EQ(st, status) << variant;
+    }
+}

@@ -1,0 +1,60 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Needs root (returns 77 otherwise) and the software HCA. An outage longer than the HCA's retry budget is ridden
+# through on one rail with btl_xrc_outage_limit: verified all-to-all traffic (64 B, 8 KiB, 256 KiB: inline, eager,
+# rendezvous) plus numbered bursts that every receiver checks arrive once and in order, at 2 nodes x 2 ranks, while
+# nodeB's port goes down for OUTAGE_TEST_DOWN seconds (3 by default) with a retry budget of 0.54 s
+# (btl_xrc_timeout 14), so that every request in flight across it exhausts the budget: the HCA gives up on them,
+# and the job completes over new connections, nothing lost, nothing twice. Without the limit the same outage ends
+# the job, naming the port. OUTAGE_TEST_DEFAULTS=1: the default retry budget (34 s) and a 45 s outage instead
+# (about two minutes, for make stress and the figures). Nothing stays in any node's HCA afterwards.
+. "$(dirname "$0")/common.sh"
+. "$(dirname "$0")/xrc-common.sh"
+up_cluster 2 2
+
+down=${OUTAGE_TEST_DOWN:-3}
+budget="--mca btl_xrc_timeout 14"
+if [ "${OUTAGE_TEST_DEFAULTS:-0}" = 1 ]; then
+    down=${OUTAGE_TEST_DOWN:-45} budget=""
+fi
+xrc="--mca pml ob1 --mca btl self,vader,xrc --mca btl_xrc_verbose 10 $budget"
+
+STEADY_BURST=16 MPIRUN_TIMEOUT=$((down * 2 + 120)) \
+    flapped_run "$WORKDIR/ridden" nodeA:2,nodeB:2 "$xrc --mca btl_xrc_outage_limit 300" 4 "$down"
+[ $rc != noflow ] || die "no traffic in the xrc job"
+out=$WORKDIR/ridden
+[ $rc = 0 ] || die "the job did not ride through a $down s outage (exit $rc): $(grep -a -m3 'btl:xrc.*\(error\|failed\|more than\)' "$out" | tr '\n' ' ')"
+expect_line "$out" '^steady: OK .*errors=0' "xrc, nodeB's port down $down s, btl_xrc_outage_limit 300"
+expect_line "$out" '^steady: stream .*out_of_sequence=0' "numbered stream"
+grep -aq 'went unacknowledged for the retry budget' "$out" ||
+    die "no request went unacknowledged for the retry budget: the outage was not longer than it"
+reconnections=$(counter_sum "$out" reconnections)
+[ "${reconnections:-0}" -gt 0 ] || die "no connection was made again"
+info "connections made again: $reconnections; copies the receivers dropped: $(counter_sum "$out" replays_dropped)," \
+    "delivered: $(counter_sum "$out" replays_delivered); resumed $elapsed s after the port went down"
+grep -aq 'btl:xrc: .* error\|MPI_ABORT' "$out" && die "an error was reported during the outage"
+
+# The acknowledgements crossing nodeB's port are lost for a quarter second before it goes down: what either node sent
+# meanwhile landed, but its sender never heard of it and sends it again over the new connection. The receivers must
+# drop those copies (replays_dropped > 0) and hand up the rest once, in order.
+STEADY_BURST=16 FLAP_ACKS_LOST_FIRST=0.25 MPIRUN_TIMEOUT=$((down * 2 + 120)) \
+    flapped_run "$WORKDIR/acks" nodeA:2,nodeB:2 "$xrc --mca btl_xrc_outage_limit 300" 4 "$down"
+[ $rc != noflow ] || die "no traffic in the xrc job (acknowledgements lost first)"
+[ $rc = 0 ] || die "the job did not ride through the outage with its acknowledgements lost first (exit $rc)"
+expect_line "$WORKDIR/acks" '^steady: OK .*errors=0' "xrc, acknowledgements lost 0.25 s, then the port down $down s"
+expect_line "$WORKDIR/acks" '^steady: stream .*out_of_sequence=0' "numbered stream, acknowledgements lost first"
+dropped=$(counter_sum "$WORKDIR/acks" replays_dropped)
+info "copies dropped by the receivers: $dropped, delivered: $(counter_sum "$WORKDIR/acks" replays_delivered)," \
+    "connections made again: $(counter_sum "$WORKDIR/acks" reconnections)"
+[ "${dropped:-0}" -gt 0 ] || die "no copy was dropped: no receiver met one the old connection had delivered"
+
+# The control: without the limit the same outage ends the job, naming host, device and port.
+MPIRUN_TIMEOUT=$((down * 2 + 60)) flapped_run "$WORKDIR/control" nodeA:2,nodeB:2 "$xrc" 4 "$down"
+[ $rc != noflow ] || die "no traffic in the xrc job without an outage limit"
+[ $rc != 0 ] && [ $rc != 124 ] || die "an outage past the retry budget did not end the job without the limit (exit $rc)"
+grep -aq 'btl:xrc: node[AB]: simhca0:1: .*\(more than\|retry\|Retry\)' "$WORKDIR/control" ||
+    die "no message naming host, device and port"
+info "without btl_xrc_outage_limit: the job ended (exit $rc): $(grep -a -m1 'btl:xrc: node[AB]: simhca0:1: .*\(more than\|retry\)' "$WORKDIR/control")"
+sleep 1
+expect_no_objects
+info "PASS"

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// An outage longer than the retry budget (btl_xrc_outage_limit): the HCA gives up on a link's requests, its queue
+// hands back what was not acknowledged (SendQueue::hand_back_after), its peers' numbering starts again and they
+// write into no eager ring any more, and the link connects again through the same rank, trying for up to the
+// outage limit (the port may be down that long), not the connect timeout; past the limit it fails as before.
+#include "cm_test_net.h"
+
+#include <gtest/gtest.h>
+
+using namespace xrc;
+using namespace xrc::cm_test;
+
+namespace {
+
+CmConfig riding_outages() {
+    CmConfig c;
+    c.outage_limit_us = 60000000;
+    c.connect_timeout_us = 2000000;
+    c.reciprocate = false;
+    return c;
+}
+
+// The HCA gave up on the request posted `index`-th on the link's current QP.
+ibv_wc timeout_of(NodeLink &link, std::size_t index) {
+    ibv_wc wc{};
+    wc.wr_id = ini_of(link)->posted.at(index).wr_id;
+    wc.qp_num = ini_of(link)->qp.qp_num;
+    wc.status = IBV_WC_RETRY_EXC_ERR;
+    return wc;
+}
+
+// What the port's progress does with it (port_progress.h): numbering first, then the queue, then the link.
+void time_out(Process &p, NodeLink &link, std::size_t index) {
+    const ibv_wc wc = timeout_of(link, index);
+    ASSERT_TRUE(link.queue().would_requeue(wc));
+    p.cm().restart_streams(link.queue(), true);
+    EXPECT_EQ(link.queue().on_completion(wc), IBV_WC_RETRY_EXC_ERR);
+    EXPECT_FALSE(link.queue().broken());
+    p.cm().reconnect(link.queue(), true);
+}
+
+}  // namespace
+
+TEST(ConnectionManagerOutage, ATimeoutHandsBackAndTheLinkConnectsAgainThroughTheSameRankOnceThePathIsBack) {
+    Net net(2, 2, riding_outages());  // ranks 0, 1 on node 0; 2, 3 on node 1
+    Message first;
+    send(net[0], 2, first);
+    net.run();
+    NodeLink &link = *net[0].peer(2).link;
+    complete_all(link);
+    const std::uint32_t generation = link.generation();
+    const std::uint32_t first_qpn = ini_of(link)->qp.qp_num;
+    net[0].peer(3).eager_state = EagerState::counting;
+    Message acked, lost, queued;
+    send(net[0], 2, acked);
+    send(net[0], 3, lost);
+    send(net[0], 3, queued);
+    time_out(net[0], link, 2);  // the first message was posted 0th
+    EXPECT_EQ(acked.status, IBV_WC_SUCCESS);
+    EXPECT_TRUE(lost.done);
+    EXPECT_EQ(lost.status, IBV_WC_RETRY_EXC_ERR);
+    EXPECT_EQ(queued.status, IBV_WC_RETRY_EXC_ERR);
+    EXPECT_EQ(lost.op.posted_on, source_key(link.tgt_qpn(), first_qpn));
+    // Both peers' next messages start the next connection's count; no more ring writes.
+    EXPECT_EQ(net[0].peer(2).imm_flags, kImmFirst);
+    EXPECT_EQ(net[0].peer(3).imm_flags, kImmFirst);
+    EXPECT_EQ(net[0].peer(3).eager_state, EagerState::off);
+    // The owner sends its copy (numbered for the next connection); the path stays down past the connect timeout.
+    Message copy;
+    send(net[0], 3, copy);
+    net.lose = [](const Datagram &) { return true; };
+    net.run(10000000);
+    EXPECT_EQ(link.state(), NodeLink::State::connecting);
+    EXPECT_TRUE(net[0].failures.empty());
+    net.lose = [](const Datagram &) { return false; };
+    net.run();
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    EXPECT_EQ(link.owner(), 2u);
+    EXPECT_GT(link.generation(), generation);
+    ASSERT_NE(ini_of(link)->qp.qp_num, first_qpn);
+    ASSERT_EQ(ini_of(link)->posted.size(), 1u);
+    EXPECT_NE(imm_of(ini_of(link)->posted[0]) & kImmFirst, 0u);
+    complete_all(link);
+    EXPECT_EQ(copy.status, IBV_WC_SUCCESS);
+    EXPECT_TRUE(net[0].failures.empty());
+    // The superseded TGT QP went when the new generation's CONNECT arrived: one per sender.
+    EXPECT_EQ(net[2].cm().owned_tgts(), 1u);
+}
+
+TEST(ConnectionManagerOutage, ALinkThatCannotConnectAgainWithinTheOutageLimitFails) {
+    Net net(2, 1, riding_outages());
+    Message first, lost;
+    send(net[0], 1, first);
+    net.run();
+    NodeLink &link = *net[0].peer(1).link;
+    complete_all(link);
+    send(net[0], 1, lost);
+    time_out(net[0], link, 1);
+    Message copy;
+    send(net[0], 1, copy);
+    net.lose = [](const Datagram &) { return true; };
+    net.run(50000000);
+    EXPECT_TRUE(net[0].failures.empty());  // 50 s of a 60 s limit
+    net.run(20000000);
+    EXPECT_EQ(link.state(), NodeLink::State::failed);
+    EXPECT_EQ(net[0].failures.size(), 1u);
+    EXPECT_TRUE(copy.done);
+}
+
+// Without an outage limit a timeout breaks the queue as before: the link fails and nothing connects again.
+TEST(ConnectionManagerOutage, WithoutAnOutageLimitATimeoutBreaksTheQueue) {
+    CmConfig c = riding_outages();
+    c.outage_limit_us = 0;
+    Net net(2, 1, c);
+    Message first, lost;
+    send(net[0], 1, first);
+    net.run();
+    NodeLink &link = *net[0].peer(1).link;
+    complete_all(link);
+    send(net[0], 1, lost);
+    EXPECT_FALSE(link.queue().would_requeue(timeout_of(link, 1)));
+    link.queue().on_completion(timeout_of(link, 1));
+    EXPECT_TRUE(link.queue().broken());
+    EXPECT_EQ(lost.status, IBV_WC_RETRY_EXC_ERR);
+}
