@@ -459,9 +459,12 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
         NodeLink &link = *connecting_[i];
         if (now >= link.deadline_us_ && !held_) {
             retract(link, 0);
-            give_up(link, "no answer from rank " + std::to_string(link.owner_) + "'s connection manager within " +
-                              std::to_string(config_.connect_timeout_us / 1000000) + " s (" +
-                              std::to_string(link.attempts_) + " CONNECT datagrams sent)");
+            const bool outage = link.outage_until_us_ != 0;
+            give_up(link,
+                    "no answer from rank " + std::to_string(link.owner_) + "'s connection manager within " +
+                        std::to_string((outage ? config_.outage_limit_us : config_.connect_timeout_us) / 1000000) +
+                        " s (" + std::to_string(link.attempts_) + " CONNECT datagrams sent" +
+                        (outage ? ", connecting again after a timeout: btl_xrc_outage_limit)" : ")"));
             continue;  // give_up() removed it from the list
         }
         if (now >= link.next_retry_us_) send_connect(link, now);

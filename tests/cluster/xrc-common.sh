@@ -227,8 +227,8 @@ rail_lost_mid_steady() {
 # for SECONDS at least and until the flaps are over: once it flows, nodeB's port goes down for each DOWN seconds in
 # turn (1 s apart; with FLAP_ACKS_LOST_FIRST=S, it first loses every acknowledgement for S s, until it is back up),
 # and the job runs on for 1 s after the last. Leaves the job's exit status in $rc (noflow: no
-# traffic within 60 s; the job is then left to MPIRUN_TIMEOUT) and the seconds from the last port-down to the job's
-# end in $elapsed.
+# traffic within 60 s; the job is then left to MPIRUN_TIMEOUT), the seconds from the last port-down to the job's
+# end in $elapsed, and when the last port-up was done (seconds since the epoch) in $up_at.
 flapped_run() {
     local out=$1 hosts=$2 args=$3 seconds=$4 down start
     shift 4
@@ -259,6 +259,7 @@ flapped_run() {
         info "nodeB's port down at $(date +%T.%N | cut -c1-12) for $down s"
         sleep "$down"
         sc exec nodeB "$SIMHCA_CTL" fault port-up >/dev/null || die "port-up failed"
+        up_at=$(date +%s.%N)
         if [ -n "${FLAP_ACKS_LOST_FIRST:-}" ]; then
             sc exec nodeB "$SIMHCA_CTL" fault ack-restore >/dev/null || die "ack-restore failed"
         fi

@@ -30,8 +30,11 @@ grep -aq 'went unacknowledged for the retry budget' "$out" ||
     die "no request went unacknowledged for the retry budget: the outage was not longer than it"
 reconnections=$(counter_sum "$out" reconnections)
 [ "${reconnections:-0}" -gt 0 ] || die "no connection was made again"
+# Traffic resumed when the longest pause between two rounds ended (steady's wall clock, the same host's).
+resumed=$(grep -a -m1 '^steady: longest pause' "$out" | awk -v up="$up_at" '{ printf "%.2f", $8 - up }')
 info "connections made again: $reconnections; copies the receivers dropped: $(counter_sum "$out" replays_dropped)," \
-    "delivered: $(counter_sum "$out" replays_delivered); resumed $elapsed s after the port went down"
+    "delivered: $(counter_sum "$out" replays_delivered); traffic flowing again $resumed s after the port came up" \
+    "($(grep -a -m1 '^steady: longest pause' "$out"))"
 grep -aq 'btl:xrc: .* error\|MPI_ABORT' "$out" && die "an error was reported during the outage"
 
 # The acknowledgements crossing nodeB's port are lost for a quarter second before it goes down: what either node sent

@@ -10,7 +10,8 @@
  * rank on a communicator of their own, all with one tag, each carrying (sender, sequence number per pair): the
  * receiver checks it gets every number once and in order (a message delivered twice, or lost, is an error even
  * where the main stream's per-round tags would hide it). STOP-FILE "-": none. Prints "steady: traffic" after the first round, and at the end "steady:
- * OK|FAILED rounds=N errors=E"; exits non-zero on any error.
+ * OK|FAILED rounds=N errors=E" and the longest pause between two rounds with when it ended (seconds since the epoch);
+ * exits non-zero on any error.
  */
 #include "mix64.h"
 
@@ -48,6 +49,9 @@ int main(int argc, char **argv) {
     if (!sbuf || !rbuf || !reqs || !bsend || !brecv || !next_out || !next_in) MPI_Abort(MPI_COMM_WORLD, 2);
     long errors = 0, round = 0;
     const double start = MPI_Wtime();
+    /* rank 0: the longest time between two rounds' ends and when it ended (wall clock: a fault test compares it
+     * with when its fault ended) */
+    double last_end = start, longest_pause = 0, pause_ended = 0;
     int go = 1;
     while (go) {
         const size_t len = kSizes[round % (sizeof(kSizes) / sizeof(kSizes[0]))];
@@ -98,6 +102,16 @@ int main(int argc, char **argv) {
             printf("steady: traffic\n");
             fflush(stdout);
         }
+        if (rank == 0) {
+            const double now = MPI_Wtime();
+            if (now - last_end > longest_pause) {
+                struct timespec wall;
+                clock_gettime(CLOCK_REALTIME, &wall);
+                longest_pause = now - last_end;
+                pause_ended = (double)wall.tv_sec + wall.tv_nsec / 1e9;
+            }
+            last_end = now;
+        }
         ++round;
         go = MPI_Wtime() - start < seconds || (stop_file != NULL && access(stop_file, F_OK) != 0);
         MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -110,6 +124,7 @@ int main(int argc, char **argv) {
     if (rank == 0) printf("steady: %s rounds=%ld errors=%ld\n", total ? "FAILED" : "OK", round, total);
     if (rank == 0 && burst > 0)
         printf("steady: stream messages=%ld out_of_sequence=%ld\n", checked_total, stream_total);
+    if (rank == 0) printf("steady: longest pause %.3f s, ended at %.3f\n", longest_pause, pause_ended);
     MPI_Comm_free(&stream);
     free(bsend);
     free(brecv);
