@@ -10,9 +10,11 @@
 #         change, and a rank 5 s late into MPI_Finalize (OK)
 #   22    2x1, one rail, 4 threads, RGET + osc/rdma: DEVICE_FATAL on nodeA's only device: the job ends naming it
 #         (CLEAN END)
+#   3046  2x2, one rail, 2 threads, RGET, btl_xrc_outage_limit: nodeB's port flaps past the grace and the retry
+#         budget; the connections are made again, what was not acknowledged is sent again (OK)
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP_SRCDIR=${TOP_SRCDIR:-$(cd "$HERE/../.." && pwd)}
 TOP_BUILDDIR=${TOP_BUILDDIR:-$TOP_SRCDIR/build}
 [ "$(id -u)" = 0 ] || { echo "SKIP: chaos-seeds: needs root (namespaces, mounts, veth pairs)"; exit 77; }
-exec python3 "$HERE/chaos" --seeds "${CHAOS_CHECK_SEEDS:-1037,45,22}" --build-dir "$TOP_BUILDDIR"
+exec python3 "$HERE/chaos" --seeds "${CHAOS_CHECK_SEEDS:-1037,45,22,3046}" --build-dir "$TOP_BUILDDIR"
