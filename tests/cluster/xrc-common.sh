@@ -224,8 +224,9 @@ rail_lost_mid_steady() {
 }
 
 # flapped_run OUT HOSTS ARGS SECONDS DOWN... : steady traffic on HOSTS with mpirun's ARGS (the transport, as words)
-# for SECONDS at least and until the flaps are over: once it flows, nodeB's port goes down for each DOWN seconds in
-# turn (1 s apart; with FLAP_ACKS_LOST_FIRST=S, it first loses every acknowledgement for S s, until it is back up),
+# for SECONDS at least and until the flaps are over: once it flows, nodeB's port (the ports of every node in
+# FLAP_NODES, "nodeA nodeB": a switch that reboots) goes down for each DOWN seconds in turn (1 s apart; with
+# FLAP_ACKS_LOST_FIRST=S, nodeB's first loses every acknowledgement for S s, until it is back up),
 # and the job runs on for 1 s after the last. Leaves the job's exit status in $rc (noflow: no
 # traffic within 60 s; the job is then left to MPIRUN_TIMEOUT), the seconds from the last port-down to the job's
 # end in $elapsed, and when the last port-up was done (seconds since the epoch) in $up_at.
@@ -255,15 +256,19 @@ flapped_run() {
             info "nodeB's port loses every acknowledgement for $FLAP_ACKS_LOST_FIRST s first"
             sleep "$FLAP_ACKS_LOST_FIRST"
         fi
-        sc exec nodeB "$SIMHCA_CTL" fault port-down >/dev/null || die "port-down failed"
-        info "nodeB's port down at $(date +%T.%N | cut -c1-12) for $down s"
+        for node in ${FLAP_NODES:-nodeB}; do
+            sc exec "$node" "$SIMHCA_CTL" fault port-down >/dev/null || die "port-down failed"
+        done
+        info "${FLAP_NODES:-nodeB}: port down at $(date +%T.%N | cut -c1-12) for $down s"
         sleep "$down"
-        sc exec nodeB "$SIMHCA_CTL" fault port-up >/dev/null || die "port-up failed"
-        up_at=$(date +%s.%N)
+        up_at=$(date +%s.%N)  # the port comes up no earlier (the command takes a moment to reach the node)
+        for node in ${FLAP_NODES:-nodeB}; do
+            sc exec "$node" "$SIMHCA_CTL" fault port-up >/dev/null || die "port-up failed"
+        done
         if [ -n "${FLAP_ACKS_LOST_FIRST:-}" ]; then
             sc exec nodeB "$SIMHCA_CTL" fault ack-restore >/dev/null || die "ack-restore failed"
         fi
-        info "nodeB's port up at $(date +%T.%N | cut -c1-12)"
+        info "${FLAP_NODES:-nodeB}: port up at $(date +%T.%N | cut -c1-12)"
     done
     sleep 1
     touch "$WORKDIR/stop"

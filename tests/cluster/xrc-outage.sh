@@ -5,9 +5,11 @@
 # rendezvous) plus numbered bursts that every receiver checks arrive once and in order, at 2 nodes x 2 ranks, while
 # nodeB's port goes down for OUTAGE_TEST_DOWN seconds (3 by default) with a retry budget of 0.54 s
 # (btl_xrc_timeout 14), so that every request in flight across it exhausts the budget: the HCA gives up on them,
-# and the job completes over new connections, nothing lost, nothing twice. Without the limit the same outage ends
-# the job, naming the port. OUTAGE_TEST_DEFAULTS=1: the default retry budget (34 s) and a 45 s outage instead
-# (about two minutes, for make stress and the figures). Nothing stays in any node's HCA afterwards.
+# and the job completes over new connections, nothing lost, nothing twice; then with nodeB's acknowledgements lost
+# first (copies of what landed must be dropped), then with every node's port down at once (a switch that reboots).
+# Without the limit the same outage ends the job, naming the port. OUTAGE_TEST_DEFAULTS=1: the default retry budget
+# (34 s) and a 45 s outage instead (about four minutes, for make stress and the figures). Nothing stays in any
+# node's HCA afterwards.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
 up_cluster 2 2
@@ -50,6 +52,16 @@ dropped=$(counter_sum "$WORKDIR/acks" replays_dropped)
 info "copies dropped by the receivers: $dropped, delivered: $(counter_sum "$WORKDIR/acks" replays_delivered)," \
     "connections made again: $(counter_sum "$WORKDIR/acks" reconnections)"
 [ "${dropped:-0}" -gt 0 ] || die "no copy was dropped: no receiver met one the old connection had delivered"
+
+# A switch that reboots: every node's port down at once, for as long.
+STEADY_BURST=16 FLAP_NODES="nodeA nodeB" MPIRUN_TIMEOUT=$((down * 2 + 120)) \
+    flapped_run "$WORKDIR/switch" nodeA:2,nodeB:2 "$xrc --mca btl_xrc_outage_limit 300" 4 "$down"
+[ $rc != noflow ] || die "no traffic in the xrc job (switch reboot)"
+[ $rc = 0 ] || die "the job did not ride through every port down $down s (exit $rc)"
+expect_line "$WORKDIR/switch" '^steady: OK .*errors=0' "xrc, every node's port down $down s at once"
+expect_line "$WORKDIR/switch" '^steady: stream .*out_of_sequence=0' "numbered stream, every port down"
+info "connections made again: $(counter_sum "$WORKDIR/switch" reconnections), copies dropped:" \
+    "$(counter_sum "$WORKDIR/switch" replays_dropped), delivered: $(counter_sum "$WORKDIR/switch" replays_delivered)"
 
 # The control: without the limit the same outage ends the job, naming host, device and port.
 MPIRUN_TIMEOUT=$((down * 2 + 60)) flapped_run "$WORKDIR/control" nodeA:2,nodeB:2 "$xrc" 4 "$down"
