@@ -63,6 +63,7 @@ struct BmlBtlHead {
 // leaves it out for a put that needs no clean-up).
 void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
+    bool reported = false;
     // Handed back by a timeout on one rail (SendQueue::hand_back_after): a put or a get is done again over the next
     // connection (the same registrations: the same rail), once more at worst, which moves the same bytes to the
     // same place; an atomic that reached its QP may have executed, and is never done twice: the job ends, saying so.
@@ -74,13 +75,14 @@ void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
             mca_btl_xrc_report_error(frag->module, frag->endpoint,
                                      "an atomic operation went unacknowledged for the retry budget: it may have "
                                      "executed, and an atomic is never sent twice");
+            reported = true;
         }
     }
     // With several rails a failed send goes out again over another; a one-sided operation that failed with its
     // rail does not. An atomic may have executed (only its answer was lost), and its window is registered on this
     // rail only; a put or get moves to sends when ob1 made it, but another caller (osc/rdma) would take the
     // failure for success, its window this rail's too. The job ends, saying so.
-    if (OPAL_UNLIKELY(status != IBV_WC_SUCCESS) && op->posted_on != 0 && mca_btl_xrc_failover_enabled() &&
+    if (OPAL_UNLIKELY(status != IBV_WC_SUCCESS) && !reported && op->posted_on != 0 && mca_btl_xrc_failover_enabled() &&
         !frag->module->finalizing &&
         (xrc::is_atomic(op->wr) ||
          !mca_btl_xrc_rdma_caller_recovers(&frag->module->super, frag->endpoint, frag->rdma_context))) {
