@@ -338,41 +338,36 @@ constexpr char kAtomicOp[] = "an atomic operation";
 constexpr char kAtomicFop[] = "an atomic fetch-and-op";
 constexpr char kAtomicCswap[] = "an atomic compare-and-swap";
 
-// A copy sent again after the lost rail (`lost`, our module on it) failed its original: true when that rail
-// delivered the original (the copy is dropped; src/core/failover.h decides). Progress context, under the lock
-// (progress holds it: the lost module's queues are this thread's to poll).
-bool delivered_already(mca_btl_xrc_module_t *lost, const xrc::ForwardedHeader &header) noexcept {
-    if (lost->transport == nullptr) return false;
-    constexpr unsigned kDrainBound = 1u << 16;
-    const auto taken = [lost, &header] {
-        const mca_btl_base_endpoint_t *writer = mca_btl_xrc_endpoint_for(lost, header.rank);
-        return xrc::taken_on(header, lost->srq_taken, writer != nullptr ? writer->peer.granted : nullptr);
-    };
-    const auto undrained = [lost] {
-        BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: a rail still delivering after %u polls: a copy is judged anyway",
-                        opal_process_info.nodename, lost->transport->rail_name().c_str(), kDrainBound);
-    };
-    return xrc::delivered_already(
-        header, [lost] { return mca_btl_xrc_poll_module(lost); }, taken, undrained, kDrainBound, lost->counters);
-}
-
-// A copy sent again over the rail it arrived on (`m`), after a timeout: true when the connection it names
-// delivered the original (dropped). That connection's SRQ messages came through the same completion queue before
-// the copy (the original reached this HCA before the sender's gave up on it, and the copy was sent after that), so
-// they are counted already; a ring write may not be consumed yet: the rings are read first (never the completion
-// queue, whose batch this copy is part of). Progress context, under the lock.
-bool delivered_on_this_rail(mca_btl_xrc_module_t *m, const xrc::ForwardedHeader &header) noexcept {
+// A copy whose original went over the rail of `m`: true when that rail delivered the original (the copy is dropped;
+// src/core/failover.h decides), after `poll` took what the rail had delivered off its queues. Progress context, under
+// the lock (progress holds it: the module's queues are this thread's to poll).
+template <class Poll>
+bool judged_delivered(mca_btl_xrc_module_t *m, const xrc::ForwardedHeader &header, Poll poll) noexcept {
     constexpr unsigned kDrainBound = 1u << 16;
     const auto taken = [m, &header] {
         const mca_btl_base_endpoint_t *writer = mca_btl_xrc_endpoint_for(m, header.rank);
         return xrc::taken_on(header, m->srq_taken, writer != nullptr ? writer->peer.granted : nullptr);
     };
     const auto undrained = [m] {
-        BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: rings still delivering after %u polls: a copy is judged anyway",
+        BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: a rail still delivering after %u polls: a copy is judged anyway",
                         opal_process_info.nodename, m->transport->rail_name().c_str(), kDrainBound);
     };
-    return xrc::delivered_already(
-        header, [m] { return mca_btl_xrc_eager_progress(m); }, taken, undrained, kDrainBound, m->counters);
+    return xrc::delivered_already(header, poll, taken, undrained, kDrainBound, m->counters);
+}
+
+// A copy sent again after the lost rail (`lost`, our module on it) failed its original: that rail is drained whole
+// (its rings and completion queue) before the copy is judged.
+bool delivered_already(mca_btl_xrc_module_t *lost, const xrc::ForwardedHeader &header) noexcept {
+    if (lost->transport == nullptr) return false;
+    return judged_delivered(lost, header, [lost] { return mca_btl_xrc_poll_module(lost); });
+}
+
+// A copy sent again over the rail it arrived on (`m`), after a timeout. That connection's SRQ messages came through
+// the same completion queue before the copy (the original reached this HCA before the sender's gave up on it, and
+// the copy was sent after that), so they are counted already; a ring write may not be consumed yet: the rings are
+// read first (never the completion queue, whose batch this copy is part of).
+bool delivered_on_this_rail(mca_btl_xrc_module_t *m, const xrc::ForwardedHeader &header) noexcept {
+    return judged_delivered(m, header, [m] { return mca_btl_xrc_eager_progress(m); });
 }
 
 // A forwarded message arrived (on any rail): to ob1 as the module of the rail it was sent on, on this process's
@@ -451,6 +446,39 @@ bool mca_btl_xrc_failover_enabled() noexcept {
 
 bool mca_btl_xrc_outage_enabled() noexcept {
     return outage_on;
+}
+
+void mca_btl_xrc_link_revived(mca_btl_xrc_module_t *m, const xrc::NodeLink &link) noexcept {
+    if (!failover_on || m->finalizing) return;
+    bool any = false;
+    try {
+        // Every endpoint made: one whose traffic was forwarded may have been unlisted meanwhile (del_procs).
+        for (mca_btl_base_endpoint_t *endpoint : mca_btl_xrc_endpoints_of(m, true))
+            if (endpoint->forward_to != nullptr && endpoint->peer.queue == &link.queue()) {
+                // What it sends from now on goes over its own rail, over a new connection, numbered from its first
+                // message; the copies already forwarded are judged against the old connection's counts, which stay.
+                endpoint->forward_to = nullptr;
+                endpoint->rdma_refusal_said = false;
+                ++m->counters.failbacks;
+                any = true;
+            }
+    } catch (...) {  // out of memory: those peers' traffic stays on the other rail
+    }
+    if (!any) return;
+    m->lost_nodes.forget(link.node());
+    BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: node %u reached again: its peers' traffic is back on this rail",
+                    opal_process_info.nodename, m->transport->rail_name().c_str(), link.node());
+}
+
+bool mca_btl_xrc_rejoin_rail(mca_btl_xrc_module_t *m) noexcept {
+    if (!failover_on || outage_on || m->finalizing || !m->rail_lost) return false;
+    const BtlXrcLock guard(m->lock);
+    if (!m->rail_lost || !m->transport->revive()) return false;  // its links call mca_btl_xrc_link_revived
+    m->rail_lost = false;
+    m->port_failure_reported = false;
+    opal_output(0, "btl:xrc: %s: %s: rail back (its port is active again): its traffic returns to it",
+                opal_process_info.nodename, m->transport->rail_name().c_str());
+    return true;
 }
 
 bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const char *why) noexcept {

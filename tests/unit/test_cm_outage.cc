@@ -39,6 +39,16 @@ void time_out(Process &p, NodeLink &link, std::size_t index) {
     p.cm().reconnect(link.queue(), true);
 }
 
+// Rank 0's link to `to`'s node, connected by a first message (acknowledged), and a second message posted on it.
+NodeLink &connected_with_one_in_flight(Net &net, std::uint32_t to, Message &first, Message &in_flight) {
+    send(net[0], to, first);
+    net.run();
+    NodeLink &link = *net[0].peer(to).link;
+    complete_all(link);
+    send(net[0], to, in_flight);
+    return link;
+}
+
 }  // namespace
 
 TEST(ConnectionManagerOutage, ATimeoutHandsBackAndTheLinkConnectsAgainThroughTheSameRankOnceThePathIsBack) {
@@ -90,11 +100,7 @@ TEST(ConnectionManagerOutage, ATimeoutHandsBackAndTheLinkConnectsAgainThroughThe
 TEST(ConnectionManagerOutage, ALinkThatCannotConnectAgainWithinTheOutageLimitFails) {
     Net net(2, 1, riding_outages());
     Message first, lost;
-    send(net[0], 1, first);
-    net.run();
-    NodeLink &link = *net[0].peer(1).link;
-    complete_all(link);
-    send(net[0], 1, lost);
+    NodeLink &link = connected_with_one_in_flight(net, 1, first, lost);
     time_out(net[0], link, 1);
     Message copy;
     send(net[0], 1, copy);
@@ -113,11 +119,7 @@ TEST(ConnectionManagerOutage, WithoutAnOutageLimitATimeoutBreaksTheQueue) {
     c.outage_limit_us = 0;
     Net net(2, 1, c);
     Message first, lost;
-    send(net[0], 1, first);
-    net.run();
-    NodeLink &link = *net[0].peer(1).link;
-    complete_all(link);
-    send(net[0], 1, lost);
+    NodeLink &link = connected_with_one_in_flight(net, 1, first, lost);
     EXPECT_FALSE(link.queue().would_requeue(timeout_of(link, 1)));
     link.queue().on_completion(timeout_of(link, 1));
     EXPECT_TRUE(link.queue().broken());
