@@ -424,22 +424,6 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
                                ", which died");
                 break;
             }
-            case Deferred::Kind::revive: {
-                bool revived = false;
-                {
-                    Guard g(*this);
-                    const bool broken = d.link->state_ == NodeLink::State::failed ||
-                                        (d.link->state_ == NodeLink::State::connected && d.link->queue_.broken());
-                    if (broken && !abandoned_ && !finalizing_) {
-                        restart_failed(*d.link);
-                        revived = true;
-                        host_.note("connection to node " + std::to_string(d.link->node_) +
-                                   " usable again: a CONNECT came from it");
-                    }
-                }
-                if (revived) host_.link_revived(*d.link);
-                break;
-            }
             case Deferred::Kind::drop: {
                 // Completed as flushed, outside the mutex (their owners may be called); lost to nobody.
                 const std::size_t dropped = d.link->queue_.drop_pending(IBV_WC_WR_FLUSH_ERR);
@@ -693,15 +677,6 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
             ++it;
         }
     }
-    // Our link to the sender's node may have failed (its port was down past the retry budget, or past the grace):
-    // a CONNECT from there says the path works again, so a failed link starts over (progress looks, under the
-    // queues' lock: whether its queue broke is the data path's to say).
-    if (auto back = links_.find(port_identity(from)); back != links_.end()) {
-        try {
-            deferred_.push_back({Deferred::Kind::revive, back->second.get(), 0, {}, {}, 0, 0, 0, {}});
-        } catch (...) {  // out of memory: its traffic stays where it moved
-        }
-    }
     owned_.emplace(k, OwnedTgt{m.src_rank, m.generation, m.ini_qpn, HostQp(&host_, tgt)});
     owned_qpns_[tgt->qp_num] = m.src_rank;
     ++counters_->tgt_qps;
@@ -876,55 +851,6 @@ bool ConnectionManager::release_broken_tgt(std::uint32_t tgt_qpn) noexcept {
         return true;
     }
     return false;
-}
-
-void ConnectionManager::restart_failed(NodeLink &link) noexcept {
-    unlist(connecting_, link);
-    unlist(connected_, link);
-    unlist(draining_, link);
-    unlist(waiting_, link);
-    unlist(leaving_, link);
-    drop_ini(link);
-    link.state_ = NodeLink::State::idle;
-    link.opening_ = false;
-    link.start_pending_ = false;
-    link.fence_posted_ = false;
-    link.unfenced_ = false;
-    link.leave_ = NodeLink::Leave::none;
-    link.outage_until_us_ = 0;
-    link.queue_.reset();
-    for (Peer *peer : link.peers_) {
-        peer->imm_flags = kImmFirst;
-        peer->stop_ring();
-    }
-}
-
-bool ConnectionManager::revive() noexcept {
-    host_.lock_queues();
-    std::vector<NodeLink *> revived;
-    bool done = false;
-    {
-        Guard g(*this);
-        if (abandoned_ && !finalizing_) {
-            try {
-                revived.reserve(links_.size());
-                done = true;
-            } catch (...) {  // out of memory: the rail stays given up
-            }
-        }
-        if (done) {
-            abandoned_ = false;
-            held_ = false;
-            for (auto &[port, link] : links_) {
-                restart_failed(*link);
-                revived.push_back(link.get());
-            }
-        }
-    }
-    for (NodeLink *link : revived) host_.link_revived(*link);
-    host_.unlock_queues();
-    if (done) host_.timers_changed();
-    return done;
 }
 
 void ConnectionManager::restart_streams(const SendQueue &queue, bool timed_out) noexcept {

@@ -83,7 +83,6 @@ public:
     bool reserve_completions(std::size_t) noexcept override { return true; }
     std::uint64_t now_us() noexcept override;
     void link_failed(const NodeLink &, const std::string &why) noexcept override;
-    void link_revived(const NodeLink &link) noexcept override { revived.push_back(link.node()); }
     void note(const std::string &) noexcept override {}
     void lock_queues() noexcept override { queues_lock.lock(); }
     void unlock_queues() noexcept override { queues_lock.unlock(); }
@@ -98,8 +97,7 @@ public:
     std::uint16_t lid_seen(std::uint32_t rank) { return address_of(rank)->lid; }
     // A peer object for `rank` attached to its node's link (what the BTL's add_procs does).
     Peer &peer(std::uint32_t rank);
-    std::vector<std::string> failures;   // under Net::mutex
-    std::vector<std::uint32_t> revived;  // the nodes of the links that connect again after they failed
+    std::vector<std::string> failures;  // under Net::mutex
     bool fail_tgt_creation = false;
     // What the BTL module's lock is to the send queues: held by senders and progress around every use of a
     // link's queue, and by the manager's tick() through lock_queues(). Recursive, as the module's lock is.
