@@ -259,7 +259,8 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
     try {
         const xrc::SendOp *failed = queue.failed_op(wc);
         const char *own = failed != nullptr ? m->transport->own_operation(failed) : nullptr;
-        if (queue.would_requeue(wc) && wc.status == IBV_WC_RETRY_EXC_ERR) {
+        const bool requeues = queue.would_requeue(wc);
+        if (requeues && wc.status == IBV_WC_RETRY_EXC_ERR) {
             // An outage past the retry budget ridden through (btl_xrc_outage_limit): what was not acknowledged goes
             // out again over a new connection, made when the port or path is back (btl_xrc_failover.cc).
             const xrc::NodeLink *link = m->transport->link_of(queue);
@@ -271,7 +272,7 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
                         xrc::describe_qp(wc.qp_num, m->transport->role_of(wc.qp_num)).c_str());
             return;
         }
-        if (queue.would_requeue(wc)) {
+        if (requeues) {
             // A refusal the queue takes at the cost of this request alone (ULFM, one rail): what it named is
             // gone, so its process died; the link connects again for the others (btl_xrc_peer_death.cc).
             const std::string what = (own != nullptr      ? std::string(own)

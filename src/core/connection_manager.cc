@@ -853,23 +853,25 @@ bool ConnectionManager::release_broken_tgt(std::uint32_t tgt_qpn) noexcept {
     return false;
 }
 
+NodeLink *ConnectionManager::link_with_queue_locked(const SendQueue &queue) const noexcept {
+    for (const auto &[port, link] : links_)
+        if (&link->queue_ == &queue) return link.get();
+    return nullptr;
+}
+
 void ConnectionManager::restart_streams(const SendQueue &queue, bool timed_out) noexcept {
     Guard g(*this);
-    for (auto &[port, link] : links_) {
-        if (&link->queue_ != &queue) continue;
-        for (Peer *peer : link->peers_) {
-            peer->imm_flags = kImmFirst;
-            if (timed_out) peer->stop_ring();
-        }
-        return;
+    NodeLink *link = link_with_queue_locked(queue);
+    if (link == nullptr) return;
+    for (Peer *peer : link->peers_) {
+        peer->imm_flags = kImmFirst;
+        if (timed_out) peer->stop_ring();
     }
 }
 
 void ConnectionManager::reconnect(const SendQueue &queue, bool timed_out) noexcept {
     Guard g(*this);
-    NodeLink *found = nullptr;
-    for (auto &[port, link] : links_)
-        if (&link->queue_ == &queue) found = link.get();
+    NodeLink *found = link_with_queue_locked(queue);
     if (found == nullptr || !found->ini_) return;
     NodeLink &link = *found;
     unlist(connected_, link);
@@ -1218,9 +1220,7 @@ void ConnectionManager::abandon(ibv_wc_status status) noexcept {
 
 const NodeLink *ConnectionManager::link_of(const SendQueue &queue) const noexcept {
     std::lock_guard<std::mutex> g(mutex_);
-    for (const auto &[node, link] : links_)
-        if (&link->queue_ == &queue) return link.get();
-    return nullptr;
+    return link_with_queue_locked(queue);
 }
 
 bool ConnectionManager::is_fence(const SendOp *op) const noexcept {

@@ -408,9 +408,9 @@ public:
     }
     // The INI QP of the link whose queue is `queue` met a refusal and the queue requeued what followed it
     // (SendQueue::requeue_after): the QP goes (without a fence or CLOSE: the refusal put the TGT QP in the error
-    // state too, and its holders drop it on that event), the link is idle again, its peers' next messages are
-    // first messages, and a new connection is made for what waits, through a live rank of the node. Data path,
-    // under the queues' lock. Nothing for a queue that is no link's.
+    // state too, and its holders drop it on that event), the link is idle again (restart_streams made its peers'
+    // next messages first messages before), and a new connection is made for what waits, through a live rank of the
+    // node. Data path, under the queues' lock. Nothing for a queue that is no link's.
     // After a timeout (`timed_out`: SendQueue::hand_back_after) the same, without moving the link to another rank,
     // and the connection is tried for up to outage_limit_us (the port may stay down that long), not
     // connect_timeout_us.
@@ -495,6 +495,8 @@ private:
     void start_wanted() noexcept;
     void run_deferred(std::vector<Deferred> &work) noexcept;
     void tick_locked(std::uint64_t now) noexcept;
+    // The link whose send queue is `queue`, or null; the caller holds the mutex.
+    NodeLink *link_with_queue_locked(const SendQueue &queue) const noexcept;
     struct OwnedTgt {
         std::uint32_t sender;
         std::uint32_t generation;

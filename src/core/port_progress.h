@@ -93,8 +93,8 @@ template <class Sink>
                     // then the link connects again.
                     const bool requeues = queue->would_requeue(wc);
                     if (requeues) requeueing(*queue, wc.status);
-                    if (queue->on_completion(wc) != IBV_WC_SUCCESS && requeues && !queue->broken())
-                        refused(*queue, wc.status);
+                    queue->on_completion(wc);
+                    if (requeues) refused(*queue, wc.status);
                     break;
                 }
                 queue->on_completion(wc);

@@ -125,6 +125,21 @@ void SendQueue::fail_all(ibv_wc_status status) noexcept {
     }
 }
 
+std::size_t SendQueue::complete_chain(SendOp *chain, SourceKey connection, ibv_wc_status status) noexcept {
+    std::size_t count = 0;
+    while (chain != nullptr) {
+        SendOp *next = chain->next_pending;
+        chain->next_pending = nullptr;
+        if (chain->on_complete != nullptr) {
+            chain->posted_on = connection;
+            chain->on_complete(chain, status);
+        }
+        ++count;
+        chain = next;
+    }
+    return count;
+}
+
 void SendQueue::fail(ibv_wc_status status) noexcept {
     if (broken_) return;
     broken_ = true;
@@ -179,20 +194,9 @@ bool SendQueue::hand_back_after(const ibv_wc &wc) noexcept {
     pending_head_ = pending_tail_ = nullptr;
     closed_marker_.next_pending = nullptr;
     detach();  // closed: the marker at the head of an empty queue
-    const auto call = [](SendOp *list, SourceKey on, ibv_wc_status status) {
-        while (list != nullptr) {
-            SendOp *next = list->next_pending;
-            list->next_pending = nullptr;
-            if (list->on_complete != nullptr) {
-                list->posted_on = on;
-                list->on_complete(list, status);
-            }
-            list = next;
-        }
-    };
-    call(done, 0, IBV_WC_SUCCESS);
-    call(posted, connection, wc.status);
-    call(queued, 0, wc.status);
+    complete_chain(done, 0, IBV_WC_SUCCESS);
+    complete_chain(posted, connection, wc.status);
+    complete_chain(queued, 0, wc.status);
     return true;
 }
 
@@ -227,12 +231,7 @@ bool SendQueue::requeue_after(const ibv_wc &wc) noexcept {
         closed_marker_.next_pending = again;
         if (pending_tail_ == &closed_marker_) pending_tail_ = again_last;
     }
-    while (done != nullptr) {
-        SendOp *next = done->next_pending;
-        done->next_pending = nullptr;
-        done->on_complete(done, IBV_WC_SUCCESS);
-        done = next;
-    }
+    complete_chain(done, 0, IBV_WC_SUCCESS);
     if (refused != nullptr) {
         refused->posted_on = connection;
         refused->on_complete(refused, wc.status);

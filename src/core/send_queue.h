@@ -194,18 +194,7 @@ public:
             dropped_tail = &op->next_pending;
         }
         pending_tail_ = kept_last;
-        std::size_t count = 0;
-        while (dropped != nullptr) {
-            SendOp *next = dropped->next_pending;
-            dropped->next_pending = nullptr;
-            if (dropped->on_complete != nullptr) {
-                dropped->posted_on = 0;
-                dropped->on_complete(dropped, status);
-            }
-            ++count;
-            dropped = next;
-        }
-        return count;
+        return complete_chain(dropped, 0, status);
     }
     std::size_t drop_pending(ibv_wc_status status) noexcept {
         return drop_pending_if([](const SendOp &) { return true; }, status);
@@ -266,6 +255,10 @@ private:
     // closed (not broken) before anyone is called: a copy sent from a callback queues for the next connection.
     bool hand_back_after(const ibv_wc &wc) noexcept;
     void fail_all(ibv_wc_status status) noexcept;
+    // Completes every op of `chain` (linked through next_pending, already off the queue), in order, with `status`,
+    // each stamped as posted on `connection` first (0: never reached a QP); an op nobody owns is skipped. Returns
+    // how many the chain held.
+    static std::size_t complete_chain(SendOp *chain, SourceKey connection, ibv_wc_status status) noexcept;
 
     ibv_qp *qp_ = nullptr;
     SourceKey connection_ = 0;  // what the ops posted on qp_ name as their connection when they fail
