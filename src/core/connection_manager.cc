@@ -424,6 +424,10 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
                                ", which died");
                 break;
             }
+            case Deferred::Kind::node_dead:
+                // For the dead only: their owners are told nothing (a send to a dead process calls nobody back).
+                d.link->queue_.fail(IBV_WC_REM_ABORT_ERR);
+                break;
             case Deferred::Kind::drop: {
                 // Completed as flushed, outside the mutex (their owners may be called); lost to nobody.
                 const std::size_t dropped = d.link->queue_.drop_pending(IBV_WC_WR_FLUSH_ERR);
@@ -821,6 +825,11 @@ void ConnectionManager::peer_died(std::uint32_t rank) noexcept {
     if (address == nullptr || found == links_.end()) return;
     NodeLink &link = *found->second;
     if (!srqns.empty()) drop_dead_later(link, srqns, std::to_string(rank));
+    if (std::all_of(link.peers_.begin(), link.peers_.end(),
+                    [this](const Peer *peer) { return dead_ranks_.count(peer->rank) != 0; })) {
+        retire_dead_node(link);
+        return;
+    }
     if (link.owner_ != rank) return;
     const std::uint32_t next = live_rank_of(link);
     if (next == UINT32_MAX) return;  // nobody left there to connect through: its sends are dropped above
@@ -832,6 +841,30 @@ void ConnectionManager::peer_died(std::uint32_t rank) noexcept {
     if (link.state_ == NodeLink::State::connecting) {
         abandon(link);
         if (link.queue_.has_pending()) start_later(link);
+    }
+}
+
+// A node that crashed answers nothing: its connection's requests would be retried for the whole retry budget, and a
+// flush or finalize would wait for them, for messages nobody will receive.
+void ConnectionManager::retire_dead_node(NodeLink &link) noexcept {
+    if (link.node_dead_) return;
+    link.node_dead_ = true;
+    unlist(connecting_, link);
+    unlist(connected_, link);
+    unlist(draining_, link);
+    unlist(waiting_, link);
+    unlist(leaving_, link);
+    link.queue_.detach();  // nothing is posted to the INI QP from here on
+    drop_ini(link);
+    link.state_ = NodeLink::State::failed;
+    link.opening_ = false;
+    link.fence_posted_ = false;
+    link.leave_ = NodeLink::Leave::none;
+    host_.note("every rank of node " + std::to_string(link.node_) +
+               " this process sends to died: its connection goes, with what it still carried for them");
+    try {
+        deferred_.push_back({Deferred::Kind::node_dead, &link, link.generation_, {}, {}, 0, 0, 0, {}});
+    } catch (...) {  // out of memory: its requests stay outstanding (nothing waits for them: node_dead())
     }
 }
 

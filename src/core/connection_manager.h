@@ -203,6 +203,9 @@ public:
     std::uint32_t ini_qpn() const noexcept { return ini_ ? ini_.get()->qp_num : 0; }
     std::uint32_t tgt_qpn() const noexcept { return tgt_qpn_; }
     const std::vector<Peer *> &peers() const noexcept { return peers_; }
+    // Every rank of the node this process sends to died (ConnectionManager::peer_died): the link failed with
+    // nobody to report it to, and nothing waits for it (a flush, finalize).
+    bool node_dead() const noexcept { return node_dead_; }
 
     NodeLink(class ConnectionManager &cm, std::uint64_t port, std::uint32_t node, std::uint32_t owner,
              std::uint32_t depth, std::uint32_t signal_interval);
@@ -249,6 +252,7 @@ private:
     // first; at the close its answer is waited for no longer than leaving_wait_us.
     bool creator_gone_ = false;
     bool start_pending_ = false;  // wanted; tick() makes its INI QP
+    bool node_dead_ = false;
 };
 
 const char *link_state_name(NodeLink::State state) noexcept;
@@ -470,7 +474,7 @@ private:
     };
     // Work recorded under the mutex for tick() to do in progress, in order.
     struct Deferred {
-        enum class Kind : std::uint8_t { open, fail, reject, reciprocate, drop, drop_dead } kind;
+        enum class Kind : std::uint8_t { open, fail, reject, reciprocate, drop, drop_dead, node_dead } kind;
         NodeLink *link;
         std::uint32_t generation;          // open: the connection it was recorded for
         std::string why;                   // fail, drop; drop_dead: who died
@@ -534,6 +538,8 @@ private:
     bool only_for_finalized(const NodeLink &link) const noexcept;
     // What is queued on `link` for the SRQs `srqns` (ranks that died: `who`) is dropped by tick().
     void drop_dead_later(NodeLink &link, const std::vector<std::uint32_t> &srqns, const std::string &who) noexcept;
+    // Every rank of the link's node died: its INI QP goes now and tick() completes what its queue held.
+    void retire_dead_node(NodeLink &link) noexcept;
     // A rank of the link's node other than its owner that is neither dead nor finalizing, or UINT32_MAX.
     std::uint32_t live_rank_of(const NodeLink &link) const noexcept;
     void send_connect(NodeLink &link, std::uint64_t now) noexcept;

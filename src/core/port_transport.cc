@@ -501,7 +501,7 @@ void PortTransport::tick() noexcept {
 bool PortTransport::all_reported() const noexcept {
     bool all = loopback_queue_->outstanding_callbacks() == 0 && !loopback_queue_->has_pending();
     const auto link_reported = [&](const NodeLink &link) {
-        all = all && link.queue().outstanding_callbacks() == 0 && !link.queue().has_pending();
+        all = all && (link.node_dead() || (link.queue().outstanding_callbacks() == 0 && !link.queue().has_pending()));
     };
     cm_->for_each_link(link_reported);
     others_->for_each([&](std::uint32_t, const ConnectionManager &cm, bool) { cm.for_each_link(link_reported); });
@@ -510,7 +510,9 @@ bool PortTransport::all_reported() const noexcept {
 
 bool PortTransport::any_broken() const noexcept {
     bool broken = loopback_queue_->broken();
-    const auto link_broken = [&](const NodeLink &link) { broken = broken || link.queue().broken(); };
+    const auto link_broken = [&](const NodeLink &link) {
+        broken = broken || (link.queue().broken() && !link.node_dead());
+    };
     cm_->for_each_link(link_broken);
     others_->for_each([&](std::uint32_t, const ConnectionManager &cm, bool) { cm.for_each_link(link_broken); });
     return broken;

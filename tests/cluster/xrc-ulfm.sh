@@ -11,7 +11,8 @@
 # (at least one refusal is seen), and the node-mate must get each of its messages once, in order. Last, two ranks
 # die at once on two nodes (2 and 4) during a storm.
 # ULFM_TEST_VICTIMS names other victims (comma-separated ranks, several die at once), ULFM_TEST_TRACE=1 has every
-# survivor print each step it finished, ULFM_TEST_VERBOSE sets btl_xrc_verbose (1).
+# survivor print each step it finished, ULFM_TEST_VERBOSE sets btl_xrc_verbose (1), ULFM_TEST_NODE_CRASH=1 adds the
+# node crashes (below; by hand: Open MPI's runtime fails them now and then, over tcp too).
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
 
@@ -26,12 +27,15 @@ out=$WORKDIR/out
 # run_ulfm BTLS: the job over BTLS (with $storm=1: the storm); how soon the survivors learned of the death
 run_ulfm() {
     local btls=$1 killed learned
-    XRC_MPIRUN_ARGS="--with-ft ulfm -x ULFM_STORM=${storm:-0} -x ULFM_VICTIMS=$victims -x ULFM_ONESIDED=1 -x ULFM_TRACE=${ULFM_TEST_TRACE:-0} --mca btl_xrc_verbose ${ULFM_TEST_VERBOSE:-1}" \
-        xrc_run "$out" nodeA:2,nodeB:2,nodeC:2 "$btls" "$MPI_DIR/ulfm" ||
-        die "over $btls the survivors did not finish cleanly (exit $?)"
+    XRC_MPIRUN_ARGS="--with-ft ulfm ${node_pid:+-x ULFM_NODE_PID=$node_pid }-x ULFM_STORM=${storm:-0} -x ULFM_VICTIMS=$victims -x ULFM_ONESIDED=1 -x ULFM_TRACE=${ULFM_TEST_TRACE:-0} --mca btl_xrc_verbose ${ULFM_TEST_VERBOSE:-1}" \
+        xrc_run "$out" nodeA:2,nodeB:2,nodeC:2 "$btls" "$MPI_DIR/ulfm" || {
+        local rc=$?
+        # A node crash: stopped by node_crash after the verdict (Open MPI's fence hangs, above).
+        [ -n "${node_pid:-}" ] || die "over $btls the survivors did not finish cleanly (exit $rc)"
+    }
     expect_line "$out" "ulfm: OK survivors=$((6 - $(echo "$victims" | tr ',' '\n' | wc -l))) .*errors=0" \
         "over $btls, victims $victims"
-    killed=$(sed -n 's/^ulfm: rank [0-9]* killed at \([0-9.]*\)$/\1/p' "$out" | sort -n | head -1)
+    killed=$(sed -n 's/^ulfm: rank [0-9]* killed at \([0-9.]*\).*$/\1/p' "$out" | sort -n | head -1)
     learned=$(sed -n "s/^ulfm: rank [0-9]* learned of rank [0-9]*'s death at \([0-9.]*\) .*/\1/p" "$out" | sort -n)
     [ -n "$killed" ] && [ -n "$learned" ] || die "over $btls: no kill or detection time printed"
     info "over $btls${storm:+ (storm)}: every survivor learned of the death within" \
@@ -55,4 +59,41 @@ info "the storm: $refused refused request(s), each cost a new connection and not
 expect_no_objects
 # Two deaths at once, on two nodes, each its node's first rank (the one most connections went through), in a storm.
 [ -n "${ULFM_TEST_VICTIMS:-}" ] || { victims=2,4 storm=1 run_ulfm self,sm,xrc && expect_no_objects; }
+# With ULFM_TEST_NODE_CRASH=1, a node crashes: both of nodeC's ranks and its HCA daemon die at once (over tcp first,
+# the control, then over xrc, then in a storm over xrc). Not in make check: Open MPI 5.0.7 itself fails such jobs
+# now and then (over tcp, 1 job in about 12 left a live rank out of the shrunken communicator: docs/admin.md). Its
+# runtime also often hangs in MPI_Finalize's fence once every process of a node has died, over tcp as over xrc
+# (open-mpi/ompi#11404; the BTLs are finalized after that fence), so the job is stopped once the survivors have
+# printed their verdict and had 3 s more: what is judged is the survivors' recovery and data, and that their HCAs
+# hold nothing once their processes are gone.
+# node_crash BTLS: one such job over BTLS ($storm=1: in a storm); nodeC's HCA daemon is restarted afterwards.
+node_crash() {
+    local btls=$1 node_pid i
+    node_pid=$(cat "$SIMCLUSTER_STATE/nodes/nodeC/simhcad.pid") || die "no simhcad pid for nodeC"
+    rm -f "$out.raw"
+    victims=4,5 node_pid=$node_pid run_ulfm "$btls" &
+    local job=$!
+    for ((i = 0; i < 600; i++)); do
+        grep -aqE "ulfm: (OK|FAILED) survivors" "$out.raw" 2>/dev/null && break
+        kill -0 $job 2>/dev/null || break
+        sleep 0.1
+    done
+    sleep 3
+    pkill -TERM -f "ULFM_NODE_PID=$node_pid" 2>/dev/null
+    wait $job || die "over $btls, a node crash: the survivors did not recover (above)"
+    ! kill -0 "$node_pid" 2>/dev/null || die "nodeC's HCA daemon (pid $node_pid) was not killed with its ranks"
+    # Stopped, not finalized: the survivors' processes may still be exiting when mpirun has returned.
+    for ((i = 0; i < 50; i++)); do hcas_empty nodeA nodeB && break; sleep 0.2; done
+    SIMCLUSTER_NODES_LIST="nodeA nodeB" expect_no_objects
+    sc up --nodes 3 --slots 2 >/dev/null || die "nodeC's HCA daemon did not come back"
+}
+hcas_empty() {
+    local node
+    for node in "$@"; do hca_is_empty "$(sc exec "$node" "$SIMHCA_CTL" status 2>&1 | sed -n 2p)" || return 1; done
+}
+if [ -z "${ULFM_TEST_VICTIMS:-}" ] && [ "${ULFM_TEST_NODE_CRASH:-0}" = 1 ]; then
+    node_crash self,sm,tcp
+    node_crash self,sm,xrc
+    storm=1 node_crash self,sm,xrc
+fi
 info "PASS"

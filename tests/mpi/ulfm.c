@@ -5,13 +5,15 @@
  * Every pair of ranks first exchanges verified messages of several sizes (connections made, eager and rendezvous).
  * The ranks named by $ULFM_VICTIMS (comma-separated, default: the last one) then kill themselves with SIGKILL, all
  * at once, each after printing "ulfm: rank R killed at T" (T: CLOCK_REALTIME in seconds; the simulated nodes share
- * the host's clock). Every survivor is blocked in a receive from the first victim and prints "ulfm: rank R learned
+ * the host's clock). With $ULFM_NODE_PID set (the pid of the first victim's node's HCA daemon, simhcad), the first
+ * victim kills that daemon first: the node goes down with its ranks, as when a node crashes (name every rank of
+ * that node as a victim). Every survivor is blocked in a receive from the first victim and prints "ulfm: rank R learned
  * of rank V's death at T (failed|revoked)" when that receive fails (MPIX_ERR_PROC_FAILED, or MPIX_ERR_REVOKED when
- * another survivor revoked first). Every survivor then revokes MPI_COMM_WORLD, shrinks it and agrees (MPIX_Comm_agree) that the shrunken
- * communicator holds exactly the survivors; on it they run verified all-pairs messages of every size, an
- * allreduce checked against its expected sum and, with $ULFM_ONESIDED=1, a one-sided epoch (MPI_Put of a
- * verified block into every other survivor's window between fences). Rank 0 of the survivors prints
- * "ulfm: OK survivors=N dead=K errors=0" and every survivor exits 0 only when nothing was wrong.
+ * another survivor revoked first). Every survivor then revokes MPI_COMM_WORLD, shrinks it and agrees (MPIX_Comm_agree)
+ * that the shrunken communicator holds exactly the survivors; on it they run verified all-pairs messages of every size,
+ * an allreduce checked against its expected sum and, with $ULFM_ONESIDED=1, a one-sided epoch (MPI_Put of a verified
+ * block into every other survivor's window between fences). Rank 0 of the survivors prints "ulfm: OK survivors=N dead=K
+ * errors=0" and every survivor exits 0 only when nothing was wrong.
  *
  * Without ULFM (no MPIX_Comm_shrink in mpi-ext.h: Open MPI 4.1, or 5.0 built without it) it prints a line saying
  * so and exits 77 (skipped). */
@@ -87,8 +89,8 @@ static int all_pairs(MPI_Comm comm, const int *world_of, int round, unsigned cha
             const int to = (rank + step) % size, from = (rank - step + size) % size;
             fill(out, kSizes[k], world_of[rank], world_of[to], round);
             MPI_Status status;
-            const int rc = MPI_Sendrecv(out, (int)kSizes[k], MPI_BYTE, to, 40 + k, in, (int)kSizes[k], MPI_BYTE,
-                                        from, 40 + k, comm, &status);
+            const int rc = MPI_Sendrecv(out, (int)kSizes[k], MPI_BYTE, to, 40 + k, in, (int)kSizes[k], MPI_BYTE, from,
+                                        40 + k, comm, &status);
             if (rc != MPI_SUCCESS) return rc;
             fill(want, kSizes[k], world_of[from], world_of[rank], round);
             int count = -1;
@@ -256,8 +258,11 @@ int main(int argc, char **argv) {
     }
     if (victim) {
         usleep(300000); /* the survivors are in their receives (or their storm) by then */
-        printf("ulfm: rank %d killed at %.6f\n", g_world_rank, now());
+        const char *node_pid = getenv("ULFM_NODE_PID");
+        const int node_down = g_world_rank == victims[0] && node_pid != NULL && atoi(node_pid) > 0;
+        printf("ulfm: rank %d killed at %.6f%s\n", g_world_rank, now(), node_down ? " with its node's HCA" : "");
         fflush(stdout);
+        if (node_down && kill((pid_t)atoi(node_pid), SIGKILL) != 0) perror("ulfm: kill of the node's HCA daemon");
         raise(SIGKILL);
     }
     /* Every survivor is blocked in a receive from the first victim when it dies: each learns of the death itself
@@ -325,8 +330,8 @@ int main(int argc, char **argv) {
             for (int step = 1; step < ssize; ++step) {
                 const int to = (srank + step) % ssize;
                 fill(out + (size_t)step * kBlock, kBlock, world_of[srank], world_of[to], 77);
-                MPI_Put(out + (size_t)step * kBlock, kBlock, MPI_BYTE, to, (MPI_Aint)srank * kBlock, kBlock,
-                        MPI_BYTE, win);
+                MPI_Put(out + (size_t)step * kBlock, kBlock, MPI_BYTE, to, (MPI_Aint)srank * kBlock, kBlock, MPI_BYTE,
+                        win);
             }
             rc = MPI_Win_fence(0, win);
             if (rc != MPI_SUCCESS) error("the one-sided epoch among the survivors", rc);

@@ -123,3 +123,42 @@ TEST(ConnectionManagerPeerDeath, OnlyTheDeadRanksNodeDropsWhatNamesItsSrqNumbers
     complete_all(link);
     EXPECT_EQ(to4.status, IBV_WC_SUCCESS);
 }
+
+// A node crashes: every rank of it that this process sends to dies, and its HCA answers nothing. The link's requests
+// in flight would otherwise be retried for the whole retry budget, holding a flush or finalize for messages nobody
+// will receive: the INI QP goes at once, what the queue held completes for the dead (nobody is told of a failure),
+// and nothing is connected again toward that node.
+TEST(ConnectionManagerPeerDeath, ANodeWhoseEveryRankDiedLosesItsConnectionAtOnce) {
+    Net net(3, 2, requeueing());  // ranks 0, 1 on node 0; 2, 3 on node 1; 4, 5 on node 2
+    Message to4, to5, to2;
+    send(net[0], 4, to4);
+    send(net[0], 5, to5);
+    send(net[0], 2, to2);
+    net.run();
+    NodeLink &dead = *net[0].peer(4).link;
+    ASSERT_EQ(dead.state(), NodeLink::State::connected);
+    ASSERT_EQ(ini_of(dead)->posted.size(), 2u);  // in flight, never to be acknowledged
+    const std::size_t inis = net.live_of(FakeQp::Kind::ini);
+    net[0].cm().peer_died(4);
+    net.run();
+    EXPECT_FALSE(dead.node_dead());  // rank 5 still lives there: the link goes through it
+    EXPECT_FALSE(to4.done);
+    net[0].cm().peer_died(5);
+    EXPECT_TRUE(dead.node_dead());
+    EXPECT_EQ(dead.state(), NodeLink::State::failed);
+    EXPECT_EQ(ini_of(dead), nullptr);
+    EXPECT_EQ(net.live_of(FakeQp::Kind::ini), inis - 1);
+    net.run();
+    EXPECT_TRUE(to4.done);
+    EXPECT_TRUE(to5.done);
+    EXPECT_EQ(to5.status, IBV_WC_REM_ABORT_ERR);
+    EXPECT_TRUE(dead.queue().idle());
+    EXPECT_TRUE(net[0].failures.empty());
+    EXPECT_EQ(dead.state(), NodeLink::State::failed);  // not connected again
+    EXPECT_TRUE(net[0].cm().own_work_finished());
+    // The other node's link is untouched.
+    NodeLink &live = *net[0].peer(2).link;
+    ASSERT_EQ(live.state(), NodeLink::State::connected);
+    complete_all(live);
+    EXPECT_EQ(to2.status, IBV_WC_SUCCESS);
+}
