@@ -61,7 +61,7 @@ expect_no_objects
 [ -n "${ULFM_TEST_VICTIMS:-}" ] || { victims=2,4 storm=1 run_ulfm self,sm,xrc && expect_no_objects; }
 # With ULFM_TEST_NODE_CRASH=1, a node crashes: both of nodeC's ranks and its HCA daemon die at once (over tcp first,
 # the control, then over xrc, then in a storm over xrc). Not in make check: Open MPI 5.0.7 itself fails such jobs
-# now and then (over tcp, 1 job in about 12 left a live rank out of the shrunken communicator: docs/admin.md). Its
+# now and then (over tcp, 2 jobs of 24 left a live rank out of the shrunken communicator: docs/admin.md). Its
 # runtime also often hangs in MPI_Finalize's fence once every process of a node has died, over tcp as over xrc
 # (open-mpi/ompi#11404; the BTLs are finalized after that fence), so the job is stopped once the survivors have
 # printed their verdict and had 3 s more: what is judged is the survivors' recovery and data, and that their HCAs
