@@ -9,7 +9,8 @@
 # Afterwards no node's HCA holds an object of the job. Then over xrc again with the storm: the victim dies while
 # the others send to it and, over the same connections, to its node-mate; its node refuses what still names it
 # (at least one refusal is seen), and the node-mate must get each of its messages once, in order. Last, two ranks
-# die at once on two nodes (2 and 4) during a storm.
+# die at once on two nodes (2 and 4) during a storm. Between them, rank 5 dies in the middle of rendezvous sends to
+# every survivor.
 # ULFM_TEST_VICTIMS names other victims (comma-separated ranks, several die at once), ULFM_TEST_TRACE=1 has every
 # survivor print each step it finished, ULFM_TEST_VERBOSE sets btl_xrc_verbose (1), ULFM_TEST_NODE_CRASH=1 adds the
 # node crashes (below; by hand: Open MPI's runtime fails them now and then, over tcp too).
@@ -27,7 +28,7 @@ out=$WORKDIR/out
 # run_ulfm BTLS: the job over BTLS (with $storm=1: the storm); how soon the survivors learned of the death
 run_ulfm() {
     local btls=$1 killed learned
-    XRC_MPIRUN_ARGS="--with-ft ulfm ${node_pid:+-x ULFM_NODE_PID=$node_pid }-x ULFM_STORM=${storm:-0} -x ULFM_VICTIMS=$victims -x ULFM_ONESIDED=1 -x ULFM_TRACE=${ULFM_TEST_TRACE:-0} --mca btl_xrc_verbose ${ULFM_TEST_VERBOSE:-1}" \
+    XRC_MPIRUN_ARGS="--with-ft ulfm ${node_pid:+-x ULFM_NODE_PID=$node_pid }-x ULFM_STORM=${storm:-0} -x ULFM_RNDV=${rndv:-0} -x ULFM_VICTIMS=$victims -x ULFM_ONESIDED=1 -x ULFM_TRACE=${ULFM_TEST_TRACE:-0} --mca btl_xrc_verbose ${ULFM_TEST_VERBOSE:-1}" \
         xrc_run "$out" nodeA:2,nodeB:2,nodeC:2 "$btls" "$MPI_DIR/ulfm" || {
         local rc=$?
         # A node crash: stopped by node_crash after the verdict (Open MPI's fence hangs, above).
@@ -56,6 +57,14 @@ refused=$(grep -ac "btl:xrc: .*: refused: .*goes out again over a new connection
 first=$(grep -ac "died: its node's HCA refused" "$out")
 info "the storm: $refused refused request(s), each cost a new connection and nothing else;" \
     "$first process(es) learned of the death from one (the others from the runtime)"
+expect_no_objects
+# A death in the middle of rendezvous: the victim dies as soon as it has posted sends of 32 MiB to every survivor
+# (their RDMA reads of its memory to come or in flight); each survivor's receive of them must complete whole and
+# right or fail, never in part.
+rndv=33554432 run_ulfm self,sm,xrc
+[ "$(grep -ac "ulfm: rank [0-9]*: rendezvous from the dead: [0-9]* whole and right, [0-9]* failed" "$out")" = $((6 - $(echo "$victims" | tr ',' '\n' | wc -l))) ] ||
+    die "a death mid-rendezvous: not every survivor judged its receives from the dead"
+info "a death mid-rendezvous ($(grep -a "rendezvous sends had completed" "$out" | sed 's/^ulfm: //')): $(grep -a "rendezvous from the dead" "$out" | sed 's/^ulfm: rank \([0-9]*\): rendezvous from the dead: /\1: /' | paste -sd';' | sed 's/;/; /g')"
 expect_no_objects
 # Two deaths at once, on two nodes, each its node's first rank (the one most connections went through), in a storm.
 [ -n "${ULFM_TEST_VICTIMS:-}" ] || { victims=2,4 storm=1 run_ulfm self,sm,xrc && expect_no_objects; }

@@ -7,13 +7,17 @@
  * at once, each after printing "ulfm: rank R killed at T" (T: CLOCK_REALTIME in seconds; the simulated nodes share
  * the host's clock). With $ULFM_NODE_PID set (the pid of the first victim's node's HCA daemon, simhcad), the first
  * victim kills that daemon first: the node goes down with its ranks, as when a node crashes (name every rank of
- * that node as a victim). Every survivor is blocked in a receive from the first victim and prints "ulfm: rank R learned
- * of rank V's death at T (failed|revoked)" when that receive fails (MPIX_ERR_PROC_FAILED, or MPIX_ERR_REVOKED when
- * another survivor revoked first). Every survivor then revokes MPI_COMM_WORLD, shrinks it and agrees (MPIX_Comm_agree)
- * that the shrunken communicator holds exactly the survivors; on it they run verified all-pairs messages of every size,
- * an allreduce checked against its expected sum and, with $ULFM_ONESIDED=1, a one-sided epoch (MPI_Put of a verified
- * block into every other survivor's window between fences). Rank 0 of the survivors prints "ulfm: OK survivors=N dead=K
- * errors=0" and every survivor exits 0 only when nothing was wrong.
+ * that node as a victim). With $ULFM_RNDV=BYTES, every victim dies as soon as it has posted rendezvous sends of
+ * BYTES to every survivor ($ULFM_RNDV_US microseconds later), and each survivor's receive of them must either complete
+ * with the right data or fail
+ * ("ulfm: rank R: rendezvous from the dead: N whole and right, M failed"). Every survivor is blocked in a receive from
+ * the first victim and prints "ulfm: rank R learned of rank V's death at T (failed|revoked)" when that receive fails
+ * (MPIX_ERR_PROC_FAILED, or MPIX_ERR_REVOKED when another survivor revoked first). Every survivor then revokes
+ * MPI_COMM_WORLD, shrinks it and agrees (MPIX_Comm_agree) that the shrunken communicator holds exactly the survivors;
+ * on it they run verified all-pairs messages of every size, an allreduce checked against its expected sum and, with
+ * $ULFM_ONESIDED=1, a one-sided epoch (MPI_Put of a verified block into every other survivor's window between fences).
+ * Rank 0 of the survivors prints "ulfm: OK survivors=N dead=K errors=0" and every survivor exits 0 only when nothing
+ * was wrong.
  *
  * Without ULFM (no MPIX_Comm_shrink in mpi-ext.h: Open MPI 4.1, or 5.0 built without it) it prints a line saying
  * so and exits 77 (skipped). */
@@ -206,6 +210,52 @@ static int storm(MPI_Comm comm, const int *victims, const int *role) {
     return rc;
 }
 
+/* Rendezvous from the dead ($ULFM_RNDV): each victim sends `bytes` to every survivor (tag 70), each survivor
+ * receives from every victim; `buf` holds a block per peer. */
+static void rendezvous_start(const int *victims, int dead, int victim, int size, size_t bytes, unsigned char *buf,
+                             MPI_Request *req) {
+    for (int r = 0; r < size; ++r) {
+        int peer_dead = 0;
+        for (int i = 0; i < dead; ++i) peer_dead |= victims[i] == r;
+        if (r == g_world_rank || victim == peer_dead) continue; /* victims to survivors only */
+        unsigned char *block = buf + (size_t)r * bytes;
+        if (victim) {
+            fill(block, bytes, g_world_rank, r, 70);
+            MPI_Isend(block, (int)bytes, MPI_BYTE, r, 70, MPI_COMM_WORLD, &req[r]);
+        } else {
+            MPI_Irecv(block, (int)bytes, MPI_BYTE, r, 70, MPI_COMM_WORLD, &req[r]);
+        }
+    }
+}
+
+/* A survivor's receives from the dead: each either completed whole and right, or failed (never a message in part). */
+static void rendezvous_end(const int *victims, int dead, size_t bytes, unsigned char *buf, MPI_Request *req) {
+    unsigned char *want = malloc(bytes);
+    int whole = 0, failed = 0;
+    for (int i = 0; i < dead; ++i) {
+        const int v = victims[i];
+        MPI_Status status;
+        const int rc = MPI_Wait(&req[v], &status);
+        int class = MPI_SUCCESS;
+        MPI_Error_class(rc, &class);
+        if (rc == MPI_SUCCESS) {
+            int count = -1;
+            MPI_Get_count(&status, MPI_BYTE, &count);
+            fill(want, bytes, v, g_world_rank, 70);
+            if (count != (int)bytes || memcmp(buf + (size_t)v * bytes, want, bytes) != 0)
+                error("a rendezvous receive from a dead rank completed with wrong data", MPI_SUCCESS);
+            ++whole;
+        } else if (class == MPIX_ERR_PROC_FAILED || class == MPIX_ERR_REVOKED) {
+            ++failed;
+        } else {
+            error("a rendezvous receive from a dead rank", rc);
+        }
+    }
+    free(want);
+    printf("ulfm: rank %d: rendezvous from the dead: %d whole and right, %d failed\n", g_world_rank, whole, failed);
+    fflush(stdout);
+}
+
 static int parse_victims(int size, int *victims) {
     const char *text = getenv("ULFM_VICTIMS");
     if (text == NULL || *text == '\0') {
@@ -256,8 +306,35 @@ int main(int argc, char **argv) {
         MPI_Comm_set_errhandler(storm_comm, MPI_ERRORS_RETURN);
         roles = storm_roles(storm_comm, victims, dead);
     }
+    /* $ULFM_RNDV=BYTES: every victim dies in the middle of rendezvous sends of BYTES to every survivor. */
+    const char *rndv_text = getenv("ULFM_RNDV");
+    const size_t rndv = rndv_text != NULL ? (size_t)strtoul(rndv_text, NULL, 10) : 0;
+    unsigned char *rndv_buf = rndv > 0 ? malloc(rndv * (size_t)size) : NULL;
+    MPI_Request *rndv_req = calloc((size_t)size, sizeof(MPI_Request));
+    for (int r = 0; r < size; ++r) rndv_req[r] = MPI_REQUEST_NULL;
+    if (rndv > 0) rendezvous_start(victims, dead, victim, size, rndv, rndv_buf, rndv_req);
     if (victim) {
-        usleep(300000); /* the survivors are in their receives (or their storm) by then */
+        if (rndv > 0) {
+            /* $ULFM_RNDV_US: progress that long first (default 0: die as soon as the sends are posted, their data
+             * still to be read by the survivors) */
+            const char *us = getenv("ULFM_RNDV_US");
+            const double until = now() + (us != NULL ? atof(us) : 0.0) * 1e-6;
+            int all = 0;
+            while (!all && now() < until) MPI_Testall(size, rndv_req, &all, MPI_STATUSES_IGNORE);
+            int done = 0, sent = 0;
+            for (int r = 0; r < size; ++r) {
+                int peer_dead = 0;
+                for (int i = 0; i < dead; ++i) peer_dead |= victims[i] == r;
+                if (peer_dead) continue;
+                int flag = 1;
+                if (rndv_req[r] != MPI_REQUEST_NULL) MPI_Test(&rndv_req[r], &flag, MPI_STATUS_IGNORE);
+                ++sent;
+                done += flag != 0;
+            }
+            printf("ulfm: rank %d: %d of its %d rendezvous sends had completed\n", g_world_rank, done, sent);
+        } else {
+            usleep(300000); /* the survivors are in their receives (or their storm) by then */
+        }
         const char *node_pid = getenv("ULFM_NODE_PID");
         const int node_down = g_world_rank == victims[0] && node_pid != NULL && atoi(node_pid) > 0;
         printf("ulfm: rank %d killed at %.6f%s\n", g_world_rank, now(), node_down ? " with its node's HCA" : "");
@@ -282,6 +359,9 @@ int main(int argc, char **argv) {
     } else {
         error("a receive from the first victim did not fail with MPIX_ERR_PROC_FAILED or MPIX_ERR_REVOKED", rc);
     }
+    if (rndv > 0) rendezvous_end(victims, dead, rndv, rndv_buf, rndv_req);
+    free(rndv_buf);
+    free(rndv_req);
 
     /* Every survivor revokes (idempotent), shrinks and agrees. */
     MPIX_Comm_revoke(MPI_COMM_WORLD);
