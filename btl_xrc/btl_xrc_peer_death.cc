@@ -18,6 +18,7 @@
 
 #include "src/core/port_transport.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -64,6 +65,31 @@ void runtime_says_died(uint32_t rank) noexcept {
     raise_all();
 }
 
+// The ranks of the node `rank` runs on (empty if unknown): from the node map when connections are made eagerly,
+// else from every rank's host name, looked up once, at the first death (O(ranks), and only after a failure).
+std::vector<uint32_t> ranks_on_node_of(uint32_t rank) noexcept {
+    try {
+        mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
+        if (job.map != nullptr) {
+            if (rank >= job.map->rank_count()) return {};
+            return job.map->ranks_on(job.map->node_of(rank));
+        }
+        static std::once_flag looked_up;
+        static std::vector<std::string> hosts;
+        std::call_once(looked_up, [&job] {
+            hosts.resize(job.size);
+            for (uint32_t r = 0; r < job.size; ++r) hosts[r] = job.hostname_of(r);
+        });
+        if (rank >= hosts.size() || hosts[rank] == "?") return {};
+        std::vector<uint32_t> mates;
+        for (uint32_t r = 0; r < hosts.size(); ++r)
+            if (hosts[r] == hosts[rank]) mates.push_back(r);
+        return mates;
+    } catch (...) {  // out of memory: the node's connection times out instead
+        return {};
+    }
+}
+
 }  // namespace
 
 void mca_btl_xrc_ft_init() noexcept {
@@ -88,7 +114,13 @@ void mca_btl_xrc_peer_died(uint32_t rank, const char *why) noexcept {
         if (m->transport == nullptr) continue;
         const BtlXrcLock guard(m->lock);
         mca_btl_base_endpoint_t *endpoint = mca_btl_xrc_endpoint_for(m, rank);
-        if (endpoint == nullptr || endpoint->dead) continue;
+        if (endpoint == nullptr) {
+            // ob1 adds processes when it first sends to them: none yet. The manager remembers the rank, so that no
+            // connection to its node is made through it later.
+            m->transport->peer_died(rank);
+            continue;
+        }
+        if (endpoint->dead) continue;
         endpoint->dead = true;
         m->transport->peer_died(rank);  // while the endpoint is still one of its link's peers: its queued sends go
         m->transport->detach(endpoint->peer);
@@ -96,6 +128,16 @@ void mca_btl_xrc_peer_died(uint32_t rank, const char *why) noexcept {
         if (reporter == nullptr) {
             reporter = m;
             proc = endpoint->proc;
+        }
+    }
+    // The last rank of its node: that node crashed, and the connections to it go (nobody answers there).
+    if (const std::vector<uint32_t> mates = ranks_on_node_of(rank); !mates.empty()) {
+        for (const auto &module : mca_btl_xrc_component.modules) {
+            mca_btl_xrc_module_t *m = module.get();
+            if (m->transport == nullptr) continue;
+            const BtlXrcLock guard(m->lock);
+            if (std::all_of(mates.begin(), mates.end(), [m](uint32_t r) { return m->transport->is_dead(r); }))
+                m->transport->node_died(rank);
         }
     }
     if (reporter == nullptr) return;

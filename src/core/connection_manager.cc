@@ -141,6 +141,14 @@ void ConnectionManager::wanted(NodeLink &link) noexcept {
 }
 
 bool ConnectionManager::start(NodeLink &link) noexcept {
+    if (dead_ranks_.count(link.owner_) != 0) {
+        // The rank chosen to make the TGT QP died before the connection was made (peer_died came before the link
+        // or its peers existed): through a live rank of the node. None known yet (the link made ahead of its peers):
+        // left idle, started again when a send wants it.
+        const std::uint32_t next = live_rank_of(link);
+        if (next == UINT32_MAX) return false;
+        link.owner_ = next;
+    }
     const PortAddress *owner = host_.address_of(link.owner_);
     if (owner == nullptr) {
         fail(link, "rank " + std::to_string(link.owner_) + " published no usable xrc address");
@@ -793,6 +801,14 @@ void ConnectionManager::answer_reject(const CmMessage &m) noexcept {
     ++counters_->cm_stale;
 }
 
+void ConnectionManager::node_died(std::uint32_t rank) noexcept {
+    Guard g(*this);
+    const PortAddress *address = host_.address_of(rank);
+    if (address == nullptr) return;
+    if (const auto found = links_.find(port_identity(*address)); found != links_.end())
+        retire_dead_node(*found->second);
+}
+
 std::uint32_t ConnectionManager::live_rank_of(const NodeLink &link) const noexcept {
     for (const Peer *peer : link.peers_)
         if (peer->rank != link.owner_ && dead_ranks_.count(peer->rank) == 0 && finalized_ranks_.count(peer->rank) == 0)
@@ -825,11 +841,6 @@ void ConnectionManager::peer_died(std::uint32_t rank) noexcept {
     if (address == nullptr || found == links_.end()) return;
     NodeLink &link = *found->second;
     if (!srqns.empty()) drop_dead_later(link, srqns, std::to_string(rank));
-    if (std::all_of(link.peers_.begin(), link.peers_.end(),
-                    [this](const Peer *peer) { return dead_ranks_.count(peer->rank) != 0; })) {
-        retire_dead_node(link);
-        return;
-    }
     if (link.owner_ != rank) return;
     const std::uint32_t next = live_rank_of(link);
     if (next == UINT32_MAX) return;  // nobody left there to connect through: its sends are dropped above
@@ -845,7 +856,8 @@ void ConnectionManager::peer_died(std::uint32_t rank) noexcept {
 }
 
 // A node that crashed answers nothing: its connection's requests would be retried for the whole retry budget, and a
-// flush or finalize would wait for them, for messages nobody will receive.
+// flush or finalize would wait for them, for messages nobody will receive. Only when every rank of the node died:
+// a rank this process has not sent to yet may attach to the link later.
 void ConnectionManager::retire_dead_node(NodeLink &link) noexcept {
     if (link.node_dead_) return;
     link.node_dead_ = true;
@@ -861,7 +873,7 @@ void ConnectionManager::retire_dead_node(NodeLink &link) noexcept {
     link.fence_posted_ = false;
     link.leave_ = NodeLink::Leave::none;
     host_.note("every rank of node " + std::to_string(link.node_) +
-               " this process sends to died: its connection goes, with what it still carried for them");
+               " died: its connection goes, with what it still carried for them");
     try {
         deferred_.push_back({Deferred::Kind::node_dead, &link, link.generation_, {}, {}, 0, 0, 0, {}});
     } catch (...) {  // out of memory: its requests stay outstanding (nothing waits for them: node_dead())

@@ -203,8 +203,8 @@ public:
     std::uint32_t ini_qpn() const noexcept { return ini_ ? ini_.get()->qp_num : 0; }
     std::uint32_t tgt_qpn() const noexcept { return tgt_qpn_; }
     const std::vector<Peer *> &peers() const noexcept { return peers_; }
-    // Every rank of the node this process sends to died (ConnectionManager::peer_died): the link failed with
-    // nobody to report it to, and nothing waits for it (a flush, finalize).
+    // Every rank of the node died (ConnectionManager::node_died): the link failed with nobody to report it to, and
+    // nothing waits for it (a flush, finalize).
     bool node_dead() const noexcept { return node_dead_; }
 
     NodeLink(class ConnectionManager &cm, std::uint64_t port, std::uint32_t node, std::uint32_t owner,
@@ -406,6 +406,9 @@ public:
     // it); the TGT QPs it had from us go now, and no CLOSE, LEAVING or ADDRESS to it is waited for. Its CONNECTs
     // still on their way are ignored. Idempotent.
     void peer_died(std::uint32_t rank) noexcept;
+    // Every rank of the node of `rank` died (the caller knows the node's ranks; each had peer_died first): the
+    // connection to it goes at once, with what its queue held for them, and nothing is connected there again.
+    void node_died(std::uint32_t rank) noexcept;
     bool is_dead(std::uint32_t rank) const noexcept {
         std::lock_guard<std::mutex> g(mutex_);
         return dead_ranks_.count(rank) != 0;

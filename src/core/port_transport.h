@@ -215,6 +215,9 @@ public:
     std::string leave_other_jobs() noexcept;
     // Rank `rank` of this job died (ConnectionManager::peer_died).
     void peer_died(std::uint32_t rank) noexcept { cm_->peer_died(rank); }
+    bool is_dead(std::uint32_t rank) const noexcept { return cm_->is_dead(rank); }
+    // Every rank of the node of `rank` died (ConnectionManager::node_died).
+    void node_died(std::uint32_t rank) noexcept { cm_->node_died(rank); }
     // A TGT QP of this port (made or opened) is in the error state (ConnectionManager::release_broken_tgt).
     bool release_broken_tgt(std::uint32_t tgt_qpn) noexcept { return cm_->release_broken_tgt(tgt_qpn); }
     // This job's rank `sender` no longer reaches us over this rail (ConnectionManager::drop_initiator).

@@ -10,7 +10,8 @@
  * that node as a victim). With $ULFM_RNDV=BYTES, every victim dies as soon as it has posted rendezvous sends of
  * BYTES to every survivor ($ULFM_RNDV_US microseconds later), and each survivor's receive of them must either complete
  * with the right data or fail
- * ("ulfm: rank R: rendezvous from the dead: N whole and right, M failed"). Every survivor is blocked in a receive from
+ * ("ulfm: rank R: rendezvous from the dead: N whole and right, M failed"). With $ULFM_EARLY=1 the victims die as
+ * soon as MPI_Init has returned, before any message. Every survivor is blocked in a receive from
  * the first victim and prints "ulfm: rank R learned of rank V's death at T (failed|revoked)" when that receive fails
  * (MPIX_ERR_PROC_FAILED, or MPIX_ERR_REVOKED when another survivor revoked first). Every survivor then revokes
  * MPI_COMM_WORLD, shrinks it and agrees (MPIX_Comm_agree) that the shrunken communicator holds exactly the survivors;
@@ -292,10 +293,17 @@ int main(int argc, char **argv) {
     int *world_of = malloc(sizeof(int) * (size_t)size);
     for (int r = 0; r < size; ++r) world_of[r] = r;
 
-    int rc = all_pairs(MPI_COMM_WORLD, world_of, 0, out, in, want);
-    if (rc != MPI_SUCCESS) error("all pairs before any death", rc);
-    rc = MPI_Barrier(MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) error("barrier before any death", rc);
+    /* $ULFM_EARLY=1: the victims die as soon as MPI_Init has returned, before any message (connections made
+     * eagerly may still be being made; on demand, every one is made after the death). */
+    const char *early_text = getenv("ULFM_EARLY");
+    const int early = early_text != NULL && atoi(early_text) == 1;
+    int rc = MPI_SUCCESS;
+    if (!early) {
+        rc = all_pairs(MPI_COMM_WORLD, world_of, 0, out, in, want);
+        if (rc != MPI_SUCCESS) error("all pairs before any death", rc);
+        rc = MPI_Barrier(MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) error("barrier before any death", rc);
+    }
 
     MPI_Comm storm_comm = MPI_COMM_NULL; /* not revoked with MPI_COMM_WORLD: the storm's count is kept apart */
     const char *storm_text = getenv("ULFM_STORM");
@@ -332,7 +340,7 @@ int main(int argc, char **argv) {
                 done += flag != 0;
             }
             printf("ulfm: rank %d: %d of its %d rendezvous sends had completed\n", g_world_rank, done, sent);
-        } else {
+        } else if (!early) {
             usleep(300000); /* the survivors are in their receives (or their storm) by then */
         }
         const char *node_pid = getenv("ULFM_NODE_PID");

@@ -144,6 +144,8 @@ TEST(ConnectionManagerPeerDeath, ANodeWhoseEveryRankDiedLosesItsConnectionAtOnce
     EXPECT_FALSE(dead.node_dead());  // rank 5 still lives there: the link goes through it
     EXPECT_FALSE(to4.done);
     net[0].cm().peer_died(5);
+    EXPECT_FALSE(dead.node_dead());  // only the BTL knows the node has no other rank
+    net[0].cm().node_died(5);
     EXPECT_TRUE(dead.node_dead());
     EXPECT_EQ(dead.state(), NodeLink::State::failed);
     EXPECT_EQ(ini_of(dead), nullptr);
@@ -161,4 +163,24 @@ TEST(ConnectionManagerPeerDeath, ANodeWhoseEveryRankDiedLosesItsConnectionAtOnce
     ASSERT_EQ(live.state(), NodeLink::State::connected);
     complete_all(live);
     EXPECT_EQ(to2.status, IBV_WC_SUCCESS);
+}
+
+// A rank dies before anything was sent to its node (ob1 adds processes when it first sends to them): the link made
+// later through it, as the TGT QPs' spread chose, connects through a live rank of the node instead of waiting for
+// the dead one's answer until the connect timeout.
+TEST(ConnectionManagerPeerDeath, ALinkMadeAfterItsOwnersDeathConnectsThroughALiveRank) {
+    Net net(3, 2, requeueing());
+    net[0].cm().link_for(net[4].address(), 4);  // the link to node 2 goes through rank 4, not a peer yet
+    net[0].cm().peer_died(4);
+    Message to5;
+    send(net[0], 5, to5);
+    net.run();
+    NodeLink &link = *net[0].peer(5).link;
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    EXPECT_EQ(link.owner(), 5u);
+    EXPECT_EQ(net[5].cm().owned_tgts(), 1u);
+    EXPECT_EQ(net[4].cm().owned_tgts(), 0u);
+    complete_all(link);
+    EXPECT_EQ(to5.status, IBV_WC_SUCCESS);
+    EXPECT_TRUE(net[0].failures.empty());
 }
