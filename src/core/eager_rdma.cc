@@ -11,7 +11,7 @@ void EagerRing::init(unsigned char *base, std::uint32_t slots, std::uint32_t slo
     report_every_ = geometry_.bytes() / 2 > 0 ? geometry_.bytes() / 2 : 1;
     position_ = 0;
     span_end_ = base + geometry_.bytes();
-    seq_ = 0;
+    expected_ = 1;
     reported_ = 0;
     broken_ = false;
 }
