@@ -226,7 +226,7 @@ private:
         const std::uint32_t slot = tail_ % depth_;
         op.wr.wr_id = reinterpret_cast<std::uintptr_t>(this) | std::uint64_t{slot} << kSendWrIdSlotShift;
         op.wr.next = nullptr;
-        ibv_send_wr *bad = nullptr;
+        ibv_send_wr *bad;  // set by a failing post, and not read: one request is posted
         const int rc = ibv_post_send(qp_, &op.wr, &bad);
         if (rc != 0) return rc;
         ring_[slot] = Slot{wants_callback ? &op : nullptr, signal};
