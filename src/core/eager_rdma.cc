@@ -21,7 +21,7 @@ void EagerChannel::activate(std::uint64_t remote_base, std::uint32_t rkey, std::
     remote_base_ = remote_base;
     rkey_ = rkey;
     geometry_ = EagerRingGeometry(slots, slot_size);
-    max_payload_ = eager_max_payload(slot_size);
+    payload_limit_ = consumed_word != nullptr ? eager_max_payload(slot_size) + 1 : 0;
     position_ = previous_position_ = 0;
     end_ = previous_end_ = geometry_.bytes();
     seq_ = 0;

@@ -182,11 +182,14 @@ public:
                   const std::uint64_t *consumed_word) noexcept;
     bool active() const noexcept { return consumed_word_ != nullptr; }
     // No message goes into the ring any more (can_send() says no from now on).
-    void close() noexcept { consumed_word_ = nullptr; }
+    void close() noexcept {
+        consumed_word_ = nullptr;
+        payload_limit_ = 0;
+    }
 
     // True when a message of `length` bytes fits a span and the ring has room for it.
     bool can_send(std::uint32_t length) const noexcept {
-        if (length > max_payload_ || consumed_word_ == nullptr) return false;
+        if (length >= payload_limit_) return false;  // too large, or the channel is not active
         const std::uint64_t needed = position_ + eager_span(length);
         if (needed - acked_ <= geometry_.bytes()) return true;
         const std::uint64_t reported = __atomic_load_n(consumed_word_, __ATOMIC_ACQUIRE);
@@ -224,7 +227,7 @@ private:
     std::uint64_t remote_base_ = 0;
     std::uint32_t rkey_ = 0;
     EagerRingGeometry geometry_;
-    std::uint32_t max_payload_ = 0;
+    std::uint32_t payload_limit_ = 0;  // largest payload + 1 while active, else 0: one test for both
     std::uint64_t position_ = 0;  // ring position of the next span
     std::uint64_t end_ = 0;       // where that span ends: its offset from the ring's base
     std::uint64_t previous_position_ = 0, previous_end_ = 0;
