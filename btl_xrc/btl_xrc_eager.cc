@@ -45,7 +45,8 @@ void mca_btl_xrc_eager_sink_t::drop(uint8_t tag) noexcept {
 }
 
 // The ring's bytes cannot be trusted, so neither can the ones before: the job ends.
-void mca_btl_xrc_eager_sink_t::ring_failed(mca_btl_xrc_module_t *module, const xrc::EagerRingFailure &failure) noexcept {
+void mca_btl_xrc_eager_sink_t::ring_failed(mca_btl_xrc_module_t *module,
+                                           const xrc::EagerRingFailure &failure) noexcept {
     char what[256];
     snprintf(what, sizeof(what),
              "an eager RDMA message's footer failed its check (tag %u, at position %llu of the ring this process "
