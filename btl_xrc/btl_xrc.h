@@ -128,6 +128,9 @@ struct mca_btl_xrc_module_t {
     // Eager RDMA: the rings this process grants and the handshake (btl_xrc_eager.cc maps it to ob1); off when
     // btl_xrc_use_eager_rdma is.
     xrc::EagerManager eager;
+    // What the callbacks are handed for each granted ring's messages (btl_xrc_ompi_compat.h), one per ring the
+    // manager may grant; null when eager RDMA is off.
+    std::unique_ptr<mca_btl_xrc_ring_receive_t[]> ring_receives;
     // Progress calls in a row that found eager RDMA messages and skipped the completion queue.
     uint32_t cq_skips;
     // Traffic, connections, receive-side events, registered memory: MPI_T pvars (btl_xrc_pvars.cc), and the

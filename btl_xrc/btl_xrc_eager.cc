@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 xrc::Peer *mca_btl_xrc_eager_sink_t::peer_of(uint32_t rank) noexcept {
     mca_btl_base_endpoint_t *endpoint = mca_btl_xrc_endpoint_for(module, rank);
@@ -44,7 +45,8 @@ void mca_btl_xrc_eager_sink_t::drop(uint8_t tag) noexcept {
 }
 
 // The ring's bytes cannot be trusted, so neither can the ones before: the job ends.
-void mca_btl_xrc_eager_sink_t::ring_failed(const xrc::EagerRingFailure &failure) noexcept {
+void mca_btl_xrc_eager_sink_t::ring_failed(mca_btl_xrc_module_t *module,
+                                           const xrc::EagerRingFailure &failure) noexcept {
     char what[256];
     snprintf(what, sizeof(what),
              "an eager RDMA message's footer failed its check (tag %u, at position %llu of the ring this process "
@@ -69,6 +71,12 @@ int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *m) noexcept {
                           m->transport->max_inline() >= sizeof(uint64_t));
     if (!m->eager.init(config, m->counters)) return OPAL_ERR_OUT_OF_RESOURCE;
     if (!m->eager.enabled()) return OPAL_SUCCESS;
+    m->ring_receives.reset(new (std::nothrow) mca_btl_xrc_ring_receive_t[config.max_peers]);
+    if (m->ring_receives == nullptr) {
+        m->eager.off();
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    for (uint32_t i = 0; i < config.max_peers; ++i) mca_btl_xrc_ring_receive_init(m->ring_receives[i]);
     if (const xrc::Result<void> registered = m->eager.register_on(m->transport->pd()); !registered) {
         // Not fatal: every message takes the SRQ path.
         BTL_XRC_VERBOSE(1, "btl:xrc: cannot register %zu bytes for eager RDMA (%s); not using it",

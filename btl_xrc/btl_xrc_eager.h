@@ -18,20 +18,24 @@ struct mca_btl_xrc_eager_sink_t {
 
     xrc::Peer *peer_of(uint32_t rank) noexcept;
     bool send_control(xrc::Peer &to, const xrc::EagerControl &message) noexcept;
-    [[gnu::always_inline]] void deliver(xrc::Peer *from, uint8_t tag, unsigned char *data, uint32_t length) noexcept {
+    [[gnu::always_inline]] void deliver(uint32_t ring, xrc::Peer *from, uint8_t tag, unsigned char *data,
+                                        uint32_t length) noexcept {
         const mca_btl_active_message_callback_t *reg = &module->receive_callbacks[tag];
         if (OPAL_UNLIKELY(reg->cbfunc == nullptr)) {
             drop(tag);
             return;
         }
         module->counters.bytes_received += length;
-        mca_btl_xrc_deliver(module, reg, tag, data, length, mca_btl_xrc_endpoint_of(from));
+        mca_btl_xrc_call_ring_receive_cb(&module->super, reg, mca_btl_xrc_endpoint_of(from), tag,
+                                         module->ring_receives[ring], data, length);
     }
-    void ring_failed(const xrc::EagerRingFailure &failure) noexcept;
+    void ring_failed(const xrc::EagerRingFailure &failure) noexcept { ring_failed(module, failure); }
     void note(const xrc::EagerEvent &event) noexcept;
 
 private:
-    [[gnu::cold]] void drop(uint8_t tag) noexcept;
+    // Static (given the module, not the sink): the sink's address never escapes, so polling keeps it in a register.
+    [[gnu::cold]] static void drop(uint8_t tag) noexcept;
+    [[gnu::cold]] static void ring_failed(mca_btl_xrc_module_t *module, const xrc::EagerRingFailure &failure) noexcept;
 };
 
 int mca_btl_xrc_eager_init(mca_btl_xrc_module_t *module) noexcept;

@@ -302,11 +302,13 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     const auto length = static_cast<uint32_t>(total);
-    // Packing advances the convertor: when the post then fails, ob1 falls back to another send path that must
-    // start from the same position.
-    size_t position = convertor != nullptr ? convertor->bConverted : 0;
+    // Packing advances the convertor by what it packed: when the post then fails, ob1 falls back to another send
+    // path that must start from the same position. Worked out from where packing left it, only then.
+    size_t packed = payload_size;
     auto rewind = [&] {
-        if (payload_size > 0) (void)opal_convertor_set_position(convertor, &position);
+        if (packed == 0) return;
+        size_t position = convertor->bConverted - packed;
+        (void)opal_convertor_set_position(convertor, &position);
     };
     // The queue can post (checked above), and an inline message always fits the stack buffer: prepare()'s rule
     // reduces to the ring having room.
@@ -315,7 +317,8 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     if (wire <= m->transport->max_inline()) {
         // Small: assemble on the stack and send inline; nothing to release afterwards.
         alignas(8) unsigned char buffer[kInlineBufferSize];
-        if (!mca_btl_xrc_assemble(buffer, header, header_size, convertor, payload_size)) return OPAL_ERROR;
+        std::memcpy(buffer, header, header_size);
+        if (!mca_btl_xrc_pack(convertor, buffer + header_size, &packed)) return OPAL_ERROR;
         xrc::SendOp op(xrc::SendOp::Unfilled::tag);
         const bool ring = peer.prepare_routed(op, ring_room, buffer, length, 0, tag);
         op.wr.send_flags = IBV_SEND_INLINE;
@@ -331,7 +334,8 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     if (des == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
     auto *data = static_cast<unsigned char *>(frag->segment.seg_addr.pval);
-    if (!mca_btl_xrc_assemble(data, header, header_size, convertor, payload_size)) {
+    std::memcpy(data, header, header_size);
+    if (!mca_btl_xrc_pack(convertor, data + header_size, &packed)) {
         mca_btl_xrc_frag_return(frag);
         return OPAL_ERROR;
     }

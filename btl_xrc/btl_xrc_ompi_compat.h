@@ -50,6 +50,31 @@ inline void mca_btl_xrc_call_receive_cb(mca_btl_base_module_t *btl, const mca_bt
     reg->cbfunc(btl, tag, &des, reg->cbdata);
 }
 
+// The descriptor and segment handed to the callbacks for the messages of one eager RDMA ring, zeroed and filled in
+// once (mca_btl_xrc_ring_receive_init) instead of per message: the descriptor is 104 bytes. One per ring is enough
+// because a ring's deliveries never overlap (the manager does not poll a ring while one of its messages is being
+// delivered, so a progress call made from a callback reaches other rings only), and a callback reads what it is
+// handed and keeps nothing of it. Aligned so that a ring's entry is found with a shift.
+struct alignas(64) mca_btl_xrc_ring_receive_t {
+    mca_btl_base_segment_t segment;
+    mca_btl_base_descriptor_t des;
+};
+
+inline void mca_btl_xrc_ring_receive_init(mca_btl_xrc_ring_receive_t &r) noexcept {
+    r.segment = {};
+    r.des = {};
+    r.des.des_segments = &r.segment;
+    r.des.des_segment_count = 1;
+}
+
+inline void mca_btl_xrc_call_ring_receive_cb(mca_btl_base_module_t *btl, const mca_btl_active_message_callback_t *reg,
+                                             mca_btl_base_endpoint_t *, mca_btl_base_tag_t tag,
+                                             mca_btl_xrc_ring_receive_t &r, void *data, size_t length) {
+    r.segment.seg_addr.pval = data;
+    r.segment.seg_len = length;
+    reg->cbfunc(btl, tag, &r.des, reg->cbdata);
+}
+
 // Open MPI 4.1 has no User-Level Failure Mitigation: a process's death ends the job.
 inline bool mca_btl_xrc_compat_ft_enabled() noexcept {
     return false;
@@ -90,6 +115,21 @@ inline void mca_btl_xrc_call_receive_cb(mca_btl_base_module_t *btl, const mca_bt
         .cbdata = reg->cbdata,
     };
     reg->cbfunc(btl, &des);
+}
+
+// Open MPI 5.0's descriptor is 5 fields, made per message on the stack (mca_btl_xrc_call_receive_cb): a ring needs
+// nothing kept for its deliveries.
+struct mca_btl_xrc_ring_receive_t {};
+
+inline void mca_btl_xrc_ring_receive_init(mca_btl_xrc_ring_receive_t &) noexcept {}
+
+inline void mca_btl_xrc_call_ring_receive_cb(mca_btl_base_module_t *btl, const mca_btl_active_message_callback_t *reg,
+                                             mca_btl_base_endpoint_t *endpoint, mca_btl_base_tag_t tag,
+                                             mca_btl_xrc_ring_receive_t &, void *data, size_t length) {
+    mca_btl_base_segment_t segment{};
+    segment.seg_addr.pval = data;
+    segment.seg_len = length;
+    mca_btl_xrc_call_receive_cb(btl, reg, endpoint, tag, &segment);
 }
 
 // A receive callback of our own in Open MPI's table, from one that takes the module and the segment.

@@ -158,8 +158,9 @@ template <class Sink = CompletionSink>
 // threads: other threads may be in the BTL (MPI_THREAD_MULTIPLE): one thread polls the modules at a time, the
 // others find the lock taken and go on (what the holder completes reaches their requests through ob1). Callbacks
 // fire under the (recursive) lock.
+// Inline into each exported variant: Open MPI calls one of them through a pointer on every opal_progress.
 template <bool threads, class Sink = CompletionSink>
-int progress_all() noexcept {
+[[gnu::always_inline]] inline int progress_all() noexcept {
     int count = 0;
     if constexpr (threads) {
         if (opal_mutex_trylock(&mca_btl_xrc_component.lock) == 0) {

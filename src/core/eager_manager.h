@@ -10,8 +10,10 @@
 //       the live peer of that rank, or null (not added yet, or removed)
 //   bool send_control(Peer &to, const EagerControl &message)
 //       sends the control message over the SRQ path (kImmControl); false when it could not be posted or queued
-//   void deliver(Peer *from, std::uint8_t tag, unsigned char *data, std::uint32_t length)
-//       hands a ring message up (from: null once the writer was removed); the bytes are valid during the call
+//   void deliver(std::uint32_t ring, Peer *from, std::uint8_t tag, unsigned char *data, std::uint32_t length)
+//       hands a message of granted ring `ring` (below EagerConfig::max_peers) up (from: null once the writer was
+//       removed); the bytes are valid during the call. Two deliveries of one ring never overlap: a ring is not
+//       polled while one of its messages is being delivered.
 //   void ring_failed(const EagerRingFailure &failure)
 //       a ring stopped: its writer's messages from then on are never read
 //   void note(const EagerEvent &event)
@@ -279,7 +281,7 @@ template <class Sink>
             if (__builtin_expect(message.well_formed, 1)) {
                 if (r.writer != nullptr) r.writer->eager.note_ack(message.ack);
                 r.busy = true;
-                sink.deliver(r.writer, message.tag, const_cast<unsigned char *>(message.data), message.length);
+                sink.deliver(i, r.writer, message.tag, const_cast<unsigned char *>(message.data), message.length);
                 r.busy = false;
             } else {
                 // The writer's messages from here on would never be read and it would stall waiting for credits.

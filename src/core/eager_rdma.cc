@@ -11,7 +11,7 @@ void EagerRing::init(unsigned char *base, std::uint32_t slots, std::uint32_t slo
     report_every_ = geometry_.bytes() / 2 > 0 ? geometry_.bytes() / 2 : 1;
     position_ = 0;
     span_end_ = base + geometry_.bytes();
-    seq_ = 0;
+    expected_ = 1;
     reported_ = 0;
     broken_ = false;
 }
@@ -21,7 +21,7 @@ void EagerChannel::activate(std::uint64_t remote_base, std::uint32_t rkey, std::
     remote_base_ = remote_base;
     rkey_ = rkey;
     geometry_ = EagerRingGeometry(slots, slot_size);
-    max_payload_ = eager_max_payload(slot_size);
+    payload_limit_ = consumed_word != nullptr ? eager_max_payload(slot_size) + 1 : 0;
     position_ = previous_position_ = 0;
     end_ = previous_end_ = geometry_.bytes();
     seq_ = 0;

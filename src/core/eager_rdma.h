@@ -107,13 +107,13 @@ public:
     void init(unsigned char *base, std::uint32_t slots, std::uint32_t slot_size) noexcept;
     bool active() const noexcept { return base_ != nullptr && !broken_; }
 
-    // True when the next message has arrived; fills `out` (not consumed until release()).
+    // True when the next message has arrived; fills `out` (not consumed until release()). A broken ring polls a
+    // footer that never matches (see release()), so this is its only test: it runs once more per call than
+    // messages arrive.
     bool peek(Message &out) const noexcept {
-        if (broken_) return false;
         unsigned char *span_end = span_end_;
         const auto *footer = reinterpret_cast<const EagerFooter *>(span_end - kEagerFooterSize);
-        if (__atomic_load_n(&footer->seq, __ATOMIC_ACQUIRE) != seq_ + 1)
-            return false;
+        if (__atomic_load_n(&footer->seq, __ATOMIC_ACQUIRE) != expected_) return false;
         const std::uint32_t length = footer->length, marker_tag = footer->marker_tag;
         out.well_formed = length <= eager_max_payload(geometry_.max_span()) &&
                           (marker_tag & 0xffffff00u) == kEagerMarker;
@@ -127,35 +127,48 @@ public:
     // message stops the ring instead.
     [[gnu::always_inline]] void release(const Message &message) noexcept {
         if (!message.well_formed) {
-            broken_ = true;  // the length is nonsense: nobody knows where the next message ends
+            // The length is nonsense: nobody knows where the next message ends. From now on peek() reads a footer
+            // whose sequence number is 0, which no expected number is.
+            broken_ = true;
+            span_end_ = never_end();
             return;
         }
         // Zero the last word of every granule of the span: any of them may be a future footer's sequence number,
-        // and payload bytes could hold any value. The data was handed on already.
+        // and payload bytes could hold any value. The data was handed on already. A span has one granule at least.
+        unsigned char *const span_end = span_end_;
         const std::uint32_t span = eager_span(message.length);
-        for (std::uint32_t off = kEagerGranule; off <= span; off += kEagerGranule)
-            __atomic_store_n(reinterpret_cast<std::uint64_t *>(span_end_ - off + kEagerGranule - 8), 0,
-                             __ATOMIC_RELAXED);
-        auto end = static_cast<std::uint64_t>(span_end_ - base_);
+        unsigned char *const span_start = span_end - span;
+        unsigned char *granule_end = span_end;
+        do {
+            __atomic_store_n(reinterpret_cast<std::uint64_t *>(granule_end - 8), 0, __ATOMIC_RELAXED);
+            granule_end -= kEagerGranule;
+        } while (granule_end != span_start);
+        auto end = static_cast<std::uint64_t>(span_end - base_);
         position_ = geometry_.advance(position_, span, end);
         span_end_ = base_ + end;
-        ++seq_;
+        ++expected_;
     }
 
     std::uint64_t consumed() const noexcept { return position_; }
-    std::uint64_t messages() const noexcept { return seq_; }  // taken off the ring so far
+    std::uint64_t messages() const noexcept { return expected_ - 1; }  // taken off the ring so far
     bool broken() const noexcept { return broken_; }
     // A credit report is worth an RDMA WRITE once half the ring was consumed since the last one.
     bool report_due() const noexcept { return position_ - reported_ >= report_every_; }
     void reported(std::uint64_t value) noexcept { reported_ = value; }
 
 private:
+    // What a broken ring polls: sequence number 0 never matches.
+    static constexpr EagerFooter kNeverFooter{};
+    static unsigned char *never_end() noexcept {
+        return const_cast<unsigned char *>(reinterpret_cast<const unsigned char *>(&kNeverFooter + 1));
+    }
+
     unsigned char *base_ = nullptr;
     EagerRingGeometry geometry_;
     std::uint64_t report_every_ = 1;
-    std::uint64_t position_ = 0;         // consumed up to here
-    unsigned char *span_end_ = nullptr;  // where the span at position_ ends, its footer right below
-    std::uint64_t seq_ = 0;              // messages consumed
+    std::uint64_t position_ = 0;             // consumed up to here
+    unsigned char *span_end_ = never_end();  // where the span at position_ ends, its footer right below
+    std::uint64_t expected_ = 1;             // the next message's sequence number: messages consumed + 1
     std::uint64_t reported_ = 0;
     bool broken_ = false;
 };
@@ -169,11 +182,14 @@ public:
                   const std::uint64_t *consumed_word) noexcept;
     bool active() const noexcept { return consumed_word_ != nullptr; }
     // No message goes into the ring any more (can_send() says no from now on).
-    void close() noexcept { consumed_word_ = nullptr; }
+    void close() noexcept {
+        consumed_word_ = nullptr;
+        payload_limit_ = 0;
+    }
 
     // True when a message of `length` bytes fits a span and the ring has room for it.
     bool can_send(std::uint32_t length) const noexcept {
-        if (length > max_payload_ || consumed_word_ == nullptr) return false;
+        if (length >= payload_limit_) return false;  // too large, or the channel is not active
         const std::uint64_t needed = position_ + eager_span(length);
         if (needed - acked_ <= geometry_.bytes()) return true;
         const std::uint64_t reported = __atomic_load_n(consumed_word_, __ATOMIC_ACQUIRE);
@@ -211,7 +227,7 @@ private:
     std::uint64_t remote_base_ = 0;
     std::uint32_t rkey_ = 0;
     EagerRingGeometry geometry_;
-    std::uint32_t max_payload_ = 0;
+    std::uint32_t payload_limit_ = 0;  // largest payload + 1 while active, else 0: one test for both
     std::uint64_t position_ = 0;  // ring position of the next span
     std::uint64_t end_ = 0;       // where that span ends: its offset from the ring's base
     std::uint64_t previous_position_ = 0, previous_end_ = 0;

@@ -124,9 +124,12 @@ private:
                                              std::uint8_t tag) noexcept {
         auto *footer = reinterpret_cast<EagerFooter *>(data + eager_padded(len));
         // Piggyback how much of the peer's ring traffic we consumed: that report needs no RDMA WRITE of its own.
-        const std::uint64_t ack = granted != nullptr ? granted->consumed() : 0;
+        std::uint64_t ack = 0;
+        if (granted != nullptr) {
+            ack = granted->consumed();
+            granted->reported(ack);
+        }
         const std::uint64_t remote = eager.claim(len, tag, ack, footer);
-        if (granted != nullptr) granted->reported(ack);
         op.sge.addr = reinterpret_cast<std::uintptr_t>(data);
         op.sge.length = eager_wire_size(len);
         op.sge.lkey = lkey;

@@ -166,7 +166,9 @@ public:
     // Connection timers are running, work was recorded for progress, or the port is down: tick() wants calling
     // from progress. (A loopback failure is recorded and reported within one tick(), which raise() started.)
     bool busy() const noexcept {
-        return cm_->busy() || service_due_.load(std::memory_order_relaxed) || others_->busy();
+        // Every flag read and one branch: progress asks on every call, and the answer is almost always no.
+        const bool cm = cm_->busy(), raised = service_due_.load(std::memory_order_relaxed), others = others_->busy();
+        return cm | raised | others;
     }
     // Progress: the connection manager's tick, and what the serving thread recorded for the listener.
 

@@ -47,15 +47,17 @@ inline SendQueue *send_queue_of(std::uint64_t wr_id) noexcept {
 struct SendOp {
     enum class Unfilled { tag };
 
-    SendOp() noexcept : wr{}, sge{}, replay_seq(0), replay_stream(ReplayStream::fresh), posted_on(0) {}
+    SendOp() noexcept
+        : wr{}, sge{}, next_pending(nullptr), replay_seq(0), replay_stream(ReplayStream::fresh), posted_on(0) {}
     // Work request and scatter entry left as they are: for a temporary that Peer::prepare_ring or prepare_srq fills
-    // in whole (every field a post reads), an inline send's, so that the send path does not zero them first.
+    // in whole (every field a post reads), an inline send's, so that the send path does not zero them first. Nor is
+    // the queue link set: such an op is posted at once or not at all, never queued.
     explicit SendOp(Unfilled) noexcept {}
 
     ibv_send_wr wr;  // prepared by the owner: opcode, sg_list, send_flags, remote_srqn, rdma/atomic fields
     ibv_sge sge;
     SendCompletionFn on_complete = nullptr;  // null: nobody waits for this operation (inline send)
-    SendOp *next_pending = nullptr;
+    SendOp *next_pending;                    // the queue's link (set by the default constructor)
     // A send kept for replay with several rails (replay_filter.h): its place in its stream, set when it is numbered
     // (left as they are by the Unfilled constructor: an inline send is never kept).
     std::uint32_t replay_seq;
@@ -226,7 +228,7 @@ private:
         const std::uint32_t slot = tail_ % depth_;
         op.wr.wr_id = reinterpret_cast<std::uintptr_t>(this) | std::uint64_t{slot} << kSendWrIdSlotShift;
         op.wr.next = nullptr;
-        ibv_send_wr *bad = nullptr;
+        ibv_send_wr *bad;  // set by a failing post, and not read: one request is posted
         const int rc = ibv_post_send(qp_, &op.wr, &bad);
         if (rc != 0) return rc;
         ring_[slot] = Slot{wants_callback ? &op : nullptr, signal};

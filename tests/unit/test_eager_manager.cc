@@ -66,7 +66,7 @@ struct Sink {
         sent.push_back({&to, message});
         return true;
     }
-    void deliver(Peer *from, std::uint8_t tag, unsigned char *data, std::uint32_t length) {
+    void deliver(std::uint32_t, Peer *from, std::uint8_t tag, unsigned char *data, std::uint32_t length) {
         delivered.push_back({from, tag, std::string(reinterpret_cast<const char *>(data), length)});
     }
     void ring_failed(const EagerRingFailure &failure) { failures.push_back(failure); }
