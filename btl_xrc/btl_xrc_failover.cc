@@ -210,7 +210,8 @@ int failover_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint
     if (frag == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     auto *data = static_cast<unsigned char *>(frag->segment.seg_addr.pval);
     const size_t position = convertor != nullptr ? convertor->bConverted : 0;
-    if (!mca_btl_xrc_assemble(data, header, header_size, convertor, payload_size)) {
+    size_t packed = payload_size;
+    if (!mca_btl_xrc_assemble(data, header, header_size, convertor, &packed)) {
         mca_btl_xrc_frag_return(frag);
         return OPAL_ERROR;
     }

@@ -93,11 +93,12 @@ inline bool mca_btl_xrc_pack(opal_convertor_t *convertor, unsigned char *dst, si
     uint32_t iov_count = 1;
     return opal_convertor_pack(convertor, &iov, &iov_count, size) >= 0;
 }
-// The header, then the payload from the convertor: what sendi puts on the wire.
+// The header, then *payload_size bytes from the convertor: what sendi puts on the wire. *payload_size becomes what
+// was packed (the convertor advanced by that much). False on error.
 inline bool mca_btl_xrc_assemble(unsigned char *dst, const void *header, size_t header_size,
-                                 opal_convertor_t *convertor, size_t payload_size) noexcept {
+                                 opal_convertor_t *convertor, size_t *payload_size) noexcept {
     std::memcpy(dst, header, header_size);
-    return mca_btl_xrc_pack(convertor, dst + header_size, &payload_size);
+    return mca_btl_xrc_pack(convertor, dst + header_size, payload_size);
 }
 
 // What btl_send tells ob1 of a fragment it posts or queues: 1 ("sent": ob1 completes its request in the calling

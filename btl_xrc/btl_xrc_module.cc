@@ -317,8 +317,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     if (wire <= m->transport->max_inline()) {
         // Small: assemble on the stack and send inline; nothing to release afterwards.
         alignas(8) unsigned char buffer[kInlineBufferSize];
-        std::memcpy(buffer, header, header_size);
-        if (!mca_btl_xrc_pack(convertor, buffer + header_size, &packed)) return OPAL_ERROR;
+        if (!mca_btl_xrc_assemble(buffer, header, header_size, convertor, &packed)) return OPAL_ERROR;
         xrc::SendOp op(xrc::SendOp::Unfilled::tag);
         const bool ring = peer.prepare_routed(op, ring_room, buffer, length, 0, tag);
         op.wr.send_flags = IBV_SEND_INLINE;
@@ -334,8 +333,7 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     if (des == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(des);
     auto *data = static_cast<unsigned char *>(frag->segment.seg_addr.pval);
-    std::memcpy(data, header, header_size);
-    if (!mca_btl_xrc_pack(convertor, data + header_size, &packed)) {
+    if (!mca_btl_xrc_assemble(data, header, header_size, convertor, &packed)) {
         mca_btl_xrc_frag_return(frag);
         return OPAL_ERROR;
     }

@@ -109,6 +109,7 @@ bool mca_btl_xrc_ft_enabled() noexcept {
 void mca_btl_xrc_peer_died(uint32_t rank, const char *why) noexcept {
     opal_proc_t *proc = nullptr;
     mca_btl_xrc_module_t *reporter = nullptr;
+    const std::vector<uint32_t> mates = ranks_on_node_of(rank);
     for (const auto &module : mca_btl_xrc_component.modules) {
         mca_btl_xrc_module_t *m = module.get();
         if (m->transport == nullptr) continue;
@@ -118,27 +119,22 @@ void mca_btl_xrc_peer_died(uint32_t rank, const char *why) noexcept {
             // ob1 adds processes when it first sends to them: none yet. The manager remembers the rank, so that no
             // connection to its node is made through it later.
             m->transport->peer_died(rank);
-            continue;
+        } else if (!endpoint->dead) {
+            endpoint->dead = true;
+            m->transport->peer_died(rank);  // while the endpoint is still one of its link's peers: its queued sends go
+            m->transport->detach(endpoint->peer);
+            endpoint->peer.queue = &refusing_queue();
+            if (reporter == nullptr) {
+                reporter = m;
+                proc = endpoint->proc;
+            }
+        } else {
+            continue;  // known already
         }
-        if (endpoint->dead) continue;
-        endpoint->dead = true;
-        m->transport->peer_died(rank);  // while the endpoint is still one of its link's peers: its queued sends go
-        m->transport->detach(endpoint->peer);
-        endpoint->peer.queue = &refusing_queue();
-        if (reporter == nullptr) {
-            reporter = m;
-            proc = endpoint->proc;
-        }
-    }
-    // The last rank of its node: that node crashed, and the connections to it go (nobody answers there).
-    if (const std::vector<uint32_t> mates = ranks_on_node_of(rank); !mates.empty()) {
-        for (const auto &module : mca_btl_xrc_component.modules) {
-            mca_btl_xrc_module_t *m = module.get();
-            if (m->transport == nullptr) continue;
-            const BtlXrcLock guard(m->lock);
-            if (std::all_of(mates.begin(), mates.end(), [m](uint32_t r) { return m->transport->is_dead(r); }))
-                m->transport->node_died(rank);
-        }
+        // The last rank of its node: that node crashed, and the connection to it goes (nobody answers there).
+        if (!mates.empty() &&
+            std::all_of(mates.begin(), mates.end(), [m](uint32_t r) { return m->transport->is_dead(r); }))
+            m->transport->node_died(rank);
     }
     if (reporter == nullptr) return;
     char message[512];
