@@ -99,6 +99,8 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     // cost the node's other ranks nothing: every send is kept until its completion (none inline), so that what
     // followed a refused request goes out again over a new connection (btl_xrc_peer_death.cc).
     mca_btl_xrc_ft_init();
+    // ... and a TGT QP outlives its creator's death: a node-mate holds it too (xrc::CmConfig::node_mate_holds).
+    config.cm.node_mate_holds = mca_btl_xrc_ft_enabled();
     if (mca_btl_xrc_ft_enabled() && !failover) {
         config.cm.requeue_refused = true;
         config.max_inline = 0;

@@ -9,6 +9,7 @@
 #include "src/core/text_list.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -107,6 +108,17 @@ xrc::Result<std::unique_ptr<mca_btl_xrc_job_t>> mca_btl_xrc_job_create() {
     const mca_btl_xrc_malloced_t<char> node_list_owned(node_list);
     const std::string nodes = (rc == OPAL_SUCCESS && node_list != nullptr) ? node_list : "";
     job->node_count = std::max<std::size_t>(1, xrc::split_list(nodes, ',').size());
+    // This node's other ranks: who may hold a TGT QP with its creator (xrc::CmConfig::node_mate_holds).
+    char *local_peers = nullptr;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, BTL_XRC_PMIX_LOCAL_PEERS, &wildcard, &local_peers, BTL_XRC_PMIX_STRING);
+    const mca_btl_xrc_malloced_t<char> local_peers_owned(local_peers);
+    if (rc == OPAL_SUCCESS && local_peers != nullptr)
+        for (const std::string_view peer : xrc::split_list(local_peers, ',')) {
+            uint32_t rank = 0;
+            const auto [end, error] = std::from_chars(peer.data(), peer.data() + peer.size(), rank);
+            if (error == std::errc() && end == peer.data() + peer.size() && rank < size && rank != job->my_rank)
+                job->node_mates.push_back(rank);
+        }
     job->eager = xrc::connects_eagerly(mca_btl_xrc_component.params, job->node_count);
     if (job->eager) {
         // Who runs where, to start every node's connection during MPI_Init: every rank's host name, known

@@ -175,6 +175,7 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     counters_->ini_qps_peak = std::max<std::uint64_t>(counters_->ini_qps_peak, live_ini_);
     link.generation_ = ++next_generation_;
     link.tgt_qpn_ = 0;
+    link.holder_ = kCmNoRank;
     link.fence_posted_ = false;
     link.leave_ = NodeLink::Leave::none;
     link.unfenced_ = false;
@@ -318,12 +319,26 @@ void ConnectionManager::finish_close(NodeLink &link) noexcept {
     const std::uint64_t patience =
         config_.other_job || link.creator_gone_ ? config_.leaving_wait_us : config_.connect_timeout_us;
     auto notify = [&](std::uint32_t rank) {
+        if (dead_ranks_.count(rank) != 0) return;  // its handles went with it
+        // At finalize, a rank that only holds a handle (not the creator, who waits for this CLOSE in its own
+        // finalize) is told once and not waited for: it waits for nobody's CLOSE and may have left already, and
+        // if it has not, its handle goes at its own finalize, which the job's is.
+        if (finalizing_ && (rank != link.owner_ || link.creator_gone_)) {
+            if (const PortAddress *to = host_.address_of(rank); to != nullptr)
+                send(*to, request_to(CmType::Close, rank, *to, link.generation_, ini_qpn, link.tgt_qpn_));
+            return;
+        }
         notices_.push_back(
             {rank, link.generation_, ini_qpn, link.tgt_qpn_, 0, now, config_.first_retry_us, now + patience});
     };
     if (!target_left) notify(link.owner_);
+    bool holder_told = link.holder_ == kCmNoRank || link.holder_ == link.owner_;
     for (const Peer *peer : link.peers_)
-        if (peer->rank != link.owner_ && (peer->imm_flags & kImmFirst) == 0) notify(peer->rank);
+        if (peer->rank != link.owner_ && (peer->imm_flags & kImmFirst) == 0) {
+            notify(peer->rank);
+            holder_told = holder_told || peer->rank == link.holder_;
+        }
+    if (!holder_told) notify(link.holder_);
     link.creator_gone_ = false;
     resend_notices(now);
     host_.timers_changed();
@@ -521,6 +536,7 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
     resend_notices(now);
     resend_leaving(now);
     resend_addresses(now);
+    resend_holds(now);
 }
 
 void ConnectionManager::resend_notices(std::uint64_t now) noexcept {
@@ -631,6 +647,12 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
         case CmType::AddressAck:
             on_address_ack(m);
             break;
+        case CmType::Hold:
+            on_hold(m, *from);
+            break;
+        case CmType::Held:
+            on_held(m);
+            break;
     }
 }
 
@@ -642,10 +664,7 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
             return;
         }
         ++counters_->cm_duplicates;  // our ACCEPT was lost or is still on its way: the same answer again
-        CmMessage a = reply_to(m, CmType::Accept);
-        a.token = from.token;
-        a.tgt_qpn = it->second.tgt.get()->qp_num;
-        send(from, a);
+        if (it->second.accepted) accept(it->second);  // (not before its holder holds it: resend_holds)
         return;
     }
     if (auto it = closed_generation_.find(m.src_rank); it != closed_generation_.end() && m.generation <= it->second) {
@@ -689,16 +708,13 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
             ++it;
         }
     }
-    owned_.emplace(k, OwnedTgt{m.src_rank, m.generation, m.ini_qpn, HostQp(&host_, tgt)});
+    drop_held_handles(m.src_rank, m.generation);
+    OwnedTgt &made_now =
+        owned_.emplace(k, OwnedTgt{m.src_rank, m.generation, m.ini_qpn, HostQp(&host_, tgt)}).first->second;
     owned_qpns_[tgt->qp_num] = m.src_rank;
     ++counters_->tgt_qps;
     count_connection_opened(*counters_);
-    CmMessage a = reply_to(m, CmType::Accept);
-    a.token = from.token;
-    a.tgt_qpn = tgt->qp_num;
-    send(from, a);
-    host_.note("accepted rank " + std::to_string(m.src_rank) + "'s connection (TGT QP " + std::to_string(tgt->qp_num) +
-               ")");
+    ask_holder(made_now, host_.now_us());
     if (config_.reciprocate && (config_.other_job || port_identity(from) != config_.my_port)) {
         try {  // not here: starting a connection may grow the completion queue that progress polls
             deferred_.push_back(
@@ -719,6 +735,7 @@ void ConnectionManager::on_accept(const CmMessage &m, const PortAddress &from) n
             return;
         }
         link->tgt_qpn_ = m.tgt_qpn;
+        link->holder_ = m.named_rank;
         link->outage_until_us_ = 0;
         unlist(connecting_, *link);
         connected_.push_back(link);
@@ -824,6 +841,7 @@ void ConnectionManager::peer_died(std::uint32_t rank) noexcept {
     }
     for (auto it = owned_.begin(); it != owned_.end();)
         it = it->second.sender == rank ? release_owned(it) : std::next(it);
+    drop_held_handles(rank, UINT32_MAX);
     std::erase_if(notices_, [rank](const CloseNotice &n) { return n.rank == rank; });
     std::erase_if(address_notices_, [rank](const AddressNotice &n) { return n.rank == rank; });
     // SRQ numbers are the node's HCA's: only what is queued on the link to the dead rank's port names them.
@@ -842,7 +860,10 @@ void ConnectionManager::peer_died(std::uint32_t rank) noexcept {
     NodeLink &link = *found->second;
     if (!srqns.empty()) drop_dead_later(link, srqns, std::to_string(rank));
     if (link.owner_ != rank) return;
-    const std::uint32_t next = live_rank_of(link);
+    // The rank holding the TGT QP too, if it lives: the link's CLOSE goes to it then.
+    const bool holder_lives = link.holder_ != kCmNoRank && dead_ranks_.count(link.holder_) == 0 &&
+                              finalized_ranks_.count(link.holder_) == 0 && link.state_ != NodeLink::State::connecting;
+    const std::uint32_t next = holder_lives ? link.holder_ : live_rank_of(link);
     if (next == UINT32_MAX) return;  // nobody left there to connect through: its sends are dropped above
     host_.note("rank " + std::to_string(rank) + " died: the connection to node " + std::to_string(link.node_) +
                " goes through rank " + std::to_string(next) + " from now on");
@@ -1159,6 +1180,7 @@ void ConnectionManager::on_leaving_ack(const CmMessage &m) noexcept {
 ConnectionManager::OwnedTgts::iterator ConnectionManager::release_owned(OwnedTgts::iterator it) noexcept {
     owned_qpns_.erase(it->second.tgt.get()->qp_num);
     if (it->second.leaving) --awaiting_leaving_ack_;
+    if (!it->second.accepted) --awaiting_held_;
     --counters_->tgt_qps;
     count_connections_closed(*counters_, 1);
     return owned_.erase(it);

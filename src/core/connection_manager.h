@@ -21,13 +21,14 @@
 //   toward the initiator's INI QP before ACCEPT goes out, and kept until CLOSE. A duplicate CONNECT (the ACCEPT
 //   was lost) gets the same ACCEPT again; a CONNECT older than a closed generation is ignored. Every other rank
 //   that receives through the TGT QP opens its own handle on its first message (hold_tgt), so the QP lives as
-//   long as someone receives through it.
+//   long as someone receives through it. When processes may die and the job go on, one node-mate holds it before
+//   ACCEPT goes out (HOLD, HELD: cm_holder.cc), so that it outlives its creator even before anyone received.
 // Datagrams are validated before anything is made: size, magic, version, job, destination rank and port, the
 // destination's random token (only the job's processes can read it from the modex), and the sender's UD address
 // against its modex blob. Anything else is counted and dropped.
 //
 // Scale: per process, a NodeLink per node it talks to (O(nodes contacted), never O(N)), a TGT QP per initiator
-// that chose it, a handle per TGT QP it received a first message through.
+// that chose it, a handle per TGT QP it received a first message through or was asked to hold.
 //
 // Threads: the manager is shared by whoever serves its datagrams and timers (the BTL's service thread, or progress
 // when there is none) and the threads that send and progress. One mutex, the manager's own, guards it: every
@@ -188,6 +189,14 @@ struct CmConfig {
     // XRC domain is not ours, so the loopback pair cannot reach them). What it sends still names `jobid`, ours.
     bool other_job = false;
     std::uint32_t peer_jobid = 0;
+    // A process may die and the job go on (User-Level Failure Mitigation): every TGT QP this process makes is held
+    // by one of `node_mates` too (HOLD, before ACCEPT), so that it outlives its creator even when no other rank of
+    // the node has received through it yet; without that, the connections made through a rank that dies before any
+    // message to its node-mates would reach nothing.
+    bool node_mate_holds = false;
+    std::vector<std::uint32_t> node_mates;  // the other ranks of this node (empty: unknown)
+    // How long a creator waits for HELD before it accepts without a holder (a node-mate that does not answer).
+    std::uint64_t hold_wait_us = 2000000;
 };
 
 class NodeLink {
@@ -202,6 +211,8 @@ public:
     std::uint32_t generation() const noexcept { return generation_; }
     std::uint32_t ini_qpn() const noexcept { return ini_ ? ini_.get()->qp_num : 0; }
     std::uint32_t tgt_qpn() const noexcept { return tgt_qpn_; }
+    // The creator's node-mate that holds a handle on the TGT QP too (kCmNoRank: none).
+    std::uint32_t holder() const noexcept { return holder_; }
     const std::vector<Peer *> &peers() const noexcept { return peers_; }
     // Every rank of the node died (ConnectionManager::node_died): the link failed with nobody to report it to, and
     // nothing waits for it (a flush, finalize).
@@ -226,6 +237,7 @@ private:
     HostQp ini_;
     std::uint32_t generation_ = 0;
     std::uint32_t tgt_qpn_ = 0;
+    std::uint32_t holder_ = kCmNoRank;
     std::uint32_t attempts_ = 0;
     std::uint64_t next_retry_us_ = 0;
     std::uint64_t retry_us_ = 0;
@@ -493,7 +505,7 @@ private:
     void refresh_due() noexcept {
         const bool due = (held_ && !abandoned_) || !connecting_.empty() || !draining_.empty() || !waiting_.empty() ||
                          !notices_.empty() || !deferred_.empty() || !to_start_.empty() || !leaving_.empty() ||
-                         awaiting_leaving_ack_ != 0 || !address_notices_.empty();
+                         awaiting_leaving_ack_ != 0 || awaiting_held_ != 0 || !address_notices_.empty();
         due_.store(due, std::memory_order_relaxed);
         if (due && also_due_ != nullptr) also_due_->store(true, std::memory_order_relaxed);
     }
@@ -513,6 +525,14 @@ private:
         std::uint64_t next_leaving_us = 0;
         std::uint64_t leaving_retry_us = 0;
         std::uint32_t leaving_attempts = 0;
+        // node_mate_holds: the rank asked to hold it, and whether ACCEPT went out (after HELD, or without a holder
+        // once hold_wait_us passed).
+        std::uint32_t holder = kCmNoRank;
+        bool accepted = true;
+        std::uint32_t hold_attempts = 0;
+        std::uint64_t next_hold_us = 0;
+        std::uint64_t hold_retry_us = 0;
+        std::uint64_t hold_deadline_us = 0;
     };
     using OwnedTgts = std::unordered_map<std::uint64_t, OwnedTgt>;  // by (sender, generation)
     // Destroys a TGT QP this process made (our handle on it) with its bookkeeping; the next entry.
@@ -520,6 +540,9 @@ private:
     struct OpenedTgt {
         std::uint32_t ini_qpn;
         HostQp handle;
+        // Opened on a creator's HOLD: the initiator and its connection (kCmNoRank: opened on a first message).
+        std::uint32_t sender = kCmNoRank;
+        std::uint32_t generation = 0;
     };
     struct CloseNotice {
         std::uint32_t rank;
@@ -568,6 +591,17 @@ private:
     void on_leaving_ack(const CmMessage &m) noexcept;
     void on_address(const CmMessage &m, const PortAddress &from) noexcept;
     void on_address_ack(const CmMessage &m) noexcept;
+    // The holding protocol (cm_holder.cc).
+    void on_hold(const CmMessage &m, const PortAddress &from) noexcept;
+    void on_held(const CmMessage &m) noexcept;
+    // A live node-mate to hold the TGT QP of `sender`'s connection, other than `not_this`; kCmNoRank if none.
+    std::uint32_t choose_holder(std::uint32_t sender, std::uint32_t not_this) const noexcept;
+    // Asks `t`'s holder, or ACCEPTs at once when there is nobody to ask.
+    void ask_holder(OwnedTgt &t, std::uint64_t now) noexcept;
+    void accept(OwnedTgt &t) noexcept;
+    void resend_holds(std::uint64_t now) noexcept;
+    // Handles opened on HOLD for `sender`'s connections older than `generation` (all of them: UINT32_MAX) go.
+    void drop_held_handles(std::uint32_t sender, std::uint32_t generation) noexcept;
     void resend_addresses(std::uint64_t now) noexcept;
     void migrate_toward(std::uint64_t port, std::uint16_t old_lid, std::uint16_t new_lid) noexcept;
     void settle_leaving(NodeLink &link, std::uint64_t now) noexcept;
@@ -623,6 +657,7 @@ private:
     std::uint32_t announcements_ = 0;       // ADDRESS generations
     std::vector<NodeLink *> leaving_;       // links whose creator said LEAVING, not answered yet
     std::size_t awaiting_leaving_ack_ = 0;  // owned TGT QPs told LEAVING, not answered yet
+    std::size_t awaiting_held_ = 0;         // owned TGT QPs whose ACCEPT waits for HELD
     // Refused us as finalizing: not chosen again, and while we finalize too, what is queued for them is dropped.
     std::unordered_set<std::uint32_t> finalized_ranks_;
     // Died (peer_died): never chosen, never waited for; their SRQs' numbers (what was posted to them before their

@@ -429,6 +429,7 @@ TransportConfig transport_config(const Params &params, const ReceiveQueueSpec &s
     c.cm.job_size = job.size;
     c.cm.local_count = job.local_ranks;
     c.cm.local_index = job.local_index;
+    c.cm.node_mates = job.node_mates;
     c.cm.max_ini_qps = static_cast<std::uint32_t>(params.max_ini_qps);
     c.cm.connect_timeout_us = static_cast<std::uint64_t>(params.connect_timeout) * 1000000u;
     // A creator leaving finalize waits for its slow senders' LEAVING_ACK half as long again as it waited for their

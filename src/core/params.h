@@ -143,9 +143,10 @@ struct JobShape {
     std::uint32_t jobid = 0;
     NodeId my_node_id{};  // this node, in every address this process publishes (not a NodeMap index)
     unsigned local_ranks = 1;
-    std::uint32_t local_index = 0;  // this process among the node's ranks
-    std::size_t node_count = 1;     // entries of the launcher's node list
-    bool eager = false;             // connect to every node during MPI_Init (else on first use)
+    std::uint32_t local_index = 0;          // this process among the node's ranks
+    std::size_t node_count = 1;             // entries of the launcher's node list
+    bool eager = false;                     // connect to every node during MPI_Init (else on first use)
+    std::vector<std::uint32_t> node_mates;  // the other ranks of this node (PMIx's local peers; empty: unknown)
 };
 
 // The transport's settings from the parameters, the receive classes parsed from them and the job. `session_dir`:

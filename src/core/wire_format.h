@@ -74,7 +74,7 @@ inline constexpr std::uint32_t kEagerControlMagic = 0x58454302u;  // "XEC" versi
 //   REJECT    -> initiator: `reason` (CmReject)
 //   CLOSE     initiator -> the TGT's creator and every rank that may hold a handle on it: drop it
 //   CLOSE_ACK -> initiator
-//   LEAVING, LEAVING_ACK, ADDRESS, ADDRESS_ACK: below
+//   LEAVING, LEAVING_ACK, ADDRESS, ADDRESS_ACK, HOLD, HELD: below
 // `token` is the destination's random token from its modex blob: only the job's processes can read it, so a
 // datagram from anyone else (another job, garbage) is rejected before it can create anything. `generation`
 // counts the initiator's connection attempts (per process, from 1), so a duplicate of an old CONNECT is told
@@ -82,6 +82,7 @@ inline constexpr std::uint32_t kEagerControlMagic = 0x58454302u;  // "XEC" versi
 inline constexpr std::uint32_t kCmMagic = 0x314d4358u;  // "XCM1"
 inline constexpr std::uint8_t kCmVersion = 1;
 inline constexpr std::size_t kCmMessageSize = 48;
+inline constexpr std::uint32_t kCmNoRank = 0xffffffffu;
 
 // The Q_Key of a process's connection manager QP, from its token: a datagram from anyone who does not know the
 // token is dropped by the receiving HCA already (the high bit, which marks privileged Q_Keys, stays clear).
@@ -101,6 +102,11 @@ inline constexpr std::uint32_t cm_qkey(std::uint64_t token) noexcept {
 // receiver accepts that source only when its stored address of the sender still has `old_lid`. The receiver
 // updates every stored address of that port and moves the paths of its QPs toward it (connections.md).
 // ADDRESS_ACK: -> the announcer, the same port, LIDs and generation. ADDRESS is retransmitted until then (bounded).
+// HOLD: a TGT QP's creator -> one rank of its node, before ACCEPT: open a handle of your own on TGT QP `tgt_qpn`
+// (toward INI QP `ini_qpn` of rank `named_rank`, connection `generation`), so that the QP outlives its creator's
+// death (with User-Level Failure Mitigation) even when no other rank of the node has received through it yet.
+// HELD: -> the creator, the same fields, once the handle is held. ACCEPT then names the holder (`named_rank`), whom
+// the initiator's CLOSE reaches too. HOLD is retransmitted until HELD (bounded: ACCEPT goes without a holder).
 enum class CmType : std::uint8_t {
     Connect = 1,
     Accept = 2,
@@ -110,7 +116,9 @@ enum class CmType : std::uint8_t {
     Leaving = 6,
     LeavingAck = 7,
     Address = 8,
-    AddressAck = 9
+    AddressAck = 9,
+    Hold = 10,
+    Held = 11
 };
 enum class CmReject : std::uint16_t {
     None = 0,
@@ -130,6 +138,9 @@ struct CmMessage {
     std::uint32_t ini_qpn = 0;
     std::uint32_t tgt_qpn = 0;
     std::uint32_t port_index = 0;  // the sender's port (module) position, for messages: pairing is by fabric
+    // ACCEPT: the creator's node-mate that holds a handle on the TGT QP too (kCmNoRank: none); HOLD, HELD: the
+    // initiator whose connection it is. kCmNoRank in every other type. On the wire: the rank + 1, 0 for none.
+    std::uint32_t named_rank = kCmNoRank;
     // ADDRESS and ADDRESS_ACK only (zero in every other type).
     std::uint64_t port_guid = 0;
     std::uint16_t old_lid = 0;

@@ -98,6 +98,11 @@ public:
     // A peer object for `rank` attached to its node's link (what the BTL's add_procs does).
     Peer &peer(std::uint32_t rank);
     std::vector<std::string> failures;  // under Net::mutex
+    void die() {
+        cm_.reset();
+        dead_ = true;
+    }
+    bool dead() const { return dead_; }
     bool fail_tgt_creation = false;
     // What the BTL module's lock is to the send queues: held by senders and progress around every use of a
     // link's queue, and by the manager's tick() through lock_queues(). Recursive, as the module's lock is.
@@ -113,6 +118,7 @@ private:
     std::map<std::uint64_t, std::uint16_t> moved_;
     std::map<std::uint32_t, std::unique_ptr<Peer>> peers_;
     std::unique_ptr<ConnectionManager> cm_;
+    bool dead_ = false;
 };
 
 class Net {
@@ -143,11 +149,16 @@ public:
                 c.job_size = nodes * ppn;
                 c.local_index = p;
                 c.local_count = ppn;
+                for (std::uint32_t q = 0; q < ppn; ++q)
+                    if (q != p) c.node_mates.push_back(n * ppn + q);
                 procs.push_back(std::make_unique<Process>(*this, c.my_rank, n, c));
             }
     }
     ~Net() { procs.clear(); }  // the processes destroy their QPs through the maps below
     Process &operator[](std::uint32_t rank) { return *procs[rank]; }
+    // Rank `rank` dies: its manager goes with every QP and handle it held (as the kernel releases a dead process's
+    // objects), and datagrams to it are lost. Its address stays known to the others (the modex's).
+    void kill(std::uint32_t rank) { procs[rank]->die(); }
 
     // Delivers until nothing is in flight and no timer wants anything, advancing the clock; bounded.
     void run(std::uint64_t max_us = 120000000) {
@@ -167,13 +178,13 @@ public:
             for (const auto &d : now) {
                 any = true;
                 if (lose(d)) continue;
-                for (int c = 0; c < copies(d); ++c) {
+                for (int c = 0; c < copies(d) && !procs[d.to]->dead(); ++c) {
                     Process &to = *procs[d.to];
                     to.cm().on_datagram(d.bytes, procs[d.from]->address().lid, procs[d.from]->address().cm_qpn);
                 }
             }
             for (auto &p : procs)
-                if (p->cm().busy()) {
+                if (!p->dead() && p->cm().busy()) {
                     p->cm().tick();
                     any = true;
                 }
