@@ -95,13 +95,14 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     // go out twice).
     const bool failover = mca_btl_xrc_component.params.rail_failover && report.usable_port_count() > 1;
     if (failover) config.signal_interval = 1;
-    // User-Level Failure Mitigation on one rail: a dead process's node refuses what still names it, and that must
-    // cost the node's other ranks nothing: every send is kept until its completion (none inline), so that what
-    // followed a refused request goes out again over a new connection (btl_xrc_peer_death.cc).
+    // User-Level Failure Mitigation: a dead process's node refuses what still names it, and that must cost the
+    // node's other ranks nothing: every send is kept until its completion (none inline), so that what followed a
+    // refused request goes out again over a new connection on the same rail (btl_xrc_peer_death.cc); with several
+    // rails a refusal is a death, not the loss of the rail (btl_xrc_failover.cc).
     mca_btl_xrc_ft_init();
     // ... and a TGT QP outlives its creator's death: a node-mate holds it too (xrc::CmConfig::node_mate_holds).
     config.cm.node_mate_holds = mca_btl_xrc_ft_enabled();
-    if (mca_btl_xrc_ft_enabled() && !failover) {
+    if (mca_btl_xrc_ft_enabled()) {
         config.cm.requeue_refused = true;
         config.max_inline = 0;
     }

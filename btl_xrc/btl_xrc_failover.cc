@@ -94,7 +94,9 @@ int forward(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag, const xrc::SendOp 
 // owner hears that it is sent.
 void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
-    if (OPAL_LIKELY(status == IBV_WC_SUCCESS) || frag->module->finalizing) {
+    // A send to a process that died (refused by its node, or dropped from the queue) is not sent again anywhere:
+    // its rail still reaches the others (ULFM).
+    if (OPAL_LIKELY(status == IBV_WC_SUCCESS) || frag->module->finalizing || frag->endpoint->dead) {
         mca_btl_xrc_send_complete(op, status);
         return;
     }
@@ -168,6 +170,7 @@ int forward_at_post(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag) noexcept {
         frag->base.des_cbfunc = callback;
         peer.unprepare(frag->op, ring);
         peer.streams.unnumber(ring);
+        if (endpoint->dead) return OPAL_ERR_UNREACH;  // the process died: ob1 knows
         if (mca_btl_xrc_fail_over(m, endpoint, "the connection to this peer has failed"))
             return forward_at_post(frag, tag);
         mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
@@ -450,6 +453,7 @@ bool mca_btl_xrc_outage_enabled() noexcept {
 }
 
 bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const char *why) noexcept {
+    if (endpoint->dead) return false;  // no rail reaches a process that died (ULFM), and no rail is lost by it
     if (endpoint->forward_to != nullptr) return true;
     // Another job's process: the other rails know it by (job, rank), which sibling_of does not look up.
     if (!failover_on || m->finalizing || endpoint->other_job) return false;

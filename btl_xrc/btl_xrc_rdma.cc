@@ -82,8 +82,9 @@ void rdma_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     // rail does not. An atomic may have executed (only its answer was lost), and its window is registered on this
     // rail only; a put or get moves to sends when ob1 made it, but another caller (osc/rdma) would take the
     // failure for success, its window this rail's too. The job ends, saying so.
+    // (Toward a process that died, the operation fails, and so do the requests waiting on it: ULFM.)
     if (OPAL_UNLIKELY(status != IBV_WC_SUCCESS) && !reported && op->posted_on != 0 && mca_btl_xrc_failover_enabled() &&
-        !frag->module->finalizing &&
+        !frag->module->finalizing && !frag->endpoint->dead &&
         (xrc::is_atomic(op->wr) ||
          !mca_btl_xrc_rdma_caller_recovers(&frag->module->super, frag->endpoint, frag->rdma_context))) {
         try {

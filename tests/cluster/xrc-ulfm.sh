@@ -10,7 +10,8 @@
 # the others send to it and, over the same connections, to its node-mate; its node refuses what still names it
 # (at least one refusal is seen), and the node-mate must get each of its messages once, in order. Last, two ranks
 # die at once on two nodes (2 and 4) during a storm. Between them, rank 5 dies in the middle of rendezvous sends to
-# every survivor, and rank 4 as soon as MPI_Init has returned (connections on demand, then made eagerly).
+# every survivor, and rank 4 as soon as MPI_Init has returned (connections on demand, then made eagerly). Last, the
+# storm on two rails.
 # ULFM_TEST_VICTIMS names other victims (comma-separated ranks, several die at once), ULFM_TEST_TRACE=1 has every
 # survivor print each step it finished, ULFM_TEST_VERBOSE sets btl_xrc_verbose (1), ULFM_TEST_NODE_CRASH=1 adds the
 # node crashes (below; by hand: Open MPI's runtime fails them now and then, over tcp too).
@@ -114,4 +115,16 @@ if [ -z "${ULFM_TEST_VICTIMS:-}" ] && [ "${ULFM_TEST_NODE_CRASH:-0}" = 1 ]; then
     node_crash self,sm,xrc
     storm=1 node_crash self,sm,xrc
 fi
+# Two rails (one device with two ports on every node), rail failover on: the storm again. A refusal is a death,
+# not the loss of a rail: each costs its request and a new connection on its own rail, both rails carry on, and the
+# victim's node-mate gets each of its messages once, in order.
+"$SIMCLUSTER" down >/dev/null 2>&1 || die "simcluster down failed"
+up_cluster 3 2 --rails 2
+storm=1 run_ulfm self,sm,xrc
+grep -aq "rail lost" "$out" && die "two rails: a death was taken for the loss of a rail"
+mates=$(grep -ac "ulfm: rank [0-9]* ([^)]*) received [0-9]* storm messages, each once and in order" "$out")
+[ "$mates" -ge 1 ] || die "two rails, the storm: no node-mate of the victim received its messages"
+info "two rails, the storm: $(grep -ac "btl:xrc: .*: refused: .*goes out again over a new connection" "$out")" \
+    "refused request(s) on rails $(grep -a "btl:xrc: .*: refused: " "$out" | grep -o 'simhca0:[0-9]*' | sort -u | paste -sd' '); $(grep -a "storm messages" "$out" | sed 's/^ulfm: //' | paste -sd';' | sed 's/;/; /g')"
+expect_no_objects
 info "PASS"
