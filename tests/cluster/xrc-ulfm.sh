@@ -29,7 +29,7 @@ out=$WORKDIR/out
 # run_ulfm BTLS: the job over BTLS (with $storm=1: the storm); how soon the survivors learned of the death
 run_ulfm() {
     local btls=$1 killed learned
-    XRC_MPIRUN_ARGS="--with-ft ulfm ${node_pid:+-x ULFM_NODE_PID=$node_pid }-x ULFM_STORM=${storm:-0} -x ULFM_RNDV=${rndv:-0} -x ULFM_EARLY=${early:-0} ${connect:+--mca btl_xrc_connect $connect }-x ULFM_VICTIMS=$victims -x ULFM_ONESIDED=1 -x ULFM_TRACE=${ULFM_TEST_TRACE:-0} --mca btl_xrc_verbose ${ULFM_TEST_VERBOSE:-1}" \
+    XRC_MPIRUN_ARGS="--with-ft ulfm ${node_pid:+-x ULFM_NODE_PID=$node_pid }${hold_file:+-x ULFM_HOLD_FILE=$hold_file }-x ULFM_STORM=${storm:-0} -x ULFM_RNDV=${rndv:-0} -x ULFM_EARLY=${early:-0} ${connect:+--mca btl_xrc_connect $connect }-x ULFM_VICTIMS=$victims -x ULFM_ONESIDED=1 -x ULFM_TRACE=${ULFM_TEST_TRACE:-0} --mca btl_xrc_verbose ${ULFM_TEST_VERBOSE:-1}" \
         xrc_run "$out" nodeA:2,nodeB:2,nodeC:2 "$btls" "$MPI_DIR/ulfm" || {
         local rc=$?
         # A node crash: stopped by node_crash after the verdict (Open MPI's fence hangs, above).
@@ -44,8 +44,45 @@ run_ulfm() {
         "$(awk -v a="$killed" -v b="$(echo "$learned" | tail -1)" 'BEGIN { printf "%.3f", b - a }') s of its SIGKILL" \
         "(the first after $(awk -v a="$killed" -v b="$(echo "$learned" | head -1)" 'BEGIN { printf "%.3f", b - a }') s)"
 }
+# objects_after_death: the xrc job with the survivors holding once they recovered (their connections up): every
+# node's xrc-status lists exactly what its HCA holds, the dead rank's record left out (killed, it could not remove
+# it; the HCA holds nothing of it), and the counts are the model's for the shrunken job with connections made
+# eagerly: per live rank an INI QP per other node, a UD QP and 3 SRQs; per node a TGT QP per live rank elsewhere;
+# and per live rank with a live node-mate the loopback INI + TGT pair (osc/rdma's epoch reaches it through xrc too).
+# A TGT QP the dead rank made lives on through its node-mate's handle (XRC's contract), and the line says how many.
+objects_after_death() {
+    local hold=$WORKDIR/ulfm-release node i here loop summary want job
+    rm -f "$hold" "$out.raw"
+    hold_file=$hold run_ulfm self,sm,xrc &
+    job=$!
+    for ((i = 0; i < 600; i++)); do
+        grep -aq "ulfm: survivors holding" "$out.raw" 2>/dev/null && break
+        kill -0 $job 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -aq "ulfm: survivors holding" "$out.raw" 2>/dev/null || { touch "$hold"; wait $job; die "the survivors did not hold"; }
+    local survivors=$((6 - $(echo "$victims" | tr ',' '\n' | wc -l)))
+    local nodes=(nodeA nodeB nodeC) n v
+    for n in 0 1 2; do
+        node=${nodes[$n]} here=2
+        for v in ${victims//,/ }; do [ $((v / 2)) = $n ] && here=$((here - 1)); done
+        loop=$((here > 1 ? here : 0))
+        want="same as the HCA: $((here * 2 + loop)) INI, $((survivors - here + loop)) TGT \(holders per TGT QP: [0-9,]*\), $here UD QPs, $((here * 3)) SRQs, 1 XRC domain\(s\)"
+        for ((i = 0; i < 100; i++)); do
+            sc exec "$node" "$XRC_STATUS" --json >"$WORKDIR/$node.status.json" 2>/dev/null
+            sc exec "$node" "$SIMHCA_CTL" list --json >"$WORKDIR/$node.hca.json" 2>&1
+            summary=$(/usr/bin/python3 "$TOP_SRCDIR/tests/cluster/status_vs_hca.py" "$WORKDIR/$node.status.json" \
+                "$WORKDIR/$node.hca.json" --expect-jobs 1 --ignore-dead) && [[ "$summary" =~ ^$want ]] && break
+            sleep 0.2
+        done
+        [[ "$summary" =~ ^$want ]] || { touch "$hold"; wait $job; die "$node after the death: $summary (model: $want)"; }
+        info "$node after the death ($here of its 2 ranks alive): $summary"
+    done
+    touch "$hold"
+    wait $job || die "over self,sm,xrc the survivors did not finish cleanly after holding"
+}
 run_ulfm self,sm,tcp
-run_ulfm self,sm,xrc
+objects_after_death
 expect_no_objects
 # The storm: the victim dies with sends to it in flight, queued on the same connections as its node-mates'
 # (tests/mpi/ulfm.c): its node refuses them, and the node-mates' must each arrive once, in order.

@@ -18,7 +18,8 @@
  * on it they run verified all-pairs messages of every size, an allreduce checked against its expected sum and, with
  * $ULFM_ONESIDED=1, a one-sided epoch (MPI_Put of a verified block into every other survivor's window between fences).
  * Rank 0 of the survivors prints "ulfm: OK survivors=N dead=K errors=0" and every survivor exits 0 only when nothing
- * was wrong.
+ * was wrong. With $ULFM_HOLD_FILE the survivors then wait (rank 0 printing "ulfm: survivors holding until FILE
+ * exists") until that file exists, before they finalize.
  *
  * Without ULFM (no MPIX_Comm_shrink in mpi-ext.h: Open MPI 4.1, or 5.0 built without it) it prints a line saying
  * so and exits 77 (skipped). */
@@ -440,6 +441,17 @@ int main(int argc, char **argv) {
     if (srank == 0) {
         printf("ulfm: %s survivors=%d dead=%d errors=%ld\n", total == 0 ? "OK" : "FAILED", ssize, dead, total);
         fflush(stdout);
+    }
+    /* With $ULFM_HOLD_FILE the survivors stay (connections up) until that file exists, so that the script can count
+     * what every node's HCA holds after the deaths; rank 0 of the survivors says when they hold. */
+    const char *hold_file = getenv("ULFM_HOLD_FILE");
+    if (hold_file != NULL && *hold_file != '\0') {
+        if (srank == 0) {
+            printf("ulfm: survivors holding until %s exists\n", hold_file);
+            fflush(stdout);
+            while (access(hold_file, F_OK) != 0) usleep(50000);
+        }
+        MPI_Barrier(shrunk);
     }
     MPI_Comm_free(&shrunk);
     if (storm_comm != MPI_COMM_NULL) MPI_Comm_free(&storm_comm);
