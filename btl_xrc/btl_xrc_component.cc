@@ -112,12 +112,11 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     // ULFM a refusal is a death, not an outage.
     const bool outage =
         config.cm.outage_limit_us != 0 && !failover && !mca_btl_xrc_ft_enabled() && report.usable_port_count() == 1;
-    if (outage) {
+    if (outage)
         config.max_inline = 0;
-    } else {
-        config.cm.outage_limit_us = 0;
-        config.port_down_grace_us = xrc::port_down_grace_us(mca_btl_xrc_component.params);
-    }
+    else
+        config.cm.outage_limit_us = 0;  // and the port's grace stays btl_xrc_port_down_grace's
+
     for (auto &opened : report.devices) {
         auto device = std::make_shared<xrc::OpenedDevice>(std::move(opened));
         for (const auto &port : device->ports) {

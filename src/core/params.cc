@@ -440,8 +440,6 @@ TransportConfig transport_config(const Params &params, const ReceiveQueueSpec &s
     c.served = params.async_progress;
     c.port_down_grace_us = port_down_grace_us(params);
     c.cm.outage_limit_us = static_cast<std::uint64_t>(params.outage_limit) * 1000000u;
-    if (c.cm.outage_limit_us != 0 && c.port_down_grace_us != 0)
-        c.port_down_grace_us = std::max(c.port_down_grace_us, c.cm.outage_limit_us);
     return c;
 }
 

@@ -21,6 +21,13 @@ namespace xrc {
 // requester never times out).
 std::uint64_t retry_budget_us(std::uint8_t timeout, std::uint8_t retry_cnt) noexcept;
 
+// How long a port may stay down before its rail is given up: its grace, or, where outages past the retry budget are
+// ridden through (outage_limit_us != 0: the BTL decided it applies), as long as their limit, since the connection
+// manager reconnects that long. 0 stays 0 (forever).
+constexpr std::uint64_t effective_port_grace_us(std::uint64_t grace_us, std::uint64_t outage_limit_us) noexcept {
+    return grace_us != 0 && outage_limit_us > grace_us ? outage_limit_us : grace_us;
+}
+
 class PortHealth {
 public:
     // `grace_us`: how long the port may stay down before grace_expired() (0: forever).

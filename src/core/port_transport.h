@@ -56,7 +56,7 @@ struct TransportConfig {
     unsigned local_ranks = 1;          // the job's ranks on this node (they share the XRC domain)
     std::uint32_t expected_links = 4;  // completion queue room made at start (eager mode: every remote node)
     std::uint32_t cm_receives = 512;
-    std::uint64_t port_down_grace_us = 0;  // how long the port may stay down (0: forever)
+    std::uint64_t port_down_grace_us = 0;  // how long the port may stay down (0: forever); effective_port_grace_us
     CmConfig cm;  // my_rank, jobid, port_index, my_node, cap, timers (token and depths are filled in here)
     // A service thread serves the connection manager (cm_event_fd, serve_cm, serve_timers).
     bool served = false;

@@ -239,9 +239,13 @@ TEST(Params, TransportSettingsFollowTheParametersAndTheJob) {
     params.outage_limit = 300;
     c = xrc::transport_config(params, *spec, job, nullptr, 0);
     EXPECT_EQ(c.cm.outage_limit_us, 300000000u);
-    EXPECT_EQ(c.port_down_grace_us, 300000000u);
-    params.port_down_grace = 0;  // no limit stays no limit
-    EXPECT_EQ(xrc::transport_config(params, *spec, job, nullptr, 0).port_down_grace_us, 0u);
+    EXPECT_EQ(c.port_down_grace_us, xrc::port_down_grace_us(params));  // btl_xrc_port_down_grace's, as set
+    EXPECT_EQ(xrc::effective_port_grace_us(c.port_down_grace_us, c.cm.outage_limit_us), 300000000u);
+    EXPECT_EQ(xrc::effective_port_grace_us(c.port_down_grace_us, 0), c.port_down_grace_us);  // the limit not applied
+    EXPECT_EQ(xrc::effective_port_grace_us(400000000u, c.cm.outage_limit_us), 400000000u);   // a longer grace stays
+    params.port_down_grace = 0;                                                              // no limit stays no limit
+    c = xrc::transport_config(params, *spec, job, nullptr, 0);
+    EXPECT_EQ(xrc::effective_port_grace_us(c.port_down_grace_us, c.cm.outage_limit_us), 0u);
 }
 
 TEST(Params, EagerRingsFromTheParameters) {
