@@ -185,7 +185,12 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     link.attempts_ = 0;
     link.retry_us_ = std::min(config_.first_retry_us + connecting_.size() * config_.retry_per_connecting_us,
                               std::max(config_.first_retry_us, config_.max_retry_us));
-    link.deadline_us_ = std::max(now + config_.connect_timeout_us, link.outage_until_us_);
+    link.deadline_us_ =
+        std::max(link.inherited_deadline_us_ != 0 ? link.inherited_deadline_us_ : now + config_.connect_timeout_us,
+                 link.outage_until_us_);
+    link.inherited_deadline_us_ = 0;
+    link.rotate_at_us_ =
+        now + (config_.rotate_after_us != 0 ? config_.rotate_after_us : config_.connect_timeout_us / 4);
     connecting_.push_back(&link);
     ++counters_->connection_attempts;
     send_connect(link, now);
@@ -263,6 +268,28 @@ void ConnectionManager::notice(std::uint32_t rank, std::uint32_t generation, std
     const std::uint64_t now = host_.now_us();
     notices_.push_back(
         {rank, generation, ini_qpn, tgt_qpn, 0, now, config_.first_retry_us, now + config_.connect_timeout_us});
+}
+
+bool ConnectionManager::rotate_silent(NodeLink &link, std::uint64_t now) noexcept {
+    const std::uint32_t next = live_rank_of(link);
+    if (next == UINT32_MAX) {
+        link.rotate_at_us_ = link.deadline_us_;  // nobody else to ask: the deadline decides
+        return false;
+    }
+    // Told once, not waited for (it may have left): drop what you made for this attempt, if anything.
+    if (const PortAddress *to = host_.address_of(link.owner_); to != nullptr)
+        send(*to, request_to(CmType::Close, link.owner_, *to, link.generation_, link.ini_qpn(), 0));
+    host_.note("rank " + std::to_string(link.owner_) + "'s connection manager has not answered " +
+               std::to_string(link.attempts_) + " CONNECT datagrams: connecting to node " + std::to_string(link.node_) +
+               " through rank " + std::to_string(next) + " (" +
+               std::to_string((link.deadline_us_ - std::min(now, link.deadline_us_)) / 1000) + " ms left)");
+    ++counters_->cm_rotations;
+    const std::uint64_t deadline = link.deadline_us_;
+    abandon(link);
+    link.owner_ = next;
+    link.inherited_deadline_us_ = deadline;
+    start_later(link);
+    return true;
 }
 
 // A connection attempt ends without an answer that counts: back to idle, queued sends stay queued.
@@ -494,6 +521,7 @@ void ConnectionManager::tick_locked(std::uint64_t now) noexcept {
                         (outage ? ", connecting again after a timeout: btl_xrc_outage_limit)" : ")"));
             continue;  // give_up() removed it from the list
         }
+        if (now >= link.rotate_at_us_ && !held_ && link.outage_until_us_ == 0 && rotate_silent(link, now)) continue;
         if (now >= link.next_retry_us_) send_connect(link, now);
         ++i;
     }

@@ -159,6 +159,11 @@ struct CmConfig {
     // About the time one TGT QP takes to make.
     std::uint64_t retry_per_connecting_us = 200;
     std::uint64_t connect_timeout_us = 60000000;
+    // A rank that does not answer CONNECT for this long (0: connect_timeout_us / 4) is asked no more: the link
+    // tries another rank of the node its sends are for (any rank of a node can make the TGT QP), within the same
+    // connect timeout. Silence alone cannot tell a rank that left (its MPI_Finalize over) from a busy one without a
+    // service thread, or from a lost path; another rank may answer either way.
+    std::uint64_t rotate_after_us = 0;
     // How long a TGT QP's creator that told its initiator LEAVING keeps the TGT QP (and its SRQ) for the answer.
     // The initiator fences toward the creator's SRQ only within half of it after LEAVING arrived, so that the
     // fence finds that SRQ still there with time to spare.
@@ -242,6 +247,10 @@ private:
     std::uint64_t next_retry_us_ = 0;
     std::uint64_t retry_us_ = 0;
     std::uint64_t deadline_us_ = 0;
+    // When a silent owner is given up for another rank of the node (rotate_after_us), and the deadline an attempt
+    // through that rank inherits (0: a fresh attempt, connect_timeout_us from its start).
+    std::uint64_t rotate_at_us_ = 0;
+    std::uint64_t inherited_deadline_us_ = 0;
     // Reconnecting after a timeout: the connection is not given up before this time (0: connect_timeout_us rules).
     std::uint64_t outage_until_us_ = 0;
     std::vector<Peer *> peers_;
@@ -570,6 +579,9 @@ private:
     std::uint32_t live_rank_of(const NodeLink &link) const noexcept;
     void send_connect(NodeLink &link, std::uint64_t now) noexcept;
     void give_up(NodeLink &link, const std::string &why) noexcept;
+    // The link's owner has been silent past rotate_after_us: the attempt goes through another live rank of the node
+    // (true; it left the connecting list), or nobody else is there (false: the deadline decides).
+    bool rotate_silent(NodeLink &link, std::uint64_t now) noexcept;
     void retract(NodeLink &link, std::uint32_t tgt_qpn) noexcept;
     void notice(std::uint32_t rank, std::uint32_t generation, std::uint32_t ini_qpn, std::uint32_t tgt_qpn) noexcept;
     void abandon(NodeLink &link) noexcept;

@@ -117,6 +117,7 @@ struct Counters {
     Count cm_rejected;    // malformed, foreign (job, token) or from a source that is not the sender's
     Count cm_duplicates;  // answered again or ignored: a retransmission crossed an answer
     Count cm_stale;       // for a connection that no longer exists
+    Count cm_rotations;   // connection attempts moved to another rank of the node after the first one's silence
     // LID changes (LID_CHANGE, CLIENT_REREGISTER): ours announced, others' heard, QP paths moved for either.
     Count lid_changes;       // this port got a new LID: ADDRESS sent to the job
     Count peer_lid_changes;  // ADDRESS accepted: a peer port's stored addresses moved to its new LID
@@ -259,6 +260,9 @@ inline constexpr CounterInfo kCounterInfo[] = {
      "ignored"},
     {"cm_stale", &Counters::cm_stale, CounterKind::Count,
      "Datagrams about a connection that no longer exists (a late copy of a closed one): ignored"},
+    {"cm_rotations", &Counters::cm_rotations, CounterKind::Count,
+     "Connection attempts moved to another rank of the node after the rank first asked had not answered for "
+     "a quarter of btl_xrc_connect_timeout"},
     {"lid_changes", &Counters::lid_changes, CounterKind::Count,
      "Times this port got a new LID (LID_CHANGE or CLIENT_REREGISTER with a changed LID): the new address was "
      "announced to the job through the connection manager"},
