@@ -96,13 +96,11 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     const bool failover = mca_btl_xrc_component.params.rail_failover && report.usable_port_count() > 1;
     if (failover) config.signal_interval = 1;
     // User-Level Failure Mitigation on one rail: a dead process's node refuses what still names it, and that must
-    // cost the node's other ranks nothing: every send is kept until its completion (none inline), so that what
-    // followed a refused request goes out again over a new connection (btl_xrc_peer_death.cc).
+    // cost the node's other ranks nothing: every send is kept until its completion, by its fragment or, inline, as a
+    // copy in its link's queue (the sends chosen by mca_btl_xrc_module_init), so that what followed a refused request
+    // goes out again over a new connection (btl_xrc_peer_death.cc).
     mca_btl_xrc_ft_init();
-    if (mca_btl_xrc_ft_enabled() && !failover) {
-        config.cm.requeue_refused = true;
-        config.max_inline = 0;
-    }
+    if (mca_btl_xrc_ft_enabled() && !failover) config.cm.requeue_refused = true;
     // One rail with btl_xrc_outage_limit: an outage past the retry budget is ridden through (btl_xrc_failover.cc):
     // every send is kept until its completion (none inline) and numbered, so that what a timeout hands back goes
     // out again over the next connection and the receiver drops what it had. Several rails fail over instead; under
