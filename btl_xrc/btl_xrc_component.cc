@@ -96,16 +96,14 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     const bool failover = mca_btl_xrc_component.params.rail_failover && report.usable_port_count() > 1;
     if (failover) config.signal_interval = 1;
     // User-Level Failure Mitigation: a dead process's node refuses what still names it, and that must cost the
-    // node's other ranks nothing: every send is kept until its completion (none inline), so that what followed a
-    // refused request goes out again over a new connection on the same rail (btl_xrc_peer_death.cc); with several
-    // rails a refusal is a death, not the loss of the rail (btl_xrc_failover.cc).
+    // node's other ranks nothing: every send is kept until its completion, by its fragment or, inline, as a copy in
+    // its link's queue (the sends chosen by mca_btl_xrc_module_init), so that what followed a refused request goes
+    // out again over a new connection on the same rail (btl_xrc_peer_death.cc); with several rails a refusal is a
+    // death, not the loss of the rail (btl_xrc_failover.cc).
     mca_btl_xrc_ft_init();
     // ... and a TGT QP outlives its creator's death: a node-mate holds it too (xrc::CmConfig::node_mate_holds).
     config.cm.node_mate_holds = mca_btl_xrc_ft_enabled();
-    if (mca_btl_xrc_ft_enabled()) {
-        config.cm.requeue_refused = true;
-        config.max_inline = 0;
-    }
+    if (mca_btl_xrc_ft_enabled()) config.cm.requeue_refused = true;
     // One rail with btl_xrc_outage_limit: an outage past the retry budget is ridden through (btl_xrc_failover.cc):
     // every send is kept until its completion (none inline) and numbered, so that what a timeout hands back goes
     // out again over the next connection and the receiver drops what it had. Several rails fail over instead; under

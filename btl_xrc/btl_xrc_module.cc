@@ -240,7 +240,10 @@ mca_btl_base_descriptor_t *xrc_prepare_src(mca_btl_base_module_t *btl, mca_btl_b
 constexpr xrc::SendCompletionFn send_complete = mca_btl_xrc_send_complete;
 
 // btl_send of a process without threads (mca_btl_xrc_module_init); xrc_send has it inlined under the module's lock
-// (one body each, without passing the arguments on).
+// (one body each, without passing the arguments on). keep: under ULFM, where a link's queue sends again what
+// followed a refused request, so it keeps a copy of each inline send nobody owns (SendQueue::keep_copies: every
+// queue of the transport has them); chosen once at btl_init, so that the sends without ULFM test nothing for it.
+template <bool keep = false>
 [[gnu::always_inline]] inline int send_unlocked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
                                                 mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag) noexcept {
     auto *m = as_xrc(btl);
@@ -254,7 +257,8 @@ constexpr xrc::SendCompletionFn send_complete = mca_btl_xrc_send_complete;
     if (frag->op.sge.length <= m->transport->max_inline() && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
         frag->op.wr.send_flags = IBV_SEND_INLINE;
         frag->op.on_complete = nullptr;
-        if (peer.queue->try_post(frag->op) == 0) {
+        // The fragment may go back to its list at once: what the queue keeps is a copy.
+        if ((keep ? peer.queue->try_post_copy(frag->op) : peer.queue->try_post(frag->op)) == 0) {
             // Counted before the fragment goes back: another thread may take it from the list at once.
             mca_btl_xrc_sent(m, endpoint, ring, frag->segment.seg_len);
             if (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) mca_btl_xrc_frag_return(frag);
@@ -277,14 +281,17 @@ constexpr xrc::SendCompletionFn send_complete = mca_btl_xrc_send_complete;
 }
 
 // btl_send of a process with threads: the same under the module's lock.
+template <bool keep = false>
 int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_btl_base_descriptor_t *des,
              mca_btl_base_tag_t tag) noexcept {
     const BtlXrcLock guard(as_xrc(btl)->lock);
     BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
-    return send_unlocked(btl, endpoint, des, tag);
+    return send_unlocked<keep>(btl, endpoint, des, tag);
 }
 
-// btl_sendi of a process without threads; xrc_sendi has it inlined under the module's lock.
+// btl_sendi of a process without threads; xrc_sendi has it inlined under the module's lock. keep: as for
+// send_unlocked.
+template <bool keep = false>
 [[gnu::always_inline]] inline int sendi_unlocked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
                                                  opal_convertor_t *convertor, void *header, size_t header_size,
                                                  size_t payload_size, uint8_t order, uint32_t flags,
@@ -315,7 +322,22 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     const bool ring_room = peer.eager.can_send(length);
     const uint32_t wire = ring_room ? xrc::eager_wire_size(length) : length;
     if (wire <= m->transport->max_inline()) {
-        // Small: assemble on the stack and send inline; nothing to release afterwards.
+        if constexpr (keep) {
+            // Into the copy the queue keeps in the slot of its request, which a link's queue sends again after a
+            // refusal (wire <= max_inline() <= kept_bytes()): assembled and prepared there, so nothing is copied.
+            xrc::KeptSend &kept = peer.queue->next_kept();
+            if (!mca_btl_xrc_assemble(kept.data, header, header_size, convertor, &packed)) return OPAL_ERROR;
+            const bool ring = peer.prepare_routed(kept.op, ring_room, kept.data, length, 0, tag);
+            kept.op.wr.send_flags = IBV_SEND_INLINE;
+            if (peer.queue->post_kept(kept) == 0) {
+                mca_btl_xrc_sent(m, endpoint, ring, length);
+                return OPAL_SUCCESS;
+            }
+            peer.unprepare(kept.op, ring);
+            rewind();
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+        // Small: assemble on the stack and send inline; nothing to release afterwards (nobody sends it again).
         alignas(8) unsigned char buffer[kInlineBufferSize];
         if (!mca_btl_xrc_assemble(buffer, header, header_size, convertor, &packed)) return OPAL_ERROR;
         xrc::SendOp op(xrc::SendOp::Unfilled::tag);
@@ -350,12 +372,14 @@ int xrc_send(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, mca_
     return OPAL_SUCCESS;
 }
 
+template <bool keep = false>
 int xrc_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor, void *header,
               size_t header_size, size_t payload_size, uint8_t order, uint32_t flags, mca_btl_base_tag_t tag,
               mca_btl_base_descriptor_t **descriptor) noexcept {
     const BtlXrcLock guard(as_xrc(btl)->lock);
     BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
-    return sendi_unlocked(btl, endpoint, convertor, header, header_size, payload_size, order, flags, tag, descriptor);
+    return sendi_unlocked<keep>(btl, endpoint, convertor, header, header_size, payload_size, order, flags, tag,
+                                descriptor);
 }
 
 int xrc_register_error(mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_fn_t cb) noexcept {
@@ -522,11 +546,15 @@ void mca_btl_xrc_adopt_endpoints(mca_btl_xrc_module_t *m, bool locked) noexcept 
 }
 
 int mca_btl_xrc_module_init(mca_btl_xrc_module_t *m, bool threads) noexcept {
+    // Decided once: no thread but the application's one calls in, so the sends need no lock and no test of
+    // opal_using_threads() per message; under ULFM (every queue keeps copies), the sends that assemble into them.
+    const bool keep = m->transport->keeps_copies();
     if (!threads) {
-        // Decided once: no thread but the application's one calls in, so the sends need no lock and no test of
-        // opal_using_threads() per message.
-        m->super.btl_send = send_unlocked;
-        m->super.btl_sendi = sendi_unlocked;
+        m->super.btl_send = keep ? send_unlocked<true> : send_unlocked<false>;
+        m->super.btl_sendi = keep ? sendi_unlocked<true> : sendi_unlocked<false>;
+    } else if (keep) {
+        m->super.btl_send = xrc_send<true>;
+        m->super.btl_sendi = xrc_sendi<true>;
     }
     m->receive_callbacks = mca_btl_base_active_message_trigger;
     m->transport->count_into(&m->counters);
@@ -548,8 +576,8 @@ mca_btl_base_module_t mca_btl_xrc_module_template = [] {
     m.btl_alloc = xrc_alloc;
     m.btl_free = xrc_free;
     m.btl_prepare_src = xrc_prepare_src;
-    m.btl_send = xrc_send;
-    m.btl_sendi = xrc_sendi;
+    m.btl_send = xrc_send<false>;
+    m.btl_sendi = xrc_sendi<false>;
     m.btl_put = mca_btl_xrc_put;
     m.btl_get = mca_btl_xrc_get;
     m.btl_atomic_op = mca_btl_xrc_atomic_op;

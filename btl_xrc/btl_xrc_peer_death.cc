@@ -5,8 +5,9 @@
 //   - the runtime's event (PMIx: a process terminated), handed from the runtime's thread to progress;
 //   - a refused request: the dead rank's SRQ (or eager ring, or window) is gone with it, and its node's HCA refuses
 //     what still names it. The send queue takes the refusal at the cost of that request alone
-//     (xrc::SendQueue::requeue_refused: every send is kept until its completion, none inline without an owner),
-//     and the link connects again for the node's other ranks, which lose nothing.
+//     (xrc::SendQueue::requeue_refused: every send is kept until its completion, by its fragment or, inline, as a
+//     copy in the queue: SendQueue::keep_copies), and the link connects again for the node's other ranks, which lose
+//     nothing.
 // Acting on a death: the rank's endpoints on every module send nothing more (their queue is one that refuses
 // everything: ob1 hears OPAL_ERR_UNREACH, which it turns into MPIX_ERR_PROC_FAILED), what was queued for it is
 // dropped without calling ob1 back (mca_btl_xrc_send_complete says why), its links and TGT QPs go

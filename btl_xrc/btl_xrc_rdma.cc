@@ -255,11 +255,27 @@ int mca_btl_xrc_atomic_cswap(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t
                   compare, value, flags, cbfunc, cbcontext, cbdata);
 }
 
+namespace {
+
+// The live endpoint reached through `queue` whose SRQ is `srqn`: the peer a kept copy (an inline send, which names
+// no fragment) went to. Null if none.
+mca_btl_base_endpoint_t *endpoint_of_srq(mca_btl_xrc_module_t *m, const xrc::SendQueue &queue, uint32_t srqn) {
+    for (mca_btl_base_endpoint_t *endpoint : mca_btl_xrc_endpoints_of(m, false))
+        if (endpoint->peer.queue == &queue)
+            for (const xrc::SrqEntry &srq : endpoint->peer.srqs)
+                if (srq.srq_num == srqn) return endpoint;
+    return nullptr;
+}
+
+}  // namespace
+
 void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::SendQueue &queue,
                                           const ibv_wc &wc) noexcept {
     try {
         const xrc::SendOp *failed = queue.failed_op(wc);
         const char *own = failed != nullptr ? m->transport->own_operation(failed) : nullptr;
+        // Without an owner, an inline send the queue kept a copy of (under ULFM): its work request says where.
+        const xrc::SendOp *copy = failed == nullptr ? queue.failed_copy(wc) : nullptr;
         const bool requeues = queue.would_requeue(wc);
         if (requeues && wc.status == IBV_WC_RETRY_EXC_ERR) {
             // An outage past the retry budget ridden through (btl_xrc_outage_limit): what was not acknowledged goes
@@ -278,14 +294,19 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
             // gone, so its process died; the link connects again for the others (btl_xrc_peer_death.cc).
             const std::string what = (own != nullptr      ? std::string(own)
                                       : failed != nullptr ? xrc::describe_operation(failed->wr)
+                                      : copy != nullptr   ? xrc::describe_operation(copy->wr)
                                                           : std::string("a request")) +
                                      " (" + ibv_wc_status_str(wc.status) + ")";
             BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: refused: %s; what followed it goes out again over a new connection",
                             opal_process_info.nodename, m->transport->rail_name().c_str(), what.c_str());
-            if (failed != nullptr && own == nullptr) {
-                mca_btl_base_endpoint_t *to = frag_of(const_cast<xrc::SendOp *>(failed))->endpoint;
+            mca_btl_base_endpoint_t *to = nullptr;
+            if (failed != nullptr && own == nullptr)
+                to = frag_of(const_cast<xrc::SendOp *>(failed))->endpoint;
+            else if (copy != nullptr)
+                to = endpoint_of_srq(m, queue, copy->wr.qp_type.xrc.remote_srqn);
+            if (to != nullptr && !to->other_job) {
                 const std::string why = "its node's HCA refused " + what;
-                if (to != nullptr && !to->other_job) mca_btl_xrc_peer_died(to->peer.rank, why.c_str());
+                mca_btl_xrc_peer_died(to->peer.rank, why.c_str());
             }
             return;
         }
@@ -314,6 +335,10 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
         } else if (failed != nullptr) {
             operation = xrc::describe_operation(failed->wr);
             endpoint = frag_of(const_cast<xrc::SendOp *>(failed))->endpoint;
+        } else if (copy != nullptr) {
+            operation = xrc::describe_operation(copy->wr);
+            if (mca_btl_base_endpoint_t *to = endpoint_of_srq(m, queue, copy->wr.qp_type.xrc.remote_srqn))
+                endpoint = to;
         } else {  // a request without an owner (inline, its data in the work request): only its node is known
             operation = "an inline send or RDMA write to " + toward;
         }

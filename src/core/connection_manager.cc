@@ -58,9 +58,14 @@ NodeLink &ConnectionManager::link_for(std::uint64_t port, std::uint32_t node, st
 NodeLink &ConnectionManager::link_for_locked(std::uint64_t port, std::uint32_t node, std::uint32_t owner) {
     auto &slot = links_[port];
     if (!slot) {
-        slot = std::make_unique<NodeLink>(*this, port, node, owner, config_.queue_depth, config_.signal_interval);
-        if (config_.requeue_refused) slot->queue_.requeue_refused();
-        if (config_.outage_limit_us != 0) slot->queue_.ride_outages();
+        // Listed only once whole: a link without the copies its queue is to keep would lose inline sends.
+        auto made = std::make_unique<NodeLink>(*this, port, node, owner, config_.queue_depth, config_.signal_interval);
+        if (config_.requeue_refused) {
+            made->queue_.requeue_refused();
+            made->queue_.keep_copies(config_.requeue_copy_bytes);
+        }
+        if (config_.outage_limit_us != 0) made->queue_.ride_outages();
+        slot = std::move(made);
     }
     return *slot;
 }
@@ -898,10 +903,31 @@ void ConnectionManager::peer_died(std::uint32_t rank) noexcept {
     link.owner_ = next;
     if (link.state_ == NodeLink::State::connected || link.state_ == NodeLink::State::draining)
         link.creator_gone_ = true;
+    if (link.state_ == NodeLink::State::connected) retire_unsignaled(link);
     if (link.state_ == NodeLink::State::connecting) {
         abandon(link);
         if (link.queue_.has_pending()) start_later(link);
     }
+}
+
+void ConnectionManager::retire_unsignaled(NodeLink &link) noexcept {
+    SendQueue &queue = link.queue_;
+    if (!link.ini_ || queue.qp() == nullptr || queue.broken()) return;
+    queue.signal_every_post();
+    if (!queue.needs_fence() || link.fence_posted_ || held_) return;
+    // Some live rank of the node holds the TGT QP: the holder that was asked to (HOLD) and is the link's rank now,
+    // or a rank that was sent a first message on this connection.
+    bool held = link.holder_ != kCmNoRank && link.holder_ == link.owner_;
+    for (const Peer *peer : link.peers_)
+        held = held || (dead_ranks_.count(peer->rank) == 0 && (peer->imm_flags & kImmFirst) == 0);
+    if (!held) {
+        queue.forget_unsignaled();
+        return;
+    }
+    const PortAddress *owner = host_.address_of(link.owner_);
+    if (owner == nullptr) return;
+    make_fence(link.fence_, owner->srqs.front().srq_num, &NodeLink::fence_done);
+    link.fence_posted_ = queue.post_fence(link.fence_) == 0;  // EAGAIN: a signaled one is outstanding
 }
 
 // A node that crashed answers nothing: its connection's requests would be retried for the whole retry budget, and a

@@ -173,10 +173,13 @@ struct CmConfig {
     // TGT QP's creator left) is kept that long after its last unsignaled post, with the port up: a request still
     // unacknowledged by then has failed with an error completion, so the others were acknowledged.
     std::uint64_t retry_budget_us = 34359738;  // timeout 20, retry count 7
-    // Every operation posted on a link is kept until its completion (none without an owner): a request the
-    // responder refused, its SRQ or memory gone with a process that died, costs only itself
+    // Every operation posted on a link is kept until its completion, by its owner or as a copy in the link's queue:
+    // a request the responder refused, its SRQ or memory gone with a process that died, costs only itself
     // (SendQueue::requeue_refused), and the link connects again for what followed it (reconnect).
     bool requeue_refused = false;
+    // With requeue_refused: the largest inline send, which each link's queue keeps copies of (SendQueue::keep_copies;
+    // 0: none, so an inline send without an owner is not sent again after a refusal).
+    std::uint32_t requeue_copy_bytes = 0;
     // How long a link whose requests the HCA gave up on (its port or path down past the retry budget) keeps trying
     // to connect again before it fails (0: it does not try; a timeout breaks its queue). Its queue then hands what
     // was not acknowledged back to its owners, who send it again, numbered (SendQueue::ride_outages).
@@ -575,6 +578,13 @@ private:
     void drop_dead_later(NodeLink &link, const std::vector<std::uint32_t> &srqns, const std::string &who) noexcept;
     // Every rank of the link's node died: its INI QP goes now and tick() completes what its queue held.
     void retire_dead_node(NodeLink &link) noexcept;
+    // The TGT QP's creator of the connected `link` died (peer_died): the TGT QP lives only while a rank of its node
+    // holds a handle on it, and such holders leave without a word (only a creator says LEAVING), so a fence at the
+    // link's close, maybe much later, could find it gone and fail. From now on every send is signaled (its
+    // completion retires it), and what was posted unsignaled before (inline sends) is retired now, while a holder
+    // is there: by a fence toward the live rank the link goes through when a live rank of the node was sent a first
+    // message on this connection (it holds, or is taking, a handle), else forgotten (it all went to the dead).
+    void retire_unsignaled(NodeLink &link) noexcept;
     // A rank of the link's node other than its owner that is neither dead nor finalizing, or UINT32_MAX.
     std::uint32_t live_rank_of(const NodeLink &link) const noexcept;
     void send_connect(NodeLink &link, std::uint64_t now) noexcept;

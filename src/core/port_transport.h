@@ -106,6 +106,9 @@ public:
     ibv_cq *cq() const noexcept { return cq_.get(); }
     ibv_context *context() const noexcept { return device_->context.get(); }
     std::uint32_t max_inline() const noexcept { return max_inline_.load(std::memory_order_relaxed); }
+    // Every send queue of this transport (each link's, the loopback's) keeps copies of the inline sends nobody owns
+    // (SendQueue::keep_copies), of up to max_inline() bytes: with CmConfig::requeue_refused and inline sends on.
+    bool keeps_copies() const noexcept { return loopback_queue_->keeps_copies(); }
     TransportCounts counts() const noexcept;
     // What this port holds now, for the process's status record: device, XRC domain, SRQs, the connection
     // manager's QP, INI QPs per node, TGT QPs made, handles held. Host names are left empty, counters out.

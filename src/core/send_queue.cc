@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 
 #include <cerrno>
+#include <cstring>
 
 namespace xrc {
 
@@ -28,6 +29,61 @@ SendQueue::SendQueue(std::uint32_t depth, std::uint32_t signal_interval, std::ui
       ring_(depth),
       pending_head_(&closed_marker_),
       pending_tail_(&closed_marker_) {}
+
+bool is_fence(const SendOp &op) noexcept {
+    return op.wr.opcode == IBV_WR_SEND_WITH_IMM && op.wr.imm_data == htonl(kImmMarker | kImmNop) && op.wr.num_sge == 0;
+}
+
+void SendQueue::keep_copies(std::uint32_t bytes) {
+    if (kept_ != nullptr || bytes == 0) return;
+    // Whole cache lines per slot: a message assembled in one never shares a line with its neighbour's.
+    const std::size_t stride = (std::size_t{bytes} + 63) / 64 * 64;
+    std::vector<KeptSend> store(depth_);
+    auto block = std::make_unique<unsigned char[]>(stride * depth_);
+    for (std::uint32_t i = 0; i < depth_; ++i) {
+        KeptSend &k = store[i];
+        k.data = block.get() + stride * i;
+        k.op.sge.addr = reinterpret_cast<std::uintptr_t>(k.data);
+        k.op.wr.sg_list = &k.op.sge;
+        k.op.wr.num_sge = 1;
+        k.slot = i;
+    }
+    kept_store_ = std::move(store);  // moving a vector keeps its elements where they are
+    kept_block_ = std::move(block);
+    kept_ = kept_store_.data();
+    kept_bytes_ = static_cast<std::uint32_t>(stride);
+}
+
+int SendQueue::try_post_copy(SendOp &op) noexcept {
+    if (kept_ == nullptr || !requeue_refused_) return try_post(op);  // nothing would send it again
+    if (broken_) return EPIPE;
+    if (!can_post() || op.sge.length > kept_bytes_) return EAGAIN;
+    return post_copy_now(op);
+}
+
+KeptSend *SendQueue::kept_of(SendOp *op) const noexcept {
+    if (kept_ == nullptr) return nullptr;
+    // Compared as addresses: `op` may be any caller's.
+    const auto at = reinterpret_cast<std::uintptr_t>(op), first = reinterpret_cast<std::uintptr_t>(kept_);
+    if (at < first || at >= first + sizeof(KeptSend) * depth_ || (at - first) % sizeof(KeptSend) != 0) return nullptr;
+    return &kept_[(at - first) / sizeof(KeptSend)];
+}
+
+int SendQueue::post_copy_now(const SendOp &from) noexcept {
+    KeptSend &to = kept_[tail_ % depth_];
+    if (&to.op != &from) {
+        // Another slot's copy (requeued, its slot now taken by an older one: requeue_after says why none that waits
+        // behind it is overwritten) or a caller's op: the request and the bytes move here.
+        to.op.wr = from.wr;
+        to.op.wr.sg_list = &to.op.sge;
+        to.op.wr.num_sge = 1;
+        to.op.sge = from.sge;
+        to.op.sge.addr = reinterpret_cast<std::uintptr_t>(to.data);
+        std::memcpy(to.data, reinterpret_cast<const void *>(from.sge.addr), from.sge.length);
+        to.op.on_complete = nullptr;
+    }
+    return post_now<true>(to.op, to.slot);
+}
 
 void SendQueue::enqueue(SendOp &op) noexcept {
     op.next_pending = nullptr;
@@ -91,7 +147,7 @@ void SendQueue::drain_pending() noexcept {
         SendOp *op = pending_head_;
         pending_head_ = op->next_pending;
         if (pending_head_ == nullptr) pending_tail_ = nullptr;
-        if (post_now(*op) != 0) {
+        if ((kept_of(op) != nullptr ? post_copy_now(*op) : post_now(*op)) != 0) {
             broken_ = true;
             op->posted_on = 0;
             if (op->on_complete != nullptr) op->on_complete(op, IBV_WC_GENERAL_ERR);
@@ -150,6 +206,12 @@ void SendQueue::fail(ibv_wc_status status) noexcept {
 const SendOp *SendQueue::failed_op(const ibv_wc &wc) const noexcept {
     const std::uint32_t age = age_of(wc.wr_id);
     return age < outstanding() ? ring_[static_cast<std::uint32_t>(wc.wr_id >> kSendWrIdSlotShift)].op : nullptr;
+}
+
+const SendOp *SendQueue::failed_copy(const ibv_wc &wc) const noexcept {
+    if (age_of(wc.wr_id) >= outstanding()) return nullptr;
+    const auto slot = static_cast<std::uint32_t>(wc.wr_id >> kSendWrIdSlotShift);
+    return ring_[slot].op == nullptr && (ring_[slot].flags & kKept) != 0 ? &kept_[slot].op : nullptr;
 }
 
 namespace {
@@ -214,10 +276,22 @@ bool SendQueue::requeue_after(const ibv_wc &wc) noexcept {
         }
     *done_tail = nullptr;
     SendOp *refused = ring_[(head_ + age) % depth_].op;
+    // The newer ones, owned or kept as copies, in order. A copy stays in its slot until it goes out again: each
+    // newer one then takes the next position from the old tail on, and the k-th of them (position tail + k - 1) and
+    // every later one (older position p >= head + k + 1, with tail <= head + depth) are less than depth apart, so
+    // the slot a copy moves to never holds one still waiting (post_copy_now).
     SendOp *again = nullptr, *again_last = nullptr;
+    // A fence among them retired what was posted before it on this QP, which the refusal has done: it is not sent
+    // again (its owner may post it anew for the next connection), just completed as flushed.
+    SendOp *fences = nullptr, **fences_tail = &fences;
     for (std::uint32_t i = age + 1; i < count; ++i) {
-        SendOp *op = ring_[(head_ + i) % depth_].op;
+        SendOp *op = op_in((head_ + i) % depth_);
         if (op == nullptr) continue;  // an idempotent report nobody owns: the next one says as much (see the header)
+        if (is_fence(*op)) {
+            *fences_tail = op;
+            fences_tail = &op->next_pending;
+            continue;
+        }
         op->next_pending = nullptr;
         (again_last != nullptr ? again_last->next_pending : again) = op;
         again_last = op;
@@ -231,11 +305,13 @@ bool SendQueue::requeue_after(const ibv_wc &wc) noexcept {
         closed_marker_.next_pending = again;
         if (pending_tail_ == &closed_marker_) pending_tail_ = again_last;
     }
+    *fences_tail = nullptr;
     complete_chain(done, 0, IBV_WC_SUCCESS);
     if (refused != nullptr) {
         refused->posted_on = connection;
         refused->on_complete(refused, wc.status);
     }
+    complete_chain(fences, 0, IBV_WC_WR_FLUSH_ERR);
     return true;
 }
 
@@ -253,7 +329,8 @@ ibv_wc_status SendQueue::on_completion(const ibv_wc &wc) noexcept {
     // (completions are in order per QP). When no outstanding request has a callback, that is one step.
     if (outstanding_callbacks_ == 0) {
         const std::uint32_t age = age_of(wc.wr_id);
-        if (age < outstanding() && ring_[static_cast<std::uint32_t>(wc.wr_id >> kSendWrIdSlotShift)].signaled) {
+        if (age < outstanding() &&
+            (ring_[static_cast<std::uint32_t>(wc.wr_id >> kSendWrIdSlotShift)].flags & kSignaled) != 0) {
             head_ += age + 1;
             drain_pending();
             return IBV_WC_SUCCESS;
@@ -266,7 +343,7 @@ ibv_wc_status SendQueue::on_completion(const ibv_wc &wc) noexcept {
             --outstanding_callbacks_;
             slot.op->on_complete(slot.op, IBV_WC_SUCCESS);
         }
-        if (slot.signaled) break;
+        if ((slot.flags & kSignaled) != 0) break;
     }
     drain_pending();
     return IBV_WC_SUCCESS;

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The send side of one XRC INI QP (one per remote node, and one for on-node peers through the HCA's loopback):
 // credits, selective signaling, and a queue of sends that cannot go out yet. No allocation, lock or syscall on
-// this path: operations are caller-owned SendOp records (embedded in BTL fragments), the ring is sized at
-// creation.
+// this path: operations are caller-owned SendOp records (embedded in BTL fragments) or, for inline sends under
+// ULFM, copies the queue keeps per ring slot (keep_copies); the ring and the copies are sized at creation.
 //
 // The queue outlives its QPs: it starts closed (no QP), is opened when its connection is ready, stopped while a
 // connection is drained before it closes, and opened again on another QP later. While it is closed or stopped,
@@ -24,6 +24,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace xrc {
@@ -67,10 +68,21 @@ struct SendOp {
     SourceKey posted_on;
 };
 
+// A small message a queue that requeues after a refusal keeps (SendQueue::keep_copies): the work request and the
+// bytes of an inline send nobody owns, in the ring slot of the request it went out as, until that request is
+// retired. The op has no callback and points at `data`.
+struct KeptSend {
+    SendOp op;
+    unsigned char *data = nullptr;  // this slot's part of the queue's block (SendQueue::kept_bytes())
+    std::uint32_t slot = 0;         // its index in the ring: the post needs no division to find it
+};
+
 // `op` as a fence: a signaled zero-length SEND_WITH_IMM carrying the no-op marker to `remote_srqn` (any SRQ of
 // the peer: the receiver drops it). Its completion says every send posted before it on the queue has completed,
 // unsignaled ones included, so the queue can be closed.
 void make_fence(SendOp &op, std::uint32_t remote_srqn, SendCompletionFn on_complete) noexcept;
+// `op` is such a fence.
+bool is_fence(const SendOp &op) noexcept;
 
 class SendQueue {
 public:
@@ -151,10 +163,30 @@ public:
     ibv_wc_status on_completion(const ibv_wc &wc) noexcept;
     // From now on a request the responder refused (REM_INV_REQ, REM_ACCESS_ERR, REM_OP_ERR: the SRQ, memory or
     // receive buffer it names is gone, its owner having died) costs only that request: see requeue_after(). For a queue
-    // whose every posted message is kept until its completion: an op without a callback cannot be sent again, so only
-    // idempotent reports whose loss the next one makes good may be posted without one (the eager rings' credit reports:
-    // a writer that hears of no room falls back to the SRQs, and the next report or piggybacked count catches up).
+    // whose every posted message is kept until its completion, by its owner or as a copy (keep_copies()): any other op
+    // without a callback cannot be sent again, so only idempotent reports whose loss the next one makes good may be
+    // posted so (the eager rings' credit reports: a writer that hears of no room falls back to the SRQs, and the next
+    // report or piggybacked count catches up).
     void requeue_refused() noexcept { requeue_refused_ = true; }
+    // With requeue_refused(): an inline send nobody owns goes out from a copy the queue keeps in the ring slot of
+    // its request (next_kept() and post_kept(), or try_post_copy()) until that request is retired, so that a
+    // refusal sends it again like an owned op, while it stays inline and unsignaled. `bytes` (the largest inline
+    // send) per slot, `depth` slots, allocated here once (std::bad_alloc otherwise). Not for a queue that rides
+    // outages: a hand-back goes to owners, and a copy has none.
+    void keep_copies(std::uint32_t bytes);
+    bool keeps_copies() const noexcept { return kept_ != nullptr; }
+    std::uint32_t kept_bytes() const noexcept { return kept_bytes_; }
+    // The copy the next post takes (keeps_copies() must hold: not tested here, the sender is chosen for such
+    // queues), for a sender that has seen ready() and posts nothing else on this queue before post_kept(): it
+    // assembles its message into `data` (kept_bytes() at most) and prepares `op` in place, inline and without a
+    // callback, so the message is copied nowhere.
+    [[gnu::always_inline]] KeptSend &next_kept() noexcept { return kept_[tail_ % depth_]; }
+    // post_ready() of the copy next_kept() gave, prepared since: 0 or the post's errno.
+    [[gnu::always_inline]] int post_kept(KeptSend &kept) noexcept { return post_now<true>(kept.op, kept.slot); }
+    // try_post() of an inline op without a callback whose data its caller reuses at once (a fragment going back
+    // to its list): with keep_copies() and requeue_refused(), the op and its data are copied into the slot its
+    // request takes and posted from there; EAGAIN also when its data does not fit a copy. Otherwise try_post().
+    int try_post_copy(SendOp &op) noexcept;
     // From now on a request the HCA gave up on (RETRY_EXC_ERR: nobody acknowledged it within the retry budget, the
     // port or the path having been down that long) does not break the queue: see hand_back_after(). For a queue
     // whose owners keep every message until its completion and can send it again, numbered, for the receiver to
@@ -205,11 +237,17 @@ public:
     // The operation an error completion of this QP names, to be asked before on_completion completes it: null
     // when that request had no owner (an inline send, a fragment nobody waits for), or is no longer outstanding.
     const SendOp *failed_op(const ibv_wc &wc) const noexcept;
+    // The same for a request that went out from a kept copy (keep_copies()): its work request says where it went
+    // (remote_srqn). Null otherwise.
+    const SendOp *failed_copy(const ibv_wc &wc) const noexcept;
 
 private:
+    // flags: kSignaled, kKept (the request went out from kept_[slot], whatever op says).
+    static constexpr std::uint8_t kSignaled = 1;
+    static constexpr std::uint8_t kKept = 2;
     struct Slot {
         SendOp *op;
-        bool signaled;
+        std::uint8_t flags;
     };
     // The position behind the oldest outstanding request of the ring slot a work request id names; depth_ or more
     // for a slot beyond the ring.
@@ -217,21 +255,24 @@ private:
         const auto slot = static_cast<std::uint32_t>(wr_id >> kSendWrIdSlotShift);
         return slot < depth_ ? (slot + depth_ - head_ % depth_) % depth_ : depth_;
     }
-    [[gnu::always_inline]] int post_now(SendOp &op) noexcept {
-        const bool wants_callback = op.on_complete != nullptr;
+    // kept: `op` is the copy kept_[kept_slot].op, without a callback, and kept_slot is tail_ % depth_.
+    template <bool kept = false>
+    [[gnu::always_inline]] int post_now(SendOp &op, std::uint32_t kept_slot = 0) noexcept {
+        const bool wants_callback = !kept && op.on_complete != nullptr;
         const std::uint32_t interval = signal_interval_.load(std::memory_order_relaxed);
         const bool signal = wants_callback || since_signal_ + 1 >= interval || credits() <= interval;
         if (signal)
             op.wr.send_flags |= IBV_SEND_SIGNALED;
         else
             op.wr.send_flags &= ~static_cast<unsigned>(IBV_SEND_SIGNALED);
-        const std::uint32_t slot = tail_ % depth_;
+        const std::uint32_t slot = kept ? kept_slot : tail_ % depth_;
         op.wr.wr_id = reinterpret_cast<std::uintptr_t>(this) | std::uint64_t{slot} << kSendWrIdSlotShift;
         op.wr.next = nullptr;
         ibv_send_wr *bad;  // set by a failing post, and not read: one request is posted
         const int rc = ibv_post_send(qp_, &op.wr, &bad);
         if (rc != 0) return rc;
-        ring_[slot] = Slot{wants_callback ? &op : nullptr, signal};
+        ring_[slot] = Slot{wants_callback ? &op : nullptr,
+                           static_cast<std::uint8_t>((signal ? kSignaled : 0) | (kept ? kKept : 0))};
         ++tail_;
         since_signal_ = signal ? 0 : since_signal_ + 1;
         if (wants_callback) ++outstanding_callbacks_;
@@ -240,13 +281,24 @@ private:
     }
     void enqueue(SendOp &op) noexcept;
     void drain_pending() noexcept;
+    // The copy `op` is, if it is one of kept_ (a requeued copy waiting in the queue), else null.
+    KeptSend *kept_of(SendOp *op) const noexcept;
+    // Posts the copy `from` (prepared, no callback) from the slot its request takes, copied there first if it is
+    // another one. 0 or the post's errno.
+    int post_copy_now(const SendOp &from) noexcept;
+    // The op the outstanding request in ring slot `slot` went out from: its owner's, its kept copy, or null.
+    SendOp *op_in(std::uint32_t slot) const noexcept {
+        const Slot &s = ring_[slot];
+        return s.op != nullptr ? s.op : (s.flags & kKept) != 0 ? &kept_[slot].op : nullptr;
+    }
     // A refusal: on a reliable connection the responder executed, in order, every request before the refused one
     // (it acknowledged them, the refusal's NAK says so) and none after it (its QP went to the error state with the
     // refusal). So the older ones complete as done, the refused one with `wc.status`, and the newer ones, flushed
     // by the HCA without reaching anyone, go back to the head of the queue, in order, for the next connection: the
     // queue is closed, as after detach() (its owner makes the next connection), and nothing is delivered twice or
-    // lost. False (nothing
-    // changed) when the refused request is not outstanding. A newer request without an owner is not sent again.
+    // lost. False (nothing changed) when the refused request is not outstanding. A newer request without an owner or
+    // a kept copy is not sent again; a kept copy goes back to the queue as itself, and out again from the slot its
+    // new request takes.
     bool requeue_after(const ibv_wc &wc) noexcept;
     // A timeout (ride_outages): on a reliable connection the HCA fails the oldest request nobody acknowledged, so
     // every request before it was delivered and completes as done; the failed one and every newer one may or may
@@ -275,6 +327,11 @@ private:
     std::uint32_t tail_ = 0;  // next free
     std::uint32_t since_signal_ = 0;
     std::uint32_t outstanding_callbacks_ = 0;
+    // keep_copies(): one copy per ring slot (kept_ is kept_store_'s), their bytes in kept_block_.
+    std::vector<KeptSend> kept_store_;
+    std::unique_ptr<unsigned char[]> kept_block_;
+    KeptSend *kept_ = nullptr;
+    std::uint32_t kept_bytes_ = 0;
     SendOp closed_marker_;  // at the head of the pending list while the queue is not open
     SendOp *pending_head_ = nullptr;
     SendOp *pending_tail_ = nullptr;

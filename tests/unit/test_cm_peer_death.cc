@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 using namespace xrc;
 using namespace xrc::cm_test;
 
@@ -101,6 +103,133 @@ TEST(ConnectionManagerPeerDeath, ARefusalReconnectsThroughALiveRankAndSendsWhatF
     EXPECT_EQ(later3.status, IBV_WC_SUCCESS);
     EXPECT_TRUE(net[0].failures.empty());
     EXPECT_EQ(net[3].cm().owned_tgts(), 1u);
+}
+
+// The same with inline sends nobody owns (sendi's under ULFM): the link's queue kept a copy of each, so the refusal
+// of one to the dead rank still costs only that one; the newer one to rank 3 goes out again, once, from its copy,
+// and the newer one to rank 2 is dropped.
+TEST(ConnectionManagerPeerDeath, ARefusalSendsAgainTheInlineSendsTheLinkKeptCopiesOf) {
+    CmConfig config = requeueing();
+    config.requeue_copy_bytes = 64;
+    Net net(2, 2, config);
+    Message x;
+    send(net[0], 2, x);
+    net.run();
+    NodeLink &link = *net[0].peer(2).link;
+    complete_all(link);
+    ASSERT_GE(link.queue().kept_bytes(), 64u);
+    FakeQp *first = ini_of(link);
+    const std::uint32_t first_qpn = first->qp.qp_num;
+    // As sendi does: assembled and prepared in the copy the next post takes, posted inline without a callback.
+    const auto send_inline = [&](std::uint32_t to, unsigned char byte) {
+        Peer &p = net[0].peer(to);
+        ASSERT_TRUE(p.queue->keeps_copies());
+        KeptSend *kept = &p.queue->next_kept();
+        std::memset(kept->data, byte, 8);
+        p.prepare_srq(kept->op, kept->data, 8, 0, make_imm(0x41));
+        kept->op.wr.send_flags = IBV_SEND_INLINE;
+        ASSERT_EQ(p.queue->post_kept(*kept), 0);
+    };
+    send_inline(3, 'o');  // older
+    send_inline(2, 'r');  // refused
+    send_inline(3, 'l');  // later, to a live rank
+    send_inline(2, 'd');  // later, to the dead one
+    ASSERT_EQ(first->posted.size(), 5u);
+    net[0].cm().peer_died(2);
+    ibv_wc wc{};
+    wc.wr_id = first->posted[2].wr_id;
+    wc.qp_num = first_qpn;
+    wc.status = IBV_WC_REM_INV_REQ_ERR;
+    ASSERT_NE(link.queue().failed_copy(wc), nullptr);
+    EXPECT_EQ(link.queue().failed_copy(wc)->wr.qp_type.xrc.remote_srqn, net[2].address().srqs.front().srq_num);
+    ASSERT_TRUE(link.queue().would_requeue(wc));
+    EXPECT_EQ(link.queue().on_completion(wc), IBV_WC_REM_INV_REQ_ERR);
+    net[0].cm().reconnect(link.queue());
+    net.run();
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    EXPECT_EQ(link.owner(), 3u);
+    FakeQp *second = ini_of(link);
+    ASSERT_NE(second->qp.qp_num, first_qpn);
+    ASSERT_EQ(second->posted.size(), 1u);  // the later one to rank 3, once
+    EXPECT_EQ(second->posted[0].qp_type.xrc.remote_srqn, net[3].address().srqs.front().srq_num);
+    EXPECT_TRUE(second->posted[0].send_flags & IBV_SEND_INLINE);
+    EXPECT_EQ(second->posted[0].sg_list->length, 8u);
+    EXPECT_EQ(reinterpret_cast<const unsigned char *>(second->posted[0].sg_list->addr)[0], 'l');
+    complete_all(link);
+    EXPECT_TRUE(net[0].failures.empty());
+}
+
+namespace {
+
+// An inline send nobody owns, as sendi makes it under ULFM: prepared in the copy the queue's next post takes.
+void send_kept(Process &from, std::uint32_t to) {
+    Peer &p = from.peer(to);
+    ASSERT_TRUE(p.queue->keeps_copies());
+    KeptSend &kept = p.queue->next_kept();
+    std::memset(kept.data, 0x5a, 8);
+    p.prepare_srq(kept.op, kept.data, 8, 0, make_imm(0x41));
+    kept.op.wr.send_flags = IBV_SEND_INLINE;
+    ASSERT_EQ(p.queue->post_kept(kept), 0);
+}
+
+}  // namespace
+
+// The creator of the link's TGT QP dies while unsignaled inline sends are outstanding on it. Its node-mates that
+// hold a handle on the TGT QP may leave at any time without a word (only a creator says LEAVING), so the link does
+// not wait for its close to retire them: a fence goes at once toward the live rank it now goes through (rank 3 was
+// sent a first message on this connection: it holds a handle), and every later send is signaled, so that the close
+// needs no fence.
+TEST(ConnectionManagerPeerDeath, ACreatorsDeathRetiresTheUnsignaledSendsAtOnce) {
+    CmConfig config = requeueing();
+    config.requeue_copy_bytes = 64;
+    Net net(2, 2, config);
+    Message x;
+    send(net[0], 2, x);
+    net.run();
+    NodeLink &link = *net[0].peer(2).link;
+    complete_all(link);
+    ASSERT_EQ(link.owner(), 2u);
+    send_kept(net[0], 3);
+    send_kept(net[0], 2);
+    FakeQp *ini = ini_of(link);
+    ASSERT_EQ(ini->posted.size(), 3u);
+    ASSERT_FALSE(ini->posted[2].send_flags & IBV_SEND_SIGNALED);
+    ASSERT_TRUE(link.queue().needs_fence());
+    net[0].cm().peer_died(2);
+    EXPECT_EQ(link.owner(), 3u);
+    ASSERT_EQ(ini->posted.size(), 4u);  // the fence, signaled, toward rank 3's SRQ
+    EXPECT_TRUE(ini->posted[3].send_flags & IBV_SEND_SIGNALED);
+    EXPECT_EQ(ini->posted[3].qp_type.xrc.remote_srqn, net[3].address().srqs.front().srq_num);
+    EXPECT_FALSE(link.queue().needs_fence());
+    send_kept(net[0], 3);
+    EXPECT_TRUE(ini->posted.back().send_flags & IBV_SEND_SIGNALED);  // from now on
+    complete_all(link);
+    EXPECT_TRUE(link.queue().idle());
+    EXPECT_TRUE(net[0].failures.empty());
+}
+
+// The same when no live rank of the node was sent anything on that connection: nobody may hold a handle, the TGT QP
+// may be gone with its creator, and what is outstanding went to the dead: it is forgotten, not fenced.
+TEST(ConnectionManagerPeerDeath, ACreatorsDeathForgetsWhatOnlyTheDeadWereSent) {
+    CmConfig config = requeueing();
+    config.requeue_copy_bytes = 64;
+    Net net(2, 2, config);
+    Message x;
+    send(net[0], 2, x);
+    net.run();
+    NodeLink &link = *net[0].peer(2).link;
+    complete_all(link);
+    send_kept(net[0], 2);
+    send_kept(net[0], 2);
+    FakeQp *ini = ini_of(link);
+    ASSERT_EQ(ini->posted.size(), 3u);
+    ASSERT_TRUE(link.queue().needs_fence());
+    net[0].peer(3);  // rank 3 is the link's peer, but was sent nothing on it
+    net[0].cm().peer_died(2);
+    EXPECT_EQ(link.owner(), 3u);
+    EXPECT_EQ(ini->posted.size(), 3u);  // no fence
+    EXPECT_TRUE(link.queue().idle());
+    EXPECT_TRUE(net[0].failures.empty());
 }
 
 // SRQ numbers are each node's HCA's own: a rank on another node may have the dead rank's numbers, and what is queued
