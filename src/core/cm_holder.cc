@@ -14,6 +14,23 @@
 #include <algorithm>
 
 namespace xrc {
+namespace {
+
+// A datagram about one connection's TGT QP (generation, INI and TGT QP numbers) to `rank` at `to`, naming `named`.
+CmMessage about(CmType type, std::uint32_t rank, const PortAddress &to, std::uint32_t generation, std::uint32_t ini_qpn,
+                std::uint32_t tgt_qpn, std::uint32_t named) noexcept {
+    CmMessage m;
+    m.type = type;
+    m.dst_rank = rank;
+    m.token = to.token;
+    m.generation = generation;
+    m.ini_qpn = ini_qpn;
+    m.tgt_qpn = tgt_qpn;
+    m.named_rank = named;
+    return m;
+}
+
+}  // namespace
 
 std::uint32_t ConnectionManager::choose_holder(std::uint32_t sender, std::uint32_t not_this) const noexcept {
     const std::vector<std::uint32_t> &mates = config_.node_mates;
@@ -30,15 +47,7 @@ std::uint32_t ConnectionManager::choose_holder(std::uint32_t sender, std::uint32
 void ConnectionManager::accept(OwnedTgt &t) noexcept {
     const PortAddress *to = host_.address_of(t.sender);
     if (to == nullptr) return;  // its retransmitted CONNECT is answered once its address is here
-    CmMessage a;
-    a.type = CmType::Accept;
-    a.dst_rank = t.sender;
-    a.token = to->token;
-    a.generation = t.generation;
-    a.ini_qpn = t.ini_qpn;
-    a.tgt_qpn = t.tgt.get()->qp_num;
-    a.named_rank = t.holder;
-    send(*to, a);
+    send(*to, about(CmType::Accept, t.sender, *to, t.generation, t.ini_qpn, t.tgt.get()->qp_num, t.holder));
 }
 
 void ConnectionManager::ask_holder(OwnedTgt &t, std::uint64_t now) noexcept {
@@ -90,15 +99,7 @@ void ConnectionManager::resend_holds(std::uint64_t now) noexcept {
         const PortAddress *to = host_.address_of(t.holder);
         if (to == nullptr) continue;  // not fetched yet: asked again at the next retry
         if (t.hold_attempts++ > 0) ++counters_->cm_retransmissions;
-        CmMessage h;
-        h.type = CmType::Hold;
-        h.dst_rank = t.holder;
-        h.token = to->token;
-        h.generation = t.generation;
-        h.ini_qpn = t.ini_qpn;
-        h.tgt_qpn = t.tgt.get()->qp_num;
-        h.named_rank = t.sender;
-        send(*to, h);
+        send(*to, about(CmType::Hold, t.holder, *to, t.generation, t.ini_qpn, t.tgt.get()->qp_num, t.sender));
     }
 }
 
