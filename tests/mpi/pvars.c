@@ -70,6 +70,7 @@ static const struct {
     {"cm_rejected", MPI_T_PVAR_CLASS_COUNTER},
     {"cm_duplicates", MPI_T_PVAR_CLASS_COUNTER},
     {"cm_stale", MPI_T_PVAR_CLASS_COUNTER},
+    {"cm_rotations", MPI_T_PVAR_CLASS_COUNTER},
     {"srq_reposts", MPI_T_PVAR_CLASS_COUNTER},
     {"srq_limit_events", MPI_T_PVAR_CLASS_COUNTER},
     {"async_events", MPI_T_PVAR_CLASS_COUNTER},
@@ -264,8 +265,8 @@ int main(int argc, char **argv) {
     if (V(d, "eager_rings_used") > 0) at_least("ring_sends", V(d, "ring_sends"), 1);
     if (atomics) at_least("atomics", V(d, "atomics"), (unsigned long long)(size - 1));
     const char *none[] = {"send_errors", "rnr_retry_exceeded", "connections_closed", "srq_limit_events",
-                          "connection_failures", "evictions", "cm_rejected", "cm_stale", "port_downs", "port_ups",
-                          "reconnections"};
+                          "connection_failures", "evictions", "cm_rejected", "cm_stale", "cm_rotations", "port_downs",
+                          "port_ups", "reconnections"};
     for (unsigned i = 0; i < sizeof(none) / sizeof(none[0]); ++i)
         if (V(d, none[i]) != 0) report("%s moved by %llu during error-free traffic", none[i], V(d, none[i]));
     /* Connections: one INI QP per other node, one TGT QP per remote sender, the loopback pair when xrc carries

@@ -42,7 +42,7 @@ for p in ring_sends:counter srq_sends:counter srq_sends_ring_active:counter ring
          connections_closed:counter connections_open:level connection_attempts:counter \
          connection_failures:counter reconnections:counter evictions:counter ini_qps:level ini_qps_peak:high_watermark tgt_qps:level \
          tgt_handles:level cm_datagrams_sent:counter cm_datagrams_received:counter cm_retransmissions:counter \
-         cm_rejected:counter cm_duplicates:counter cm_stale:counter srq_reposts:counter srq_limit_events:counter \
+         cm_rejected:counter cm_duplicates:counter cm_stale:counter cm_rotations:counter srq_reposts:counter srq_limit_events:counter \
          async_events:counter rnr_retry_exceeded:counter send_errors:counter port_downs:counter port_ups:counter \
          port_down_ms:counter lid_changes:counter peer_lid_changes:counter paths_migrated:counter \
          failovers:counter failover_sends:counter replays_dropped:counter replays_delivered:counter \
@@ -57,6 +57,6 @@ for p in ring_sends:counter srq_sends:counter srq_sends_ring_active:counter ring
         fail "ompi_info does not describe the $class btl_xrc_$name"
     fi
 done
-[ "$(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out")" = 52 ] ||
-    fail "ompi_info lists $(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out") btl_xrc_ pvars, the test knows 52"
+[ "$(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out")" = 53 ] ||
+    fail "ompi_info lists $(grep -c '^mca:btl:xrc:pvar:btl_xrc_[a-z_]*:class:' "$out") btl_xrc_ pvars, the test knows 53"
 finish
