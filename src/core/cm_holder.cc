@@ -14,32 +14,12 @@
 #include <algorithm>
 
 namespace xrc {
-namespace {
-
-// A datagram about one connection's TGT QP (generation, INI and TGT QP numbers) to `rank` at `to`, naming `named`.
-CmMessage about(CmType type, std::uint32_t rank, const PortAddress &to, std::uint32_t generation, std::uint32_t ini_qpn,
-                std::uint32_t tgt_qpn, std::uint32_t named) noexcept {
-    CmMessage m;
-    m.type = type;
-    m.dst_rank = rank;
-    m.token = to.token;
-    m.generation = generation;
-    m.ini_qpn = ini_qpn;
-    m.tgt_qpn = tgt_qpn;
-    m.named_rank = named;
-    return m;
-}
-
-}  // namespace
 
 std::uint32_t ConnectionManager::choose_holder(std::uint32_t sender, std::uint32_t not_this) const noexcept {
     const std::vector<std::uint32_t> &mates = config_.node_mates;
     for (std::size_t i = 0; i < mates.size(); ++i) {
         const std::uint32_t rank = mates[(sender + i) % mates.size()];
-        if (rank == config_.my_rank || rank == not_this || dead_ranks_.count(rank) != 0 ||
-            finalized_ranks_.count(rank) != 0)
-            continue;
-        return rank;
+        if (rank != config_.my_rank && rank != not_this && usable(rank)) return rank;
     }
     return kCmNoRank;
 }
@@ -47,7 +27,7 @@ std::uint32_t ConnectionManager::choose_holder(std::uint32_t sender, std::uint32
 void ConnectionManager::accept(OwnedTgt &t) noexcept {
     const PortAddress *to = host_.address_of(t.sender);
     if (to == nullptr) return;  // its retransmitted CONNECT is answered once its address is here
-    send(*to, about(CmType::Accept, t.sender, *to, t.generation, t.ini_qpn, t.tgt.get()->qp_num, t.holder));
+    send(*to, request_to(CmType::Accept, t.sender, *to, t.generation, t.ini_qpn, t.tgt.get()->qp_num, t.holder));
 }
 
 void ConnectionManager::ask_holder(OwnedTgt &t, std::uint64_t now) noexcept {
@@ -75,7 +55,7 @@ void ConnectionManager::resend_holds(std::uint64_t now) noexcept {
     if (awaiting_held_ == 0) return;
     for (auto &[k, t] : owned_) {
         if (t.accepted) continue;
-        if (dead_ranks_.count(t.holder) != 0 || finalized_ranks_.count(t.holder) != 0) {
+        if (t.holder != kCmNoRank && !usable(t.holder)) {
             t.holder = choose_holder(t.sender, t.holder);
             t.hold_attempts = 0;
             t.next_hold_us = now;
@@ -99,7 +79,7 @@ void ConnectionManager::resend_holds(std::uint64_t now) noexcept {
         const PortAddress *to = host_.address_of(t.holder);
         if (to == nullptr) continue;  // not fetched yet: asked again at the next retry
         if (t.hold_attempts++ > 0) ++counters_->cm_retransmissions;
-        send(*to, about(CmType::Hold, t.holder, *to, t.generation, t.ini_qpn, t.tgt.get()->qp_num, t.sender));
+        send(*to, request_to(CmType::Hold, t.holder, *to, t.generation, t.ini_qpn, t.tgt.get()->qp_num, t.sender));
     }
 }
 
@@ -117,9 +97,7 @@ void ConnectionManager::on_hold(const CmMessage &m, const PortAddress &from) noe
     }
     auto it = opened_.find(m.tgt_qpn);
     if (it != opened_.end() && it->second.ini_qpn != m.ini_qpn) {
-        opened_.erase(it);  // a handle on a QP number that has been reused since
-        --counters_->tgt_handles;
-        count_connections_closed(*counters_, 1);
+        release_opened(it);  // a handle on a QP number that has been reused since
         it = opened_.end();
     }
     if (it == opened_.end()) {
@@ -170,15 +148,8 @@ void ConnectionManager::on_held(const CmMessage &m) noexcept {
 }
 
 void ConnectionManager::drop_held_handles(std::uint32_t sender, std::uint32_t generation) noexcept {
-    for (auto it = opened_.begin(); it != opened_.end();) {
-        if (it->second.sender != sender || it->second.generation >= generation) {
-            ++it;
-            continue;
-        }
-        it = opened_.erase(it);
-        --counters_->tgt_handles;
-        count_connections_closed(*counters_, 1);
-    }
+    for (auto it = opened_.begin(); it != opened_.end();)
+        it = it->second.sender == sender && it->second.generation < generation ? release_opened(it) : std::next(it);
 }
 
 }  // namespace xrc

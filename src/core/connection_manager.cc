@@ -211,11 +211,9 @@ void ConnectionManager::send(const PortAddress &to, CmMessage message) noexcept 
     host_.send_datagram(to, encode_cm(message));
 }
 
-namespace {
-
-// A request of ours to `rank` at `to` (its modex address: the token that proves we read it) about one link.
-CmMessage request_to(CmType type, std::uint32_t rank, const PortAddress &to, std::uint32_t generation,
-                     std::uint32_t ini_qpn, std::uint32_t tgt_qpn = 0) noexcept {
+CmMessage ConnectionManager::request_to(CmType type, std::uint32_t rank, const PortAddress &to,
+                                        std::uint32_t generation, std::uint32_t ini_qpn, std::uint32_t tgt_qpn,
+                                        std::uint32_t named) noexcept {
     CmMessage m;
     m.type = type;
     m.dst_rank = rank;
@@ -223,10 +221,15 @@ CmMessage request_to(CmType type, std::uint32_t rank, const PortAddress &to, std
     m.generation = generation;
     m.ini_qpn = ini_qpn;
     m.tgt_qpn = tgt_qpn;
+    m.named_rank = named;
     return m;
 }
 
-}  // namespace
+void ConnectionManager::close_once(std::uint32_t rank, std::uint32_t generation, std::uint32_t ini_qpn,
+                                   std::uint32_t tgt_qpn) noexcept {
+    if (const PortAddress *to = host_.address_of(rank); to != nullptr)
+        send(*to, request_to(CmType::Close, rank, *to, generation, ini_qpn, tgt_qpn));
+}
 
 void ConnectionManager::send_connect(NodeLink &link, std::uint64_t now) noexcept {
     const PortAddress *owner = host_.address_of(link.owner_);
@@ -282,8 +285,7 @@ bool ConnectionManager::rotate_silent(NodeLink &link, std::uint64_t now) noexcep
         return false;
     }
     // Told once, not waited for (it may have left): drop what you made for this attempt, if anything.
-    if (const PortAddress *to = host_.address_of(link.owner_); to != nullptr)
-        send(*to, request_to(CmType::Close, link.owner_, *to, link.generation_, link.ini_qpn(), 0));
+    close_once(link.owner_, link.generation_, link.ini_qpn(), 0);
     host_.note("rank " + std::to_string(link.owner_) + "'s connection manager has not answered " +
                std::to_string(link.attempts_) + " CONNECT datagrams: connecting to node " + std::to_string(link.node_) +
                " through rank " + std::to_string(next) + " (" +
@@ -356,8 +358,7 @@ void ConnectionManager::finish_close(NodeLink &link) noexcept {
         // finalize) is told once and not waited for: it waits for nobody's CLOSE and may have left already, and
         // if it has not, its handle goes at its own finalize, which the job's is.
         if (finalizing_ && (rank != link.owner_ || link.creator_gone_)) {
-            if (const PortAddress *to = host_.address_of(rank); to != nullptr)
-                send(*to, request_to(CmType::Close, rank, *to, link.generation_, ini_qpn, link.tgt_qpn_));
+            close_once(rank, link.generation_, ini_qpn, link.tgt_qpn_);
             return;
         }
         notices_.push_back(
@@ -861,8 +862,7 @@ void ConnectionManager::node_died(std::uint32_t rank) noexcept {
 
 std::uint32_t ConnectionManager::live_rank_of(const NodeLink &link) const noexcept {
     for (const Peer *peer : link.peers_)
-        if (peer->rank != link.owner_ && dead_ranks_.count(peer->rank) == 0 && finalized_ranks_.count(peer->rank) == 0)
-            return peer->rank;
+        if (peer->rank != link.owner_ && usable(peer->rank)) return peer->rank;
     return UINT32_MAX;
 }
 
@@ -894,8 +894,8 @@ void ConnectionManager::peer_died(std::uint32_t rank) noexcept {
     if (!srqns.empty()) drop_dead_later(link, srqns, std::to_string(rank));
     if (link.owner_ != rank) return;
     // The rank holding the TGT QP too, if it lives: the link's CLOSE goes to it then.
-    const bool holder_lives = link.holder_ != kCmNoRank && dead_ranks_.count(link.holder_) == 0 &&
-                              finalized_ranks_.count(link.holder_) == 0 && link.state_ != NodeLink::State::connecting;
+    const bool holder_lives =
+        link.holder_ != kCmNoRank && usable(link.holder_) && link.state_ != NodeLink::State::connecting;
     const std::uint32_t next = holder_lives ? link.holder_ : live_rank_of(link);
     if (next == UINT32_MAX) return;  // nobody left there to connect through: its sends are dropped above
     host_.note("rank " + std::to_string(rank) + " died: the connection to node " + std::to_string(link.node_) +
@@ -965,9 +965,7 @@ bool ConnectionManager::release_broken_tgt(std::uint32_t tgt_qpn) noexcept {
         }
     if (auto it = opened_.find(tgt_qpn); it != opened_.end()) {
         host_.note("released the handle on TGT QP " + std::to_string(tgt_qpn) + " (error state)");
-        opened_.erase(it);
-        --counters_->tgt_handles;
-        count_connections_closed(*counters_, 1);
+        release_opened(it);
         return true;
     }
     return false;
@@ -1012,7 +1010,7 @@ void ConnectionManager::reconnect(const SendQueue &queue, bool timed_out) noexce
         if (link.queue_.has_pending()) wanted(link);
         return;
     }
-    if (dead_ranks_.count(link.owner_) != 0 || finalized_ranks_.count(link.owner_) != 0)
+    if (!usable(link.owner_))
         if (const std::uint32_t next = live_rank_of(link); next != UINT32_MAX) link.owner_ = next;
     host_.note("a request to node " + std::to_string(link.node_) + " was refused: connecting again (through rank " +
                std::to_string(link.owner_) + ") for what followed it");
@@ -1054,9 +1052,7 @@ void ConnectionManager::on_close(const CmMessage &m, const PortAddress &from) no
     if (handle_keeper_ != nullptr) {
         handle_keeper_->drop_handle(m.tgt_qpn, m.ini_qpn);
     } else if (auto it = opened_.find(m.tgt_qpn); it != opened_.end() && it->second.ini_qpn == m.ini_qpn) {
-        opened_.erase(it);
-        --counters_->tgt_handles;
-        count_connections_closed(*counters_, 1);
+        release_opened(it);
     }
     CmMessage a = reply_to(m, CmType::CloseAck);  // also for a CLOSE seen before: its ACK was lost
     a.token = from.token;
@@ -1240,6 +1236,12 @@ ConnectionManager::OwnedTgts::iterator ConnectionManager::release_owned(OwnedTgt
     return owned_.erase(it);
 }
 
+ConnectionManager::OpenedTgts::iterator ConnectionManager::release_opened(OpenedTgts::iterator it) noexcept {
+    --counters_->tgt_handles;
+    count_connections_closed(*counters_, 1);
+    return opened_.erase(it);
+}
+
 void ConnectionManager::on_close_ack(const CmMessage &m) noexcept {
     for (std::size_t i = 0; i < notices_.size(); ++i) {
         const CloseNotice &n = notices_[i];
@@ -1392,11 +1394,7 @@ void ConnectionManager::count_foreign(const std::string &why) noexcept {
 
 void ConnectionManager::drop_handle(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {
     Guard g(*this);
-    if (auto it = opened_.find(tgt_qpn); it != opened_.end() && it->second.ini_qpn == ini_qpn) {
-        opened_.erase(it);
-        --counters_->tgt_handles;
-        count_connections_closed(*counters_, 1);
-    }
+    if (auto it = opened_.find(tgt_qpn); it != opened_.end() && it->second.ini_qpn == ini_qpn) release_opened(it);
 }
 
 void ConnectionManager::hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) noexcept {
@@ -1404,9 +1402,7 @@ void ConnectionManager::hold_tgt(std::uint32_t tgt_qpn, std::uint32_t ini_qpn) n
     if (owned_qpns_.count(tgt_qpn) != 0) return;  // our own: we hold it already
     if (auto it = opened_.find(tgt_qpn); it != opened_.end()) {
         if (it->second.ini_qpn == ini_qpn) return;
-        opened_.erase(it);  // a handle on a QP number that has been reused since
-        --counters_->tgt_handles;
-        count_connections_closed(*counters_, 1);
+        release_opened(it);  // a handle on a QP number that has been reused since
     }
     const auto handle = host_.open_tgt(tgt_qpn, ini_qpn);
     if (!handle) {

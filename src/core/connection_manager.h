@@ -556,6 +556,9 @@ private:
         std::uint32_t sender = kCmNoRank;
         std::uint32_t generation = 0;
     };
+    using OpenedTgts = std::unordered_map<std::uint32_t, OpenedTgt>;  // by TGT QPN
+    // Closes a handle this process holds on a node-mate's TGT QP, with its bookkeeping; the next entry.
+    OpenedTgts::iterator release_opened(OpenedTgts::iterator it) noexcept;
     struct CloseNotice {
         std::uint32_t rank;
         std::uint32_t generation;
@@ -587,6 +590,18 @@ private:
     void retire_unsignaled(NodeLink &link) noexcept;
     // A rank of the link's node other than its owner that is neither dead nor finalizing, or UINT32_MAX.
     std::uint32_t live_rank_of(const NodeLink &link) const noexcept;
+    // Neither dead nor finalizing: a rank to connect through, or to hold a TGT QP.
+    bool usable(std::uint32_t rank) const noexcept {
+        return dead_ranks_.count(rank) == 0 && finalized_ranks_.count(rank) == 0;
+    }
+    // A request of ours to `rank` at `to` (its modex address: the token that proves we read it) about one
+    // connection, naming `named` (ACCEPT, HOLD).
+    static CmMessage request_to(CmType type, std::uint32_t rank, const PortAddress &to, std::uint32_t generation,
+                                std::uint32_t ini_qpn, std::uint32_t tgt_qpn = 0,
+                                std::uint32_t named = kCmNoRank) noexcept;
+    // CLOSE sent once and not waited for: to a rank that may have left (only a handle's holder, or silent).
+    void close_once(std::uint32_t rank, std::uint32_t generation, std::uint32_t ini_qpn,
+                    std::uint32_t tgt_qpn) noexcept;
     void send_connect(NodeLink &link, std::uint64_t now) noexcept;
     void give_up(NodeLink &link, const std::string &why) noexcept;
     // The link's owner has been silent past rotate_after_us: the attempt goes through another live rank of the node
@@ -662,7 +677,7 @@ private:
     OwnedTgts owned_;
     std::unordered_map<std::uint32_t, std::uint32_t> owned_qpns_;         // TGT QPN -> sender, for hold_tgt
     std::unordered_map<std::uint32_t, std::uint32_t> closed_generation_;  // by sender: newest generation closed
-    std::unordered_map<std::uint32_t, OpenedTgt> opened_;                 // by TGT QPN
+    OpenedTgts opened_;
     std::vector<CloseNotice> notices_;
     // ADDRESS to one rank, until it answers. `old_lid`: the LID that rank last heard of (an earlier change it has
     // not acknowledged keeps its own old LID, so that it still recognises the port).
