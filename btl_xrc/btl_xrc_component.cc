@@ -104,6 +104,7 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     // ... and a TGT QP outlives its creator's death: a node-mate holds it too (xrc::CmConfig::node_mate_holds).
     config.cm.node_mate_holds = mca_btl_xrc_ft_enabled();
     if (mca_btl_xrc_ft_enabled()) config.cm.requeue_refused = true;
+    config.keep_inline_copies = mca_btl_xrc_ft_enabled() && !failover;  // failover's sends keep their fragments
     // One rail with btl_xrc_outage_limit: an outage past the retry budget is ridden through (btl_xrc_failover.cc):
     // every send is kept until its completion (none inline) and numbered, so that what a timeout hands back goes
     // out again over the next connection and the receiver drops what it had. Several rails fail over instead; under

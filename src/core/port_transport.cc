@@ -80,7 +80,8 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
                                                   &PortTransport::loopback_blocked, this);
     // Every queue of a transport whose links requeue after a refusal keeps copies of its inline sends, the loopback's
     // too (it never requeues: there they are where sendi assembles), so that the sender needs no test per message.
-    if (config.cm.requeue_refused && inline_wanted_ > 0) loopback_queue_->keep_copies(inline_wanted_);
+    if (config.keep_inline_copies && config.cm.requeue_refused && inline_wanted_ > 0)
+        loopback_queue_->keep_copies(inline_wanted_);
 }
 
 Result<void> PortTransport::open(const TransportConfig &config) {

@@ -47,6 +47,10 @@ struct TransportConfig {
     int cq_size = 8192;
     int send_queue_depth = 512;
     int max_inline = -1;  // -1: as much as the device gives, up to 256
+    // Every queue keeps copies of the inline sends nobody owns (SendQueue::keep_copies), for the sends that assemble
+    // into them: where links requeue after a refusal (CmConfig::requeue_refused) and those sends are the module's
+    // (not with rail failover, whose sends each keep their fragment).
+    bool keep_inline_copies = false;
     int signal_interval = 32;
     int poll_batch = 16;
     int mtu_bytes = 0;  // 0: the port's active MTU
@@ -107,7 +111,8 @@ public:
     ibv_context *context() const noexcept { return device_->context.get(); }
     std::uint32_t max_inline() const noexcept { return max_inline_.load(std::memory_order_relaxed); }
     // Every send queue of this transport (each link's, the loopback's) keeps copies of the inline sends nobody owns
-    // (SendQueue::keep_copies), of up to max_inline() bytes: with CmConfig::requeue_refused and inline sends on.
+    // (SendQueue::keep_copies), of up to max_inline() bytes: with TransportConfig::keep_inline_copies and inline
+    // sends on.
     bool keeps_copies() const noexcept { return loopback_queue_->keeps_copies(); }
     TransportCounts counts() const noexcept;
     // What this port holds now, for the process's status record: device, XRC domain, SRQs, the connection
