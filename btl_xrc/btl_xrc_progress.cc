@@ -42,7 +42,8 @@ struct CompletionSink {
         mca_btl_xrc_report_failed_completion(m, queue, wc);
     }
     [[gnu::cold]] void no_handler(uint8_t tag, uint32_t length) noexcept {
-        BTL_XRC_VERBOSE(1, "btl:xrc: dropped a %u-byte message for tag %u (no handler)", length, tag);
+        BTL_XRC_VERBOSE(1, "btl:xrc: %s:%u: dropped a %u-byte message for tag %u (no handler)",
+                        m->transport->device_name().c_str(), m->transport->port_num(), length, tag);
     }
 };
 

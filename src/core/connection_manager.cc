@@ -601,6 +601,16 @@ void ConnectionManager::begin_finalize() noexcept {
     Guard g(*this);
     finalizing_ = true;
     for (NodeLink *link : std::vector<NodeLink *>(connected_)) close(*link);
+    // A connection still being made that nothing waits to send on has nothing to deliver: waiting for its answer
+    // would hold this finalize up to the connect timeout when the target's own finalize is over (nothing reads its
+    // connection manager any more). The target is told once to drop what it may have made for the attempt.
+    for (NodeLink *link : std::vector<NodeLink *>(connecting_)) {
+        if (link->queue_.has_pending()) continue;
+        if (link->attempts_ > 0) close_once(link->owner_, link->generation_, link->ini_qpn(), 0);
+        host_.note("connection to node " + std::to_string(link->node_) + " through rank " +
+                   std::to_string(link->owner_) + " not made: nothing to send on it at finalize");
+        abandon(*link);
+    }
 }
 
 CmMessage ConnectionManager::reply_to(const CmMessage &request, CmType type) const noexcept {

@@ -322,3 +322,54 @@ TEST(ConnectionManager, ALeavingAckThatMatchesNoLeavingTgtChangesNothing) {
     EXPECT_EQ(net[2].cm().owned_tgts(), 0u);
     EXPECT_TRUE(net[2].cm().finished());
 }
+
+// A connection made ahead of need (eager) whose target finalized before answering: nothing reads the target's
+// connection manager any more, so no answer ever comes. The initiator's own finalize does not wait for it (the
+// connect timeout) since nothing waits to send on it; the target is told once to drop what it may have made.
+TEST(ConnectionManagerLeaving, FinalizeDoesNotWaitForAnUnneededConnectionToARankThatLeft) {
+    CmConfig cfg;
+    cfg.connect_timeout_us = 60000000;
+    cfg.reciprocate = false;
+    Net net(2, 1, cfg);
+    std::size_t closes = 0;
+    net.lose = [&](const Datagram &d) {  // rank 1 left: nothing it is sent is read
+        if (d.to == 1 && decode_cm(d.bytes)->type == CmType::Close) ++closes;
+        return d.to == 1;
+    };
+    NodeLink &link = net[0].cm().link_for(net[1].address(), 1);
+    net[0].cm().connect(link);
+    net.run(200000);
+    ASSERT_EQ(link.state(), NodeLink::State::connecting);
+    ASSERT_EQ(closes, 0u);
+    net[0].cm().begin_finalize();
+    EXPECT_EQ(link.state(), NodeLink::State::idle);
+    EXPECT_TRUE(net[0].cm().own_work_finished());
+    EXPECT_TRUE(net[0].cm().finished());
+    net.run(1000000);
+    EXPECT_EQ(closes, 1u) << "told once, not waited for";
+    EXPECT_EQ(net.live_of(FakeQp::Kind::ini), 0u);
+    EXPECT_TRUE(net[0].failures.empty());
+}
+
+// The same with a send waiting on the connection: that one is still made (or fails at its deadline), never dropped
+// silently by finalize.
+TEST(ConnectionManagerLeaving, FinalizeKeepsMakingAConnectionASendWaitsFor) {
+    CmConfig cfg;
+    cfg.connect_timeout_us = 2000000;
+    cfg.reciprocate = false;
+    Net net(2, 1, cfg);
+    bool gone = true;
+    net.lose = [&](const Datagram &d) { return gone && d.to == 1; };
+    Message a;
+    send(net[0], 1, a);
+    net.run(200000);
+    NodeLink &link = *net[0].peer(1).link;
+    ASSERT_EQ(link.state(), NodeLink::State::connecting);
+    net[0].cm().begin_finalize();
+    EXPECT_EQ(link.state(), NodeLink::State::connecting);
+    EXPECT_FALSE(net[0].cm().own_work_finished());
+    gone = false;  // it was only slow
+    net.run(3000000);
+    EXPECT_EQ(ini_of(link)->posted.size(), 1u);
+    EXPECT_TRUE(net[0].failures.empty());
+}
