@@ -216,7 +216,15 @@ static MPI_Aint ptr_addr(uint64_t p) {
 static void phase_list(int exclusive) {
     const char *name = exclusive ? "list-excl" : "list";
     MPI_Win win;
-    MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    /* Every compare-and-swap through the BTL, the calling rank's own elements' too: without this, osc/rdma (5.0.7
+     * and main) swaps in a rank's own memory with the CPU under its accumulate lock while remote ranks swap there
+     * with network atomics that ignore that lock, so two swaps of one "next" pointer can both succeed when a rank
+     * is alone on its node (docs/upstream.md, section 7). */
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "acc_single_intrinsic", "true");
+    MPI_Win_create_dynamic(info, MPI_COMM_WORLD, &win);
+    MPI_Info_free(&info);
     /* The elements and the head (a sentinel element on rank 0) on one page: osc/rdma registers whole pages, so only
      * a rank's first attach adds a region, before any peer can know an address in it. Were the array to cross a
      * page, rank 0's first element could land on a page below the head's while peers read its region table, which
