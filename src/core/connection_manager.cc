@@ -480,6 +480,9 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
                                ", which died");
                 break;
             }
+            case Deferred::Kind::orphaned:
+                orphaned(*d.link, d.generation);
+                break;
             case Deferred::Kind::node_dead:
                 // For the dead only: their owners are told nothing (a send to a dead process calls nobody back).
                 d.link->queue_.fail(IBV_WC_REM_ABORT_ERR);
@@ -907,10 +910,16 @@ void ConnectionManager::peer_died(std::uint32_t rank) noexcept {
     const bool holder_lives =
         link.holder_ != kCmNoRank && usable(link.holder_) && link.state_ != NodeLink::State::connecting;
     const std::uint32_t next = holder_lives ? link.holder_ : live_rank_of(link);
+    if (next != UINT32_MAX) {
+        host_.note("rank " + std::to_string(rank) + " died: the connection to node " + std::to_string(link.node_) +
+                   " goes through rank " + std::to_string(next) + " from now on");
+        link.owner_ = next;
+    }
+    if (link.state_ == NodeLink::State::connected && !live_rank_holds(link)) {
+        orphan(link);
+        return;
+    }
     if (next == UINT32_MAX) return;  // nobody left there to connect through: its sends are dropped above
-    host_.note("rank " + std::to_string(rank) + " died: the connection to node " + std::to_string(link.node_) +
-               " goes through rank " + std::to_string(next) + " from now on");
-    link.owner_ = next;
     if (link.state_ == NodeLink::State::connected || link.state_ == NodeLink::State::draining)
         link.creator_gone_ = true;
     if (link.state_ == NodeLink::State::connected) retire_unsignaled(link);
@@ -925,12 +934,7 @@ void ConnectionManager::retire_unsignaled(NodeLink &link) noexcept {
     if (!link.ini_ || queue.qp() == nullptr || queue.broken()) return;
     queue.signal_every_post();
     if (!queue.needs_fence() || link.fence_posted_ || held_) return;
-    // Some live rank of the node holds the TGT QP: the holder that was asked to (HOLD) and is the link's rank now,
-    // or a rank that was sent a first message on this connection.
-    bool held = link.holder_ != kCmNoRank && link.holder_ == link.owner_;
-    for (const Peer *peer : link.peers_)
-        held = held || (dead_ranks_.count(peer->rank) == 0 && (peer->imm_flags & kImmFirst) == 0);
-    if (!held) {
+    if (!live_rank_holds(link)) {
         queue.forget_unsignaled();
         return;
     }
@@ -938,6 +942,47 @@ void ConnectionManager::retire_unsignaled(NodeLink &link) noexcept {
     if (owner == nullptr) return;
     make_fence(link.fence_, owner->srqs.front().srq_num, &NodeLink::fence_done);
     link.fence_posted_ = queue.post_fence(link.fence_) == 0;  // EAGAIN: a signaled one is outstanding
+}
+
+bool ConnectionManager::live_rank_holds(const NodeLink &link) const noexcept {
+    if (link.holder_ != kCmNoRank && link.holder_ == link.owner_ && dead_ranks_.count(link.holder_) == 0) return true;
+    for (const Peer *peer : link.peers_)
+        if (dead_ranks_.count(peer->rank) == 0 && (peer->imm_flags & kImmFirst) == 0) return true;
+    return false;
+}
+
+void ConnectionManager::orphan(NodeLink &link) noexcept {
+    try {
+        deferred_.push_back({Deferred::Kind::orphaned, &link, link.generation_, {}, {}, 0, 0, 0, {}});
+    } catch (...) {  // out of memory: as before, its next request to a live rank times out and reconnect() moves it
+        link.creator_gone_ = true;
+        return;
+    }
+    link.queue_.stop();  // nothing more goes to the QP: what is queued from now on waits for the next connection
+    host_.note("no live rank of node " + std::to_string(link.node_) + " holds TGT QP " + std::to_string(link.tgt_qpn_) +
+               " any more: its connection goes, and what waits for the node's live ranks goes over a new one");
+}
+
+void ConnectionManager::orphaned(NodeLink &link, std::uint32_t generation) noexcept {
+    // Outside the mutex (their owners may send again): everything posted was for the dead.
+    link.queue_.abort_outstanding(IBV_WC_REM_ABORT_ERR);
+    Guard g(*this);
+    if (link.generation_ != generation || link.state_ != NodeLink::State::connected) return;
+    unlist(connected_, link);
+    unlist(leaving_, link);
+    link.opening_ = false;
+    link.fence_posted_ = false;
+    link.creator_gone_ = false;
+    link.leave_ = NodeLink::Leave::none;
+    link.unfenced_ = false;
+    drop_ini(link);
+    link.state_ = NodeLink::State::idle;
+    // Both ends count the next connection from 0; a ring write may have claimed a slot it never filled.
+    for (Peer *peer : link.peers_) {
+        peer->imm_flags = kImmFirst;
+        peer->stop_ring();
+    }
+    if (link.queue_.has_pending()) wanted(link);
 }
 
 // A node that crashed answers nothing: its connection's requests would be retried for the whole retry budget, and a

@@ -426,9 +426,10 @@ public:
     // for it any more. What is queued for it completes with IBV_WC_REM_ABORT_ERR (from tick(), outside the
     // mutex); it is never chosen again to make a TGT QP: a link through it goes through a live rank of its node
     // from now on (one being made starts again through that rank; a made one stays, its TGT QP living on through
-    // the handles of the node's other ranks, and if none held one its next request fails and reconnect() moves
-    // it); the TGT QPs it had from us go now, and no CLOSE, LEAVING or ADDRESS to it is waited for. Its CONNECTs
-    // still on their way are ignored. Idempotent.
+    // the handles of the node's other ranks; if no live rank holds one, the QP went with the dead: what the link
+    // posted, all for them, completes with an error, and a new connection is made for what waits); the TGT QPs it had
+    // from us go now, and no CLOSE, LEAVING or ADDRESS to it is waited for. Its CONNECTs still on their way are
+    // ignored. Idempotent.
     void peer_died(std::uint32_t rank) noexcept;
     // Every rank of the node of `rank` died (the caller knows the node's ranks; each had peer_died first): the
     // connection to it goes at once, with what its queue held for them, and nothing is connected there again.
@@ -501,7 +502,7 @@ private:
     };
     // Work recorded under the mutex for tick() to do in progress, in order.
     struct Deferred {
-        enum class Kind : std::uint8_t { open, fail, reject, reciprocate, drop, drop_dead, node_dead } kind;
+        enum class Kind : std::uint8_t { open, fail, reject, reciprocate, drop, drop_dead, node_dead, orphaned } kind;
         NodeLink *link;
         std::uint32_t generation;          // open: the connection it was recorded for
         std::string why;                   // fail, drop; drop_dead: who died
@@ -588,6 +589,14 @@ private:
     // is there: by a fence toward the live rank the link goes through when a live rank of the node was sent a first
     // message on this connection (it holds, or is taking, a handle), else forgotten (it all went to the dead).
     void retire_unsignaled(NodeLink &link) noexcept;
+    // Some live rank of the link's node holds its TGT QP: the rank asked to (HOLD) when it is the link's rank now, or
+    // a rank that was sent a first message on this connection.
+    bool live_rank_holds(const NodeLink &link) const noexcept;
+    // The ranks that held the link's TGT QP all died (its creator and its holder at once): the QP went with them, and
+    // what is posted on the link can never be acknowledged (it was all for them). Recorded here; done by tick()
+    // (orphaned()): what is outstanding completes with an error, and what is queued goes over a new connection.
+    void orphan(NodeLink &link) noexcept;
+    void orphaned(NodeLink &link, std::uint32_t generation) noexcept;
     // A rank of the link's node other than its owner that is neither dead nor finalizing, or UINT32_MAX.
     std::uint32_t live_rank_of(const NodeLink &link) const noexcept;
     // Neither dead nor finalizing: a rank to connect through, or to hold a TGT QP.

@@ -142,6 +142,20 @@ void SendQueue::detach() noexcept {
     signal_interval_.store(base_signal_interval_, std::memory_order_relaxed);
 }
 
+void SendQueue::abort_outstanding(ibv_wc_status status) noexcept {
+    stop();
+    while (head_ != tail_) {
+        const Slot slot = ring_[head_ % depth_];
+        ++head_;
+        if (slot.op != nullptr) {
+            --outstanding_callbacks_;
+            slot.op->posted_on = connection_;
+            slot.op->on_complete(slot.op, status);
+        }
+    }
+    detach();
+}
+
 void SendQueue::drain_pending() noexcept {
     while (pending_head_ != nullptr && pending_head_ != &closed_marker_ && credits() > 0) {
         SendOp *op = pending_head_;

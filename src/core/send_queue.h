@@ -155,6 +155,10 @@ public:
     // The QP is going away (idle() must hold): the queue is closed until the next open(), and signals every
     // `signal_interval` posts again.
     void detach() noexcept;
+    // The QP is going away with requests outstanding that can never complete (their responder is gone, and what
+    // they carried was for processes that died): each completes with `status` now (its owner is called), and the
+    // queue is detached: what is queued waits for the next open().
+    void abort_outstanding(ibv_wc_status status) noexcept;
 
     // A completion of this QP. Returns the failing status on the first error, IBV_WC_SUCCESS otherwise. On an error
     // the queue is broken and every outstanding and queued op has been completed with that status, except for a

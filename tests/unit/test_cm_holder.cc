@@ -166,3 +166,65 @@ TEST(ConnectionManagerHolder, AHoldFromAnotherNodeOpensNothing) {
     EXPECT_EQ(net[3].cm().counters().cm_rejected, rejected + 1);
     EXPECT_EQ(net.tgt_users[link.tgt_qpn()], users);
 }
+
+// The creator and its holder die at once, before any other rank of their node had a message on the connection: the
+// TGT QP went with its last handle, so what rank 0 posted there (all for the two dead) completes with an error at
+// once instead of timing out, and a send to the node's live rank goes over a new connection, made through it.
+TEST(ConnectionManagerHolder, ACreatorAndItsHolderDyingAtOnceLeaveNoConnectionToTheLiving) {
+    Net net(2, 3, holding());  // ranks 0, 1, 2 on node 0; 3, 4, 5 on node 1
+    Message a, b;
+    send(net[0], 3, a);
+    net.run();
+    NodeLink &link = *net[0].peer(3).link;
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    const std::uint32_t holder = link.holder(), other = holder == 4 ? 5 : 4;
+    ASSERT_NE(holder, kCmNoRank);
+    send(net[0], holder, b);  // posted, never acknowledged: the node's HCA drops what reaches no QP
+    ASSERT_FALSE(b.done);
+    const std::uint32_t old_ini = link.ini_qpn(), old_tgt = link.tgt_qpn();
+
+    net.kill(3);
+    net.kill(holder);
+    EXPECT_EQ(net.tgt_users[old_tgt], 0) << "the TGT QP went with its last handle";
+    for (std::uint32_t survivor : {0u, other}) {
+        net[survivor].cm().peer_died(3);
+        net[survivor].cm().peer_died(holder);
+    }
+    Message c;
+    send(net[0], other, c);  // queued: the link makes a new connection first
+    net.run();
+    EXPECT_TRUE(b.done);
+    EXPECT_EQ(b.status, IBV_WC_REM_ABORT_ERR) << "completed once, with an error, not after the retry budget";
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    EXPECT_EQ(link.owner(), other);
+    EXPECT_NE(link.ini_qpn(), old_ini) << "a new connection";
+    EXPECT_EQ(net[other].cm().owned_tgts(), 1u);
+    ASSERT_FALSE(ini_of(link)->posted.empty());
+    EXPECT_EQ(ini_of(link)->posted.back().qp_type.xrc.remote_srqn, net[other].address().srqs.front().srq_num);
+    EXPECT_NE(ntohl(ini_of(link)->posted.back().imm_data) & kImmFirst, 0u) << "the first of the new connection";
+    complete_all(link);
+    EXPECT_TRUE(c.done);
+    EXPECT_EQ(c.status, IBV_WC_SUCCESS);
+    EXPECT_TRUE(net[0].failures.empty());
+}
+
+// The holder alone dies after ACCEPT while the creator lives: nothing changes for the initiator (the creator's QP
+// carries on), and no new connection is made.
+TEST(ConnectionManagerHolder, AHolderDyingAloneAfterAcceptChangesNothingForTheInitiator) {
+    Net net(2, 3, holding());
+    Message a, c;
+    send(net[0], 3, a);
+    net.run();
+    NodeLink &link = *net[0].peer(3).link;
+    complete_all(link);
+    const std::uint32_t holder = link.holder(), other = holder == 4 ? 5 : 4, ini = link.ini_qpn();
+    net.kill(holder);
+    net[0].cm().peer_died(holder);
+    send(net[0], other, c);
+    net.run();
+    EXPECT_EQ(link.ini_qpn(), ini);
+    EXPECT_EQ(link.owner(), 3u);
+    complete_all(link);
+    EXPECT_TRUE(c.done);
+    EXPECT_EQ(c.status, IBV_WC_SUCCESS);
+}

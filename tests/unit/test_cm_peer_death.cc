@@ -228,7 +228,12 @@ TEST(ConnectionManagerPeerDeath, ACreatorsDeathForgetsWhatOnlyTheDeadWereSent) {
     net[0].cm().peer_died(2);
     EXPECT_EQ(link.owner(), 3u);
     EXPECT_EQ(ini->posted.size(), 3u);  // no fence
+    // Nobody alive holds the TGT QP: it went with its creator, and the connection with it (a request to rank 3
+    // through it would go unanswered for the retry budget); the next send to rank 3 makes a new one.
+    net.run();
     EXPECT_TRUE(link.queue().idle());
+    EXPECT_EQ(link.state(), NodeLink::State::idle);
+    EXPECT_EQ(net.live_of(FakeQp::Kind::ini), 0u);
     EXPECT_TRUE(net[0].failures.empty());
 }
 
