@@ -114,8 +114,11 @@ int xrc_add_procs(mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs
 
 int add_procs_tables(mca_btl_xrc_module_t *m, mca_btl_base_module_t *btl, size_t nprocs, opal_proc_t **procs,
                      mca_btl_base_endpoint_t **endpoints, opal_bitmap_t *reachable) noexcept {
-    // A rail given up for good (btl_xrc_failover.cc) takes no new peer: the others reach it.
-    if (OPAL_UNLIKELY(m->rail_lost)) return OPAL_SUCCESS;
+    // A rail given up for good (btl_xrc_failover.cc) still takes new peers, whose traffic it fails over at once
+    // (mca_btl_xrc_adopt_endpoints): a peer's message sent over this rail's fabric may arrive forwarded, and ob1
+    // looks this module up in the sender's endpoint for some (a PUT names the module its RDMA must go through, and
+    // a module ob1 does not know there is a null pointer to it); known, its RDMA here is refused and ob1 moves the
+    // data by sends.
     try {
         wire_up(m);
         mca_btl_xrc_job_t &job = *mca_btl_xrc_component.job;
@@ -541,7 +544,10 @@ void mca_btl_xrc_adopt_endpoints(mca_btl_xrc_module_t *m, bool locked) noexcept 
         const std::lock_guard<std::mutex> tables(mca_btl_xrc_component.tables_mutex);
         adopted.swap(m->adopting);
     }
-    for (mca_btl_base_endpoint_t *endpoint : adopted) mca_btl_xrc_eager_endpoint_added(m, endpoint);
+    for (mca_btl_base_endpoint_t *endpoint : adopted) {
+        mca_btl_xrc_eager_endpoint_added(m, endpoint);
+        if (OPAL_UNLIKELY(m->rail_lost)) (void)mca_btl_xrc_fail_over(m, endpoint, "the rail was given up");
+    }
     if (threads && !locked) opal_mutex_unlock(lock);
 }
 
