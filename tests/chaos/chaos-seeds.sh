@@ -13,9 +13,12 @@
 #   3046  2x2, one rail, 2 threads, RGET + osc/rdma, btl_xrc_outage_limit: nodeB's port down 5.8 s, past the 3 s
 #         grace (raised to the limit) and inside the 8.6 s retry budget: held and resumed, not given up (OK); the
 #         hand-back past the budget is xrc-outage.sh's
+#   4111  4x3, two devices, on demand, two INI QPs per process, RPUT: nodeD's rail 2 flaps past its grace and is
+#         given up; the peers ob1 meets afterwards are still its module's (their forwarded PUTs named it), and
+#         their RDMA there is refused and moved by sends (OK; before, a hang or SIGSEGV in ob1's put path)
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP_SRCDIR=${TOP_SRCDIR:-$(cd "$HERE/../.." && pwd)}
 TOP_BUILDDIR=${TOP_BUILDDIR:-$TOP_SRCDIR/build}
 [ "$(id -u)" = 0 ] || { echo "SKIP: chaos-seeds: needs root (namespaces, mounts, veth pairs)"; exit 77; }
-exec python3 "$HERE/chaos" --seeds "${CHAOS_CHECK_SEEDS:-1037,45,22,3046}" --build-dir "$TOP_BUILDDIR"
+exec python3 "$HERE/chaos" --seeds "${CHAOS_CHECK_SEEDS:-1037,45,22,3046,4111}" --build-dir "$TOP_BUILDDIR"
