@@ -963,20 +963,26 @@ void ConnectionManager::orphan(NodeLink &link) noexcept {
                " any more: its connection goes, and what waits for the node's live ranks goes over a new one");
 }
 
+// The link's connection is gone without a close (its INI QP with it): idle, ready for the next one.
+void ConnectionManager::to_idle(NodeLink &link) noexcept {
+    unlist(connected_, link);
+    unlist(draining_, link);
+    unlist(leaving_, link);
+    link.opening_ = false;
+    link.fence_posted_ = false;
+    link.leave_ = NodeLink::Leave::none;
+    link.unfenced_ = false;
+    drop_ini(link);
+    link.state_ = NodeLink::State::idle;
+}
+
 void ConnectionManager::orphaned(NodeLink &link, std::uint32_t generation) noexcept {
     // Outside the mutex (their owners may send again): everything posted was for the dead.
     link.queue_.abort_outstanding(IBV_WC_REM_ABORT_ERR);
     Guard g(*this);
     if (link.generation_ != generation || link.state_ != NodeLink::State::connected) return;
-    unlist(connected_, link);
-    unlist(leaving_, link);
-    link.opening_ = false;
-    link.fence_posted_ = false;
     link.creator_gone_ = false;
-    link.leave_ = NodeLink::Leave::none;
-    link.unfenced_ = false;
-    drop_ini(link);
-    link.state_ = NodeLink::State::idle;
+    to_idle(link);
     // Both ends count the next connection from 0; a ring write may have claimed a slot it never filled.
     for (Peer *peer : link.peers_) {
         peer->imm_flags = kImmFirst;
@@ -1047,15 +1053,7 @@ void ConnectionManager::reconnect(const SendQueue &queue, bool timed_out) noexce
     NodeLink *found = link_with_queue_locked(queue);
     if (found == nullptr || !found->ini_) return;
     NodeLink &link = *found;
-    unlist(connected_, link);
-    unlist(draining_, link);
-    unlist(leaving_, link);
-    link.opening_ = false;
-    link.fence_posted_ = false;
-    link.leave_ = NodeLink::Leave::none;
-    link.unfenced_ = false;
-    drop_ini(link);
-    link.state_ = NodeLink::State::idle;
+    to_idle(link);
     if (timed_out) {
         link.outage_until_us_ = host_.now_us() + config_.outage_limit_us;
         ++counters_->reconnections;

@@ -597,6 +597,7 @@ private:
     // (orphaned()): what is outstanding completes with an error, and what is queued goes over a new connection.
     void orphan(NodeLink &link) noexcept;
     void orphaned(NodeLink &link, std::uint32_t generation) noexcept;
+    void to_idle(NodeLink &link) noexcept;
     // A rank of the link's node other than its owner that is neither dead nor finalizing, or UINT32_MAX.
     std::uint32_t live_rank_of(const NodeLink &link) const noexcept;
     // Neither dead nor finalizing: a rank to connect through, or to hold a TGT QP.

@@ -144,6 +144,11 @@ void SendQueue::detach() noexcept {
 
 void SendQueue::abort_outstanding(ibv_wc_status status) noexcept {
     stop();
+    complete_outstanding(status);
+    detach();
+}
+
+void SendQueue::complete_outstanding(ibv_wc_status status) noexcept {
     while (head_ != tail_) {
         const Slot slot = ring_[head_ % depth_];
         ++head_;
@@ -153,7 +158,6 @@ void SendQueue::abort_outstanding(ibv_wc_status status) noexcept {
             slot.op->on_complete(slot.op, status);
         }
     }
-    detach();
 }
 
 void SendQueue::drain_pending() noexcept {
@@ -172,15 +176,7 @@ void SendQueue::drain_pending() noexcept {
 }
 
 void SendQueue::fail_all(ibv_wc_status status) noexcept {
-    while (head_ != tail_) {
-        const Slot slot = ring_[head_ % depth_];
-        ++head_;
-        if (slot.op != nullptr) {
-            --outstanding_callbacks_;
-            slot.op->posted_on = connection_;
-            slot.op->on_complete(slot.op, status);
-        }
-    }
+    complete_outstanding(status);
     SendOp *op = pending_head_;
     pending_head_ = pending_tail_ = nullptr;
     while (op != nullptr) {

@@ -313,6 +313,8 @@ private:
     // closed (not broken) before anyone is called: a copy sent from a callback queues for the next connection.
     bool hand_back_after(const ibv_wc &wc) noexcept;
     void fail_all(ibv_wc_status status) noexcept;
+    // Every outstanding request completes with `status`, oldest first (their owners are called).
+    void complete_outstanding(ibv_wc_status status) noexcept;
     // Completes every op of `chain` (linked through next_pending, already off the queue), in order, with `status`,
     // each stamped as posted on `connection` first (0: never reached a QP); an op nobody owns is skipped. Returns
     // how many the chain held.
