@@ -610,9 +610,7 @@ void ConnectionManager::begin_finalize() noexcept {
     for (NodeLink *link : std::vector<NodeLink *>(connecting_)) {
         if (link->queue_.has_pending()) continue;
         if (link->attempts_ > 0) close_once(link->owner_, link->generation_, link->ini_qpn(), 0);
-        host_.note("connection to node " + std::to_string(link->node_) + " through rank " +
-                   std::to_string(link->owner_) + " not made: nothing to send on it at finalize");
-        abandon(*link);
+        give_up(*link, "this process is finalizing");
     }
 }
 
@@ -984,10 +982,7 @@ void ConnectionManager::orphaned(NodeLink &link, std::uint32_t generation) noexc
     link.creator_gone_ = false;
     to_idle(link);
     // Both ends count the next connection from 0; a ring write may have claimed a slot it never filled.
-    for (Peer *peer : link.peers_) {
-        peer->imm_flags = kImmFirst;
-        peer->stop_ring();
-    }
+    restart_peers(link, true);
     if (link.queue_.has_pending()) wanted(link);
 }
 
@@ -1040,11 +1035,13 @@ NodeLink *ConnectionManager::link_with_queue_locked(const SendQueue &queue) cons
 
 void ConnectionManager::restart_streams(const SendQueue &queue, bool timed_out) noexcept {
     Guard g(*this);
-    NodeLink *link = link_with_queue_locked(queue);
-    if (link == nullptr) return;
-    for (Peer *peer : link->peers_) {
+    if (NodeLink *link = link_with_queue_locked(queue); link != nullptr) restart_peers(*link, timed_out);
+}
+
+void ConnectionManager::restart_peers(NodeLink &link, bool stop_rings) noexcept {
+    for (Peer *peer : link.peers_) {
         peer->imm_flags = kImmFirst;
-        if (timed_out) peer->stop_ring();
+        if (stop_rings) peer->stop_ring();
     }
 }
 

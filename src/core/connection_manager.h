@@ -598,6 +598,9 @@ private:
     void orphan(NodeLink &link) noexcept;
     void orphaned(NodeLink &link, std::uint32_t generation) noexcept;
     void to_idle(NodeLink &link) noexcept;
+    // The link's peers' next SRQ messages are first messages of a new connection (and, with `stop_rings`, none
+    // goes into their eager rings any more).
+    void restart_peers(NodeLink &link, bool stop_rings) noexcept;
     // A rank of the link's node other than its owner that is neither dead nor finalizing, or UINT32_MAX.
     std::uint32_t live_rank_of(const NodeLink &link) const noexcept;
     // Neither dead nor finalizing: a rank to connect through, or to hold a TGT QP.
