@@ -258,6 +258,9 @@ void mca_btl_xrc_report_error(mca_btl_xrc_module_t *module, struct mca_btl_base_
 // the event is about (several ports of one device share a context, and so an async fd). Progress context only: a
 // fatal event calls the upper layer's error callback.
 void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *module, const xrc::AsyncEventRecord &event) noexcept;
+// The device's word before a port's grace ends the job: when the port is active although its PORT_ACTIVE was not
+// acted on (lost, or read too late), it is acted on as that event would have been. True when the port is up.
+bool mca_btl_xrc_resume_if_port_active(mca_btl_xrc_module_t *module) noexcept;
 // A connection failed (its sends have completed with an error): reported with the rank it went through.
 void mca_btl_xrc_report_link_failure(mca_btl_xrc_module_t *module, const xrc::NodeLink *link,
                                      const std::string &why) noexcept;

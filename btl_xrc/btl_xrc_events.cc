@@ -178,3 +178,16 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const xrc::AsyncEventReco
         mca_btl_xrc_report_error(m, nullptr, "out of memory handling an asynchronous event");
     }
 }
+
+bool mca_btl_xrc_resume_if_port_active(mca_btl_xrc_module_t *m) noexcept {
+    ibv_port_attr attr{};
+    if (ibv_query_port(m->transport->context(), m->transport->port_num(), &attr) != 0 || attr.state != IBV_PORT_ACTIVE)
+        return false;
+    opal_output(0, "btl:xrc: %s: the port is active, its PORT_ACTIVE event not seen within the grace: acting on it now",
+                where(m).c_str());
+    xrc::AsyncEventRecord active;
+    active.type = IBV_EVENT_PORT_ACTIVE;
+    active.port_num = m->transport->port_num();
+    mca_btl_xrc_act_on_event(m, active);
+    return !m->transport->health().down();
+}

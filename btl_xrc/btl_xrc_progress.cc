@@ -82,16 +82,7 @@ namespace {
 // The port has stayed down longer than btl_xrc_port_down_grace: the job ends, once.
 void check_port_grace(mca_btl_xrc_module_t *m) {
     if (m->port_failure_reported || !m->transport->health().down() || !m->transport->port_grace_expired()) return;
-    // The device's word before giving up: the PORT_ACTIVE event may have been lost (a device may drop events a
-    // process reads too slowly) while the port is up again. Then it is acted on as that event would have been.
-    if (ibv_port_attr attr{}; ibv_query_port(m->transport->context(), m->transport->port_num(), &attr) == 0 &&
-                              attr.state == IBV_PORT_ACTIVE) {
-        xrc::AsyncEventRecord active;
-        active.type = IBV_EVENT_PORT_ACTIVE;
-        active.port_num = m->transport->port_num();
-        mca_btl_xrc_act_on_event(m, active);
-        if (!m->transport->health().down()) return;
-    }
+    if (mca_btl_xrc_resume_if_port_active(m)) return;
     m->port_failure_reported = true;
     char what[256];
     snprintf(what, sizeof(what), "the port has been down for more than %.3g s (%s)",

@@ -263,7 +263,7 @@ flapped_run() {
         sleep "$down"
         up_at=$(date +%s.%N)  # the port comes up no earlier (the command takes a moment to reach the node)
         for node in ${FLAP_NODES:-nodeB}; do
-            sc exec "$node" "$SIMHCA_CTL" fault port-up >/dev/null || die "port-up failed"
+            sc exec "$node" "$SIMHCA_CTL" fault "${FLAP_UP_FAULT:-port-up}" >/dev/null || die "port-up failed"
         done
         if [ -n "${FLAP_ACKS_LOST_FIRST:-}" ]; then
             sc exec nodeB "$SIMHCA_CTL" fault ack-restore >/dev/null || die "ack-restore failed"

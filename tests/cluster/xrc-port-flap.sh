@@ -4,7 +4,8 @@
 # ridden through with the default grace: verified all-to-all traffic at 2x2 and at 4x2 while nodeB's port goes down
 # for 0.5 s, 2 s and 10 s in turn; each job completes with every byte verified, and nodeB's ranks counted each hold
 # and resume (their counters at finalize); connections started while the port is down wait and complete after it
-# (on demand). A port that stays down longer than btl_xrc_port_down_grace ends the job with a message naming host,
+# (on demand). A port that comes back without its PORT_ACTIVE event is found active when the grace runs out, and
+# the job goes on. A port that stays down longer than btl_xrc_port_down_grace ends the job with a message naming host,
 # device and port. Open MPI's openib and UCX (rc_v) over the same flaps at 2x2 are comparison lines when this Open
 # MPI has them. Nothing stays in any node's HCA afterwards.
 . "$(dirname "$0")/common.sh"
@@ -55,6 +56,16 @@ expect_line "$WORKDIR/late" '^late_pairs: OK .*errors=0' "connections made while
 [ "$(counter "$WORKDIR/late" connection_failures | awk '$1 > 0' | grep -c .)" = 0 ] || die "a connection failed"
 info "connection attempts per process: $(counter "$WORKDIR/late" connection_attempts | tr '\n' ' ')," \
     "CM retransmissions: $(counter_sum "$WORKDIR/late" cm_retransmissions)"
+
+# The port comes back but its PORT_ACTIVE never reaches the processes (lost, or read too late under load): when
+# the grace runs out the BTL asks the port, finds it active and resumes; the job completes.
+FLAP_UP_FAULT=port-up-quiet flapped_run "$WORKDIR/quiet" nodeA:2,nodeB:2 "$xrc --mca btl_xrc_port_down_grace 3" 6 1
+[ $rc != noflow ] || die "no traffic in the xrc job whose port came back without its event"
+[ $rc = 0 ] || die "a port back without its PORT_ACTIVE event ended the job (exit $rc)"
+expect_line "$WORKDIR/quiet" '^steady: OK .*errors=0' "xrc, nodeB's port down 1 s and back without PORT_ACTIVE"
+n=$(grep -c 'btl:xrc: nodeB: simhca0:1: the port is active, its PORT_ACTIVE event not seen' "$WORKDIR/quiet")
+[ "$n" = 2 ] || die "$n of nodeB's 2 ranks found the port active when the grace ran out"
+info "port back without its event: both of nodeB's ranks found it active when the 3 s grace ran out"
 
 # Down longer than the grace: the job ends, naming host, device and port.
 MPIRUN_TIMEOUT=60 flapped_run "$WORKDIR/long" nodeA:2,nodeB:2 "$xrc --mca btl_xrc_port_down_grace 2" 30 5

@@ -109,7 +109,7 @@ private:
     int do_fault(const proto::FaultReq &q);
     int fault_event(const proto::FaultReq &q);
     static bool selects(const proto::FaultReq &q, const Port &p);
-    void set_port_state(Port &p, ibv_port_state st);
+    void set_port_state(Port &p, ibv_port_state st, bool announce = true);
 
     bool debug_ = false;  // SIMHCA_DEBUG=1: log failed control requests
     pid_t req_pid_ = 0;   // process that sent the request being handled (memory of MRs it registers)

@@ -47,7 +47,7 @@ bool Device::selects(const proto::FaultReq &q, const Port &p) {
     return (q.device < 0 || uint32_t(q.device) == p.device) && (q.port == 0 || q.port == p.port_num);
 }
 
-void Device::set_port_state(Port &p, ibv_port_state st) {
+void Device::set_port_state(Port &p, ibv_port_state st, bool announce) {
     p.flap_up_ns = 0;
     if (st == IBV_PORT_ACTIVE) p.ack_drop = false;  // a link that comes up again is a new one
     if (p.state == st) return;
@@ -55,7 +55,7 @@ void Device::set_port_state(Port &p, ibv_port_state st) {
     (void)write_port_files(objs_.sysfs_dir(p.device), p);
     // Only the event: QPs stay in their state and their requesters retry until the link is back or the retry
     // budget is spent, as mlx4/mlx5 do on a link down (docs/faults-model.md).
-    objs_.broadcast_port_event(p, st == IBV_PORT_ACTIVE ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR);
+    if (announce) objs_.broadcast_port_event(p, st == IBV_PORT_ACTIVE ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR);
 }
 
 uint64_t Device::flap_due_ns() const {
@@ -119,11 +119,14 @@ int Device::fault_event(const proto::FaultReq &q) {
 int Device::do_fault(const proto::FaultReq &q) {
     std::string what(q.what, strnlen(q.what, sizeof(q.what)));
     if (q.device >= int32_t(objs_.cfg.devices) || q.port > objs_.cfg.ports) return ENODEV;
-    if (what == "port-down" || what == "port-up" || what == "flap") {
+    if (what == "port-down" || what == "port-up" || what == "port-up-quiet" || what == "flap") {
         if (what == "flap" && (q.ms == 0 || q.ms > 3600 * 1000)) return EINVAL;
         for (Port &p : objs_.ports) {
             if (!selects(q, p) || !p.lid) continue;  // a rail without a LID has no link to bring up
-            set_port_state(p, what == "port-up" ? IBV_PORT_ACTIVE : IBV_PORT_DOWN);
+            // port-up-quiet: the link is back but its PORT_ACTIVE never reaches the processes (an event lost, or
+            // read so late that a process must ask the port itself); sysfs and ibv_query_port tell the truth.
+            set_port_state(p, what == "port-up" || what == "port-up-quiet" ? IBV_PORT_ACTIVE : IBV_PORT_DOWN,
+                           what != "port-up-quiet");
             if (what == "flap") p.flap_up_ns = now_ns() + uint64_t(q.ms) * 1000000ull;
         }
         return 0;
