@@ -9,6 +9,7 @@
 #include "src/core/counters.h"
 #include "src/core/eager_manager.h"
 #include "src/core/failover.h"
+#include "src/core/finalizing_ranks.h"
 #include "src/core/params.h"
 #include "src/core/peer_directory.h"
 #include "src/core/registered_block.h"
@@ -66,6 +67,9 @@ struct mca_btl_xrc_component_t {
     // without the data-path lock (ob1 calls it holding its own, which a thread holding ours may be waiting for). A
     // leaf: held only around a look at or change of the list, never while calling out.
     std::mutex tables_mutex;
+    // The ranks of this job known to be in their BTL finalize, learned on any rail (src/core/finalizing_ranks.h):
+    // every module's home connection manager shares it. A leaf lock of its own.
+    xrc::FinalizingRanks finalizing_ranks;
 
     // A process that exits without closing the component (MPI_Abort, exit() before MPI_Finalize) leaves its
     // modules to the kernel, as a process's verbs objects are: destroying them from a static destructor would call

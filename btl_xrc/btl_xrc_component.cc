@@ -161,6 +161,7 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
                 module->super.btl_bandwidth = mbps != 0 ? mbps : kBtlXrcFallbackBandwidthMbps;
             }
             module->transport = std::move(*transport);
+            module->transport->share_finalizing_ranks(&mca_btl_xrc_component.finalizing_ranks);
             module->index = n;
             if (mca_btl_xrc_module_init(module, threads) != OPAL_SUCCESS) {
                 opal_output(0, "btl:xrc: %s: %s:%u: cannot set up the registration cache or fragment lists",

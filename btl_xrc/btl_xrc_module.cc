@@ -20,6 +20,9 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <new>
+#include <optional>
+#include <span>
 #include <string>
 
 #include <unistd.h>
@@ -460,31 +463,38 @@ void stop_calling_up() noexcept {
     mca_btl_xrc_ft_fini();  // the runtime's thread calls into the modules no more (they may go from here on)
 }
 
-int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
-    auto *m = as_xrc(btl);
-    // What was accepted is delivered: every send queue drains (a connection still being made completes first) and
-    // every connection is closed; the TGT QPs this process made stay until their initiators closed them too, so a
-    // sender still draining toward this node loses nothing (the order and bounds: src/core/finalize.h). Errors from
-    // here on are peers that left: no error callback (Open MPI's error handling is being torn down).
-    stop_calling_up();
-    m->transport->begin_finalize();
-    // A port that stayed down past its grace, or work that failed here (the process will exit with an error, and
-    // the peers it cannot reach will not answer): nothing more is waited for.
-    const auto failed = [m] { return m->port_failure_reported || m->finalize_errors != 0; };
+// One module's finalize order (src/core/finalize.h) while it runs.
+struct FinalizeRun {
+    mca_btl_xrc_module_t *m = nullptr;
+    std::optional<FinalizingModule> port;
+    std::optional<xrc::Finalize> order;
+};
+
+// Runs the orders until each is done, progressing every module meanwhile.
+void run_orders(std::span<FinalizeRun> runs) noexcept {
     const auto &params = mca_btl_xrc_component.params;
-    xrc::FinalizeConfig config;
-    config.wait_us = static_cast<std::uint64_t>(params.finalize_wait) * 1000000u;
-    config.peer_wait_us = static_cast<std::uint64_t>(params.finalize_peer_wait) * 1000000u;
-    config.answer_wait_us = m->transport->leaving_wait_us();
-    FinalizingModule port(m);
-    xrc::Finalize order(port, config, monotonic_us());
+    for (FinalizeRun &run : runs) {
+        xrc::FinalizeConfig config;
+        config.wait_us = static_cast<std::uint64_t>(params.finalize_wait) * 1000000u;
+        config.peer_wait_us = static_cast<std::uint64_t>(params.finalize_peer_wait) * 1000000u;
+        config.answer_wait_us = run.m->transport->leaving_wait_us();
+        run.port.emplace(run.m);
+        run.order.emplace(*run.port, config, monotonic_us());
+    }
     for (;;) {
-        order.step(monotonic_us(), failed());
-        for (const xrc::FinalizeNote &note : order.take_notes())
-            BTL_XRC_VERBOSE(note.verbosity, "btl:xrc: %s: %s:%u: %s", opal_process_info.nodename,
-                            m->transport->device_name().c_str(), m->transport->port_num(), note.text.c_str());
-        if (order.done()) break;
-        const int events = mca_btl_xrc_progress_module(m);
+        bool done = true;
+        for (FinalizeRun &run : runs) {
+            mca_btl_xrc_module_t *m = run.m;
+            // A port that stayed down past its grace, or work that failed here (the process will exit with an
+            // error, and the peers it cannot reach will not answer): nothing more is waited for.
+            run.order->step(monotonic_us(), m->port_failure_reported || m->finalize_errors != 0);
+            for (const xrc::FinalizeNote &note : run.order->take_notes())
+                BTL_XRC_VERBOSE(note.verbosity, "btl:xrc: %s: %s:%u: %s", opal_process_info.nodename,
+                                m->transport->device_name().c_str(), m->transport->port_num(), note.text.c_str());
+            done = done && run.order->done();
+        }
+        if (done) return;
+        const int events = mca_btl_xrc_progress_module(runs.front().m);
         mca_btl_xrc_status_tick();
         // Sleeping a little when there was nothing to do leaves the CPU to the node's other ranks we wait for.
         if (events == 0) {
@@ -492,6 +502,46 @@ int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
             nanosleep(&pause, nullptr);
         }
     }
+}
+
+// What was accepted is delivered: every send queue drains (a connection still being made completes first) and
+// every connection is closed; the TGT QPs this process made stay until their initiators closed them too, so a
+// sender still draining toward this node loses nothing (the order and bounds: src/core/finalize.h). Errors from
+// here on are peers that left: no error callback (Open MPI's error handling is being torn down).
+// Every module's order runs at once, from the first module's finalize on (the later ones find theirs done): a rail
+// finalized alone would stop answering on its port while the process still waits on another, and a peer that
+// connects there to deliver what it holds for us would meet silence, which it cannot tell from a busy process,
+// instead of the refusal that says this process is finalizing.
+void finalize_every_module(mca_btl_xrc_module_t *called) noexcept {
+    if (called->finalizing) return;  // an earlier module's finalize ran them (stop_calling_up marks every module)
+    auto &modules = mca_btl_xrc_component.modules;
+    if (std::none_of(modules.begin(), modules.end(), [called](const auto &module) { return module.get() == called; })) {
+        // A module whose set-up failed at btl_init, never handed to Open MPI: only its own order, the others live on.
+        called->finalizing = true;
+        called->transport->begin_finalize();
+        FinalizeRun run;
+        run.m = called;
+        run_orders({&run, 1});
+        return;
+    }
+    stop_calling_up();
+    for (const auto &module : modules) module->transport->begin_finalize();  // all refuse new connections now
+    std::unique_ptr<FinalizeRun[]> runs(new (std::nothrow) FinalizeRun[modules.size()]);
+    if (runs == nullptr) {  // out of memory: one after the other, as a lone rail would
+        for (const auto &module : modules) {
+            FinalizeRun run;
+            run.m = module.get();
+            run_orders({&run, 1});
+        }
+        return;
+    }
+    for (std::size_t i = 0; i < modules.size(); ++i) runs[i].m = modules[i].get();
+    run_orders({runs.get(), modules.size()});
+}
+
+int xrc_finalize(mca_btl_base_module_t *btl) noexcept {
+    auto *m = as_xrc(btl);
+    finalize_every_module(m);
     mca_btl_xrc_service_stop(m);  // before anything it serves goes
     m->transport->tick();         // what it recorded last (notes, status)
     const uint32_t lost = m->finalize_errors;

@@ -257,6 +257,9 @@ void mca_btl_xrc_report_error(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *
         const char *peer_host = mca_btl_xrc_proc_hostname(proc);
         snprintf(peer, sizeof(peer), " (peer rank %u on %s)", proc->proc_name.vpid,
                  peer_host != nullptr ? peer_host : "an unknown host");
+    } else if (endpoint != nullptr && !endpoint->other_job) {  // its proc let go of at del_procs: the rank still says
+        snprintf(peer, sizeof(peer), " (peer rank %u on %s)", endpoint->peer.rank,
+                 mca_btl_xrc_component.job->hostname_of(endpoint->peer.rank).c_str());
     }
     char message[1024];
     snprintf(message, sizeof(message), "btl:xrc: %s: %s:%u: %s%s", opal_process_info.nodename,

@@ -350,6 +350,15 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
         const std::string what =
             xrc::failed_completion_text(operation, wc, down, mca_btl_xrc_component.job->my_rank,
                                         xrc::describe_qp(wc.qp_num, m->transport->role_of(wc.qp_num)));
+        // During our finalize, toward a rank that said it is in its own: it would have dropped the message (its upper
+        // layers are gone), so nothing is lost.
+        if (m->finalizing && endpoint != nullptr && !endpoint->other_job &&
+            m->transport->said_finalizing(endpoint->peer.rank)) {
+            BTL_XRC_VERBOSE(
+                1, "btl:xrc: %s: %s: %s, for rank %u, which is finalizing (it drops what arrives): not lost",
+                opal_process_info.nodename, m->transport->rail_name().c_str(), what.c_str(), endpoint->peer.rank);
+            return;
+        }
         if (mca_btl_xrc_failover_enabled() && !m->finalizing) {
             // Several rails: each operation of the queue completes with the error next, and a send goes out again
             // over another rail that reaches its peer (the job ends there if none does); RDMA falls back to sends

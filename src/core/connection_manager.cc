@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "connection_manager.h"
 
+#include "operation_text.h"
+
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <cstdio>
 
 namespace xrc {
 
@@ -84,7 +89,20 @@ void ConnectionManager::detach(Peer &peer) noexcept {
     if (peer.link == nullptr) return;
     auto &peers = peer.link->peers_;
     peers.erase(std::remove(peers.begin(), peers.end(), &peer), peers.end());
+    try {
+        for (const SrqEntry &srq : peer.srqs) peer.link->departed_srqs_.emplace_back(srq.srq_num, peer.rank);
+    } catch (...) {  // out of memory: what is queued for it is taken for no rank's (kept, and counted if lost)
+    }
     peer.link = nullptr;
+}
+
+std::uint32_t NodeLink::rank_of_srq(std::uint32_t srqn) const noexcept {
+    for (const Peer *peer : peers_)
+        for (const SrqEntry &srq : peer->srqs)
+            if (srq.srq_num == srqn) return peer->rank;
+    for (const auto &[number, rank] : departed_srqs_)
+        if (number == srqn) return rank;
+    return UINT32_MAX;
 }
 
 void ConnectionManager::unlist(std::vector<NodeLink *> &list, NodeLink &link) noexcept {
@@ -132,6 +150,10 @@ void ConnectionManager::start_wanted() noexcept {
 // A send queued on a link that is not open: connect it, making room under the cap first if needed.
 void ConnectionManager::wanted(NodeLink &link) noexcept {
     if (link.state_ != NodeLink::State::idle) return;
+    if (drop_for_finalized(link, "its destination said it is finalizing")) return;
+    // Its rank died or said it is finalizing since: the next connection goes through another rank of the node.
+    if (!usable(link.owner_))
+        if (const std::uint32_t next = live_rank_of(link); next != UINT32_MAX) link.owner_ = next;
     if (abandoned_) {  // its sends fail (upward: another rail takes them), nothing is made on this one
         fail(link, "this rail was given up");
         return;
@@ -252,9 +274,23 @@ void ConnectionManager::drop_ini(NodeLink &link) noexcept {
 
 // A connection that carries no send yet (made ahead of need: eager mode, or back toward an initiator) goes back to
 // idle quietly; one that sends are waiting for has failed.
-void ConnectionManager::give_up(NodeLink &link, const std::string &why) noexcept {
-    if (link.queue_.has_pending()) {
+bool ConnectionManager::drop_for_finalized(NodeLink &link, const std::string &why) noexcept {
+    if (!finalizing_ || !link.queue_.has_pending() || !only_for_finalized(link)) return false;
+    abandon(link);
+    try {
+        Deferred drop{Deferred::Kind::drop, &link, link.generation_, {}, {}, 0, 0, 0, {}};
+        drop.why = why + "; every one is for a rank in MPI_Finalize";
+        deferred_.push_back(std::move(drop));
+    } catch (...) {  // out of memory: as before, the sends fail
         fail(link, why);
+    }
+    return true;
+}
+
+void ConnectionManager::give_up(NodeLink &link, const std::string &why) noexcept {
+    if (drop_for_finalized(link, why)) return;
+    if (link.queue_.has_pending()) {
+        fail(link, finalizing_ ? why + " (" + describe_pending(link) + ")" : why);
         return;
     }
     abandon(link);
@@ -271,6 +307,11 @@ void ConnectionManager::retract(NodeLink &link, std::uint32_t tgt_qpn) noexcept 
 void ConnectionManager::notice(std::uint32_t rank, std::uint32_t generation, std::uint32_t ini_qpn,
                                std::uint32_t tgt_qpn) noexcept {
     if (abandoned_) return;  // nothing goes out through a rail given up, and nothing is waited for
+    // A rank in its finalize drops what it made for us at its end anyway, and may have left this rail already.
+    if (finalized_ranks_->contains(rank)) {
+        close_once(rank, generation, ini_qpn, tgt_qpn);
+        return;
+    }
     for (const CloseNotice &n : notices_)
         if (n.rank == rank && n.generation == generation) return;
     const std::uint64_t now = host_.now_us();
@@ -447,6 +488,19 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
                         tgt_qpn = link.tgt_qpn_;
                     }
                     link.opening_ = false;
+                    // Its creator said LEAVING before this process opened the queue (it did not progress): nothing
+                    // was posted, and the TGT QP may be gone already (the creator stops waiting at its bound) unless
+                    // a node-mate holds it, and none received through it yet. The connection goes unused; what
+                    // waits goes over a new one.
+                    if (qp != nullptr && link.target_left()) {
+                        host_.note("rank " + std::to_string(link.owner_) +
+                                   " said LEAVING before the connection to node " + std::to_string(link.node_) +
+                                   " carried anything: it goes unused");
+                        ack_leaving(link);  // nothing was posted: nothing to retire
+                        to_idle(link);      // the queued sends keep their first-message flags for the next one
+                        if (link.queue_.has_pending()) wanted(link);
+                        qp = nullptr;
+                    }
                 }
                 if (qp == nullptr) break;
                 // Queued sends go out; a post that fails completes its send here, outside the mutex.
@@ -828,23 +882,8 @@ void ConnectionManager::answer_reject(const CmMessage &m) noexcept {
         if (link->generation_ != m.generation || link->owner_ != m.src_rank || link->ini_qpn() != m.ini_qpn) continue;
         const std::string why =
             std::string("rank ") + std::to_string(m.src_rank) + " refused the connection: " + cm_reject_name(m.reason);
-        if (m.reason == CmReject::Finalizing) finalized_ranks_.insert(m.src_rank);
-        // Both sides finalizing, and what waits is only for ranks that said they finalize: nothing above their BTL
-        // would take it any more (their MPI_Finalize hands nothing up), and their requests had completed before
-        // they entered it. Dropped, not counted as lost; the link goes back to idle.
-        if (m.reason == CmReject::Finalizing && finalizing_ && link->queue_.has_pending() &&
-            only_for_finalized(*link)) {
-            NodeLink &l = *link;
-            abandon(l);
-            try {
-                Deferred drop{Deferred::Kind::drop, &l, l.generation_, {}, {}, 0, 0, 0, {}};
-                drop.why = why + "; every one is for a rank in MPI_Finalize";
-                deferred_.push_back(std::move(drop));
-            } catch (...) {
-                give_up(l, why);  // out of memory: as before, the sends fail
-            }
-            return;
-        }
+        if (m.reason == CmReject::Finalizing) finalized_ranks_->add(m.src_rank);
+        if (m.reason == CmReject::Finalizing && drop_for_finalized(*link, why)) return;
         // The rank chosen to make the TGT QP is leaving, but sends wait for other ranks of its node: through one
         // of them instead.
         if (m.reason == CmReject::Finalizing && link->queue_.has_pending()) {
@@ -874,6 +913,9 @@ void ConnectionManager::node_died(std::uint32_t rank) noexcept {
 std::uint32_t ConnectionManager::live_rank_of(const NodeLink &link) const noexcept {
     for (const Peer *peer : link.peers_)
         if (peer->rank != link.owner_ && usable(peer->rank)) return peer->rank;
+    // After del_procs (finalize), what is still queued may be for ranks whose peers are gone: they are the node's too.
+    for (const auto &[srqn, rank] : link.departed_srqs_)
+        if (rank != link.owner_ && usable(rank) && host_.address_of(rank) != nullptr) return rank;
     return UINT32_MAX;
 }
 
@@ -1080,12 +1122,32 @@ void ConnectionManager::drop_dead_later(NodeLink &link, const std::vector<std::u
 
 bool ConnectionManager::only_for_finalized(const NodeLink &link) const noexcept {
     return link.queue_.all_pending([&](const SendOp &op) {
-        const std::uint32_t srqn = op.wr.qp_type.xrc.remote_srqn;
-        for (const Peer *peer : link.peers_)
-            for (const SrqEntry &srq : peer->srqs)
-                if (srq.srq_num == srqn) return finalized_ranks_.count(peer->rank) != 0;
-        return false;  // not a rank's: kept
+        const std::uint32_t rank = link.rank_of_srq(op.wr.qp_type.xrc.remote_srqn);
+        return rank != UINT32_MAX && finalized_ranks_->contains(rank);  // not a rank's: kept
     });
+}
+
+std::string ConnectionManager::describe_pending(const NodeLink &link) const noexcept {
+    try {
+        std::string text;
+        std::size_t count = 0;
+        link.queue_.all_pending([&](const SendOp &op) {
+            if (++count > 4) return true;
+            const std::uint32_t rank = link.rank_of_srq(op.wr.qp_type.xrc.remote_srqn);
+            const std::string whom = rank != UINT32_MAX
+                                         ? "rank " + std::to_string(rank)
+                                         : "SRQ " + std::to_string(op.wr.qp_type.xrc.remote_srqn) + " of no known rank";
+            char detail[64] = "";
+            if (op.wr.num_sge > 0 && op.wr.sg_list[0].length > 0)  // the header's first byte says what it carries
+                std::snprintf(detail, sizeof(detail), ", imm 0x%x, first byte 0x%02x", ntohl(op.wr.imm_data),
+                              *reinterpret_cast<const unsigned char *>(op.wr.sg_list[0].addr));
+            text += (text.empty() ? "" : ", ") + whom + " (" + describe_operation(op.wr) + detail + ")";
+            return true;
+        });
+        return std::to_string(count) + " queued: " + text + (count > 4 ? ", ..." : "");
+    } catch (...) {
+        return "what is queued not described (out of memory)";
+    }
 }
 
 void ConnectionManager::on_close(const CmMessage &m, const PortAddress &from) noexcept {
@@ -1125,6 +1187,7 @@ void ConnectionManager::on_leaving(const CmMessage &m) noexcept {
             if (link->leave_ == NodeLink::Leave::answered) answer_leaving(*link);
             return;
         }
+        finalized_ranks_->add(m.src_rank);  // in its BTL finalize: nothing it receives goes up any more
         link->queue_.signal_every_post();
         link->left_at_us_ = host_.now_us();
         link->leave_ = NodeLink::Leave::retiring;
@@ -1193,12 +1256,33 @@ void ConnectionManager::answered_unfenced(NodeLink &link) noexcept {
     link.unfenced_since_us_ = host_.now_us();
 }
 
-void ConnectionManager::answer_leaving(NodeLink &link) noexcept {
-    link.leave_ = NodeLink::Leave::answered;
-    unlist(leaving_, link);
+void ConnectionManager::ack_leaving(const NodeLink &link) noexcept {
     if (const PortAddress *owner = host_.address_of(link.owner_); owner != nullptr)
         send(*owner,
              request_to(CmType::LeavingAck, link.owner_, *owner, link.generation_, link.ini_qpn(), link.tgt_qpn_));
+}
+
+void ConnectionManager::answer_leaving(NodeLink &link) noexcept {
+    link.leave_ = NodeLink::Leave::answered;
+    unlist(leaving_, link);
+    ack_leaving(link);
+    // The creator drops the TGT QP on this answer (or at the end of its wait): it lives on only through the handle of
+    // a node-mate that was sent a first message on it. Without one, a send posted from now on would go into a QP
+    // the node's HCA no longer has: the connection closes (what it carried drains), and what queues meanwhile goes
+    // over a new connection through a rank that is not leaving.
+    if (link.state_ == NodeLink::State::connected && !mate_holds(link)) {
+        host_.note("no rank of node " + std::to_string(link.node_) + " but the leaving rank " +
+                   std::to_string(link.owner_) + " holds TGT QP " + std::to_string(link.tgt_qpn_) +
+                   ": its connection closes, what follows goes over a new one");
+        close(link);
+    }
+}
+
+bool ConnectionManager::mate_holds(const NodeLink &link) const noexcept {
+    for (const Peer *peer : link.peers_)
+        if (peer->rank != link.owner_ && dead_ranks_.count(peer->rank) == 0 && (peer->imm_flags & kImmFirst) == 0)
+            return true;
+    return false;
 }
 
 std::string ConnectionManager::describe(const OwnedTgt &t) const {

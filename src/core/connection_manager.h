@@ -44,6 +44,7 @@
 #include "async_event_policy.h"
 #include "cm_message.h"
 #include "counters.h"
+#include "finalizing_ranks.h"
 #include "peer.h"
 #include "result.h"
 #include "send_queue.h"
@@ -257,6 +258,11 @@ private:
     // Reconnecting after a timeout: the connection is not given up before this time (0: connect_timeout_us rules).
     std::uint64_t outage_until_us_ = 0;
     std::vector<Peer *> peers_;
+    // The SRQ numbers of peers detached since (del_procs) with their ranks: what is still queued for them is
+    // recognized as theirs (a finalizing rank's). O(ranks of the node) at most.
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> departed_srqs_;
+    // The rank whose SRQ `srqn` is, among the link's peers and those detached since; UINT32_MAX if none.
+    std::uint32_t rank_of_srq(std::uint32_t srqn) const noexcept;
     SendOp fence_;
     bool fence_posted_ = false;
     // The TGT QP's creator is leaving (LEAVING, any state but none): every send is signaled from then on, the link
@@ -328,6 +334,11 @@ public:
     // hold_tgt reaches: a first message does not say which job sent it); a CLOSE this manager receives releases
     // the handle there. Called once, before any datagram; `keeper` outlives this manager, and never calls into it.
     void keep_handles_in(ConnectionManager *keeper) noexcept { handle_keeper_ = keeper; }
+    // The ranks known to be finalizing go into (and are looked up in) `shared`, the set of every rail's home manager
+    // of this process; called once, before any datagram; `shared` outlives this manager.
+    void share_finalizing_ranks(FinalizingRanks *shared) noexcept { finalized_ranks_ = shared; }
+    // Whether `rank` said, on any rail sharing the set, that it is in its BTL finalize.
+    bool said_finalizing(std::uint32_t rank) const noexcept { return finalized_ranks_->contains(rank); }
     // Whenever this manager wants tick(), `flag` is raised too (the owner of several managers reads one flag).
     // Called once, before any use.
     void report_due_to(std::atomic<bool> *flag) noexcept { also_due_ = flag; }
@@ -578,6 +589,14 @@ private:
     void answer_reject(const CmMessage &m) noexcept;
     // Every send queued on `link` is for a rank that said it is finalizing (finalized_ranks_).
     bool only_for_finalized(const NodeLink &link) const noexcept;
+    // Both sides finalizing, and what waits on `link` is only for ranks that said they are in their BTL finalize:
+    // nothing above their BTL would take it any more (Open MPI finalizes a BTL after ob1 and osc closed), so they
+    // drop whatever arrives. Dropped, not counted as lost, and the link goes back to idle; false (nothing done)
+    // otherwise. (A process still running hears of a send to such a rank as a failure: it is the application's.)
+    bool drop_for_finalized(NodeLink &link, const std::string &why) noexcept;
+    // What is queued on `link`, by destination: "3 queued: rank 5 (SEND_WITH_IMM, 40 bytes), ...", for the line
+    // that says work was not delivered.
+    std::string describe_pending(const NodeLink &link) const noexcept;
     // What is queued on `link` for the SRQs `srqns` (ranks that died: `who`) is dropped by tick().
     void drop_dead_later(NodeLink &link, const std::vector<std::uint32_t> &srqns, const std::string &who) noexcept;
     // Every rank of the link's node died: its INI QP goes now and tick() completes what its queue held.
@@ -605,7 +624,7 @@ private:
     std::uint32_t live_rank_of(const NodeLink &link) const noexcept;
     // Neither dead nor finalizing: a rank to connect through, or to hold a TGT QP.
     bool usable(std::uint32_t rank) const noexcept {
-        return dead_ranks_.count(rank) == 0 && finalized_ranks_.count(rank) == 0;
+        return dead_ranks_.count(rank) == 0 && !finalized_ranks_->contains(rank);
     }
     // A request of ours to `rank` at `to` (its modex address: the token that proves we read it) about one
     // connection, naming `named` (ACCEPT, HOLD).
@@ -656,6 +675,10 @@ private:
     void migrate_toward(std::uint64_t port, std::uint16_t old_lid, std::uint16_t new_lid) noexcept;
     void settle_leaving(NodeLink &link, std::uint64_t now) noexcept;
     void answer_leaving(NodeLink &link) noexcept;
+    void ack_leaving(const NodeLink &link) noexcept;  // LEAVING_ACK for the link's connection
+    // A live rank of the link's node other than its owner was sent a first message on this connection (so holds, or
+    // is taking, a handle on the TGT QP).
+    bool mate_holds(const NodeLink &link) const noexcept;
     // LEAVING is answered without a fence: what was posted unsignaled before is waited out (unfenced_retired).
     void answered_unfenced(NodeLink &link) noexcept;
     // The HCA's retry budget has passed, with the port up, since `link` answered LEAVING without a fence.
@@ -708,8 +731,10 @@ private:
     std::vector<NodeLink *> leaving_;       // links whose creator said LEAVING, not answered yet
     std::size_t awaiting_leaving_ack_ = 0;  // owned TGT QPs told LEAVING, not answered yet
     std::size_t awaiting_held_ = 0;         // owned TGT QPs whose ACCEPT waits for HELD
-    // Refused us as finalizing: not chosen again, and while we finalize too, what is queued for them is dropped.
-    std::unordered_set<std::uint32_t> finalized_ranks_;
+    // Said they are finalizing (a refusal, LEAVING), here or on another rail (share_finalizing_ranks): not chosen
+    // again, and while we finalize too, what is queued only for them is dropped.
+    FinalizingRanks own_finalizing_;
+    FinalizingRanks *finalized_ranks_ = &own_finalizing_;
     // Died (peer_died): never chosen, never waited for; their SRQs' numbers (what was posted to them before their
     // death was known comes back with the sends a refusal requeued).
     std::unordered_set<std::uint32_t> dead_ranks_;

@@ -226,6 +226,9 @@ public:
     // Rank `rank` of this job died (ConnectionManager::peer_died).
     void peer_died(std::uint32_t rank) noexcept { cm_->peer_died(rank); }
     bool is_dead(std::uint32_t rank) const noexcept { return cm_->is_dead(rank); }
+    // The set of ranks known to be finalizing, shared by every rail of the process (ConnectionManager).
+    void share_finalizing_ranks(FinalizingRanks *shared) noexcept { cm_->share_finalizing_ranks(shared); }
+    bool said_finalizing(std::uint32_t rank) const noexcept { return cm_->said_finalizing(rank); }
     // Every rank of the node of `rank` died (ConnectionManager::node_died).
     void node_died(std::uint32_t rank) noexcept { cm_->node_died(rank); }
     // A TGT QP of this port (made or opened) is in the error state (ConnectionManager::release_broken_tgt).

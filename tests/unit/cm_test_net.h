@@ -83,7 +83,9 @@ public:
     bool reserve_completions(std::size_t) noexcept override { return true; }
     std::uint64_t now_us() noexcept override;
     void link_failed(const NodeLink &, const std::string &why) noexcept override;
-    void note(const std::string &) noexcept override {}
+    void note(const std::string &w) noexcept override {
+        if (getenv("CM_NOTES")) fprintf(stderr, "note %u: %s\n", rank_, w.c_str());
+    }
     void lock_queues() noexcept override { queues_lock.lock(); }
     void unlock_queues() noexcept override { queues_lock.unlock(); }
 

@@ -373,3 +373,118 @@ TEST(ConnectionManagerLeaving, FinalizeKeepsMakingAConnectionASendWaitsFor) {
     EXPECT_EQ(ini_of(link)->posted.size(), 1u);
     EXPECT_TRUE(net[0].failures.empty());
 }
+
+// A creator that says LEAVING is in its BTL finalize: it goes into the finalizing set the process's rails share.
+TEST(ConnectionManagerLeaving, LeavingTellsEveryRailThatTheCreatorIsFinalizing) {
+    Net net(2, 2);
+    FinalizingRanks rails;
+    net[0].cm().share_finalizing_ranks(&rails);
+    Message a, b;
+    (void)connect_then_creator_finalizes(net, a, b);
+    EXPECT_FALSE(rails.contains(2));
+    (void)net[2].cm().leave_initiators();
+    net.run(100000);
+    EXPECT_TRUE(rails.contains(2));
+    EXPECT_TRUE(net[0].cm().said_finalizing(2));
+    EXPECT_FALSE(net[0].cm().said_finalizing(3)) << "its node-mate said nothing";
+}
+
+// A rank whose rail here was finalized already answers nothing on it, while it said on another rail that it is
+// finalizing. Our finalize then drops what waits only for it (it would drop it on arrival) when the connection
+// times out, instead of counting it as lost (also after del_procs let go of its peer); a send to a rank that said
+// nothing still fails.
+TEST(ConnectionManagerLeaving, FinalizeDropsWhatOnlyARankFinalizingOnAnotherRailWaitsForWhenItIsSilent) {
+    CmConfig cfg;
+    cfg.connect_timeout_us = 2000000;
+    cfg.reciprocate = false;
+    Net net(2, 1, cfg);
+    FinalizingRanks rails;
+    net[0].cm().share_finalizing_ranks(&rails);
+    net.lose = [](const Datagram &d) { return d.to == 1; };  // its manager on this rail is gone
+    Message a;
+    send(net[0], 1, a);
+    net.run(200000);
+    NodeLink &link = *net[0].peer(1).link;
+    ASSERT_EQ(link.state(), NodeLink::State::connecting);
+    rails.add(1);                        // LEAVING from it on the other rail
+    net[0].cm().detach(net[0].peer(1));  // ob1's del_procs, before the BTL finalizes: its send stays queued
+    net[0].cm().begin_finalize();
+    net.run(3000000);
+    EXPECT_TRUE(a.done);
+    EXPECT_EQ(a.status, IBV_WC_WR_FLUSH_ERR) << "dropped, not failed";
+    EXPECT_TRUE(net[0].failures.empty());
+    EXPECT_EQ(link.state(), NodeLink::State::idle);
+    EXPECT_TRUE(net[0].cm().own_work_finished());
+
+    Net other(2, 1, cfg);  // the same without the other rail's word: the connection's failure is reported
+    other.lose = [](const Datagram &d) { return d.to == 1; };
+    Message c;
+    send(other[0], 1, c);
+    other.run(200000);
+    other[0].cm().begin_finalize();
+    other.run(3000000);
+    EXPECT_TRUE(c.done);
+    EXPECT_FALSE(other[0].failures.empty());
+}
+
+// The creator answered, no other rank of its node was sent a first message on the connection: the TGT QP goes
+// with the creator's answer, so the connection closes, and a later send to the creator's node-mate goes over a
+// new connection through that node-mate, not into a QP the node no longer has (nor through the leaving creator).
+TEST(ConnectionManagerLeaving, AConnectionOnlyTheLeavingCreatorHoldsClosesAndTheNextSendGoesThroughANodeMate) {
+    Net net(2, 2);
+    Message a;
+    send(net[0], 2, a);
+    net.run();
+    NodeLink &link = *net[0].peer(2).link;
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    const std::uint32_t old_tgt = link.tgt_qpn();
+    complete_all(link);
+    net[2].cm().begin_finalize();
+    net.run(100000);
+    (void)net[2].cm().leave_initiators();
+    net.run(100000);
+    EXPECT_NE(link.state(), NodeLink::State::connected) << "closing: only the leaving creator holds its TGT QP";
+    Message b;
+    send(net[0], 3, b);
+    net.run(3000000);
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    EXPECT_EQ(link.owner(), 3u);
+    EXPECT_NE(link.tgt_qpn(), old_tgt);
+    EXPECT_TRUE(net[0].failures.empty());
+}
+
+// The creator accepted, then finalized and said LEAVING, all while this process did not progress: its serving side
+// heard the ACCEPT and the LEAVING, but the queue was still closed. Opening it would post into a TGT QP the creator
+// may have dropped already (its wait is bounded): the connection closes unused, and what waits (here for the creator
+// and for its node-mate) goes over a new connection through that node-mate.
+TEST(ConnectionManagerLeaving, AConnectionWhoseCreatorSaidLeavingBeforeItsQueueOpenedGoesUnused) {
+    Net net(2, 2);
+    std::deque<Datagram> withheld;  // what rank 0's serving side hears while rank 0 does not progress
+    net.lose = [&](const Datagram &d) {
+        if (d.to != 0) return false;
+        withheld.push_back(d);
+        return true;
+    };
+    Message a, b;
+    send(net[0], 2, a);
+    send(net[0], 3, b);
+    net.run(100000);
+    NodeLink &link = *net[0].peer(2).link;
+    ASSERT_EQ(link.state(), NodeLink::State::connecting);
+    ASSERT_EQ(link.owner(), 2u);
+    net[2].cm().begin_finalize();
+    net.run(100000);
+    (void)net[2].cm().leave_initiators();
+    net.run(100000);
+    ASSERT_FALSE(withheld.empty());
+    for (const Datagram &d : withheld) net[0].cm().on_datagram(d.bytes, net[2].address().lid, net[2].address().cm_qpn);
+    ASSERT_EQ(link.state(), NodeLink::State::connected) << "the ACCEPT heard, the queue not opened yet";
+    ASSERT_TRUE(net[0].cm().said_finalizing(2)) << "LEAVING heard";
+    net.lose = [](const Datagram &) { return false; };
+    net.run(3000000);
+    EXPECT_FALSE(retired(net, a) || retired(net, b)) << "posted on the connection whose creator was leaving";
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    EXPECT_EQ(link.owner(), 3u);
+    EXPECT_EQ(posts_to(ini_of(link)->posted, net[3].address().srqs.front().srq_num), 1u);
+    EXPECT_TRUE(net[0].failures.empty());
+}
