@@ -267,9 +267,43 @@ static size_t receive_room(void) {
 struct posted {
     unsigned char *buf;
     size_t len;
-    int strided, peer;
+    int strided, peer, to; /* peer: the sender of a receive (-1 for a send); to: a send's destination */
     uint64_t seq;
 };
+
+/* MPI_Waitall, except that requests still incomplete after STRAGGLER_S seconds are named once (receive from whom or
+ * send to whom, its number and size), so that a hang's diagnostics say which message never completed. */
+#define STRAGGLER_S 30.0
+static int wait_all_naming_stragglers(struct worker *w, long r, int m, MPI_Request *req, MPI_Status *st,
+                                      const struct posted *p) {
+    const double start = now_s();
+    int named = 0;
+    for (;;) {
+        int flag = 0;
+        const int rc = MPI_Testall(m, req, &flag, st);
+        if (flag || rc != MPI_SUCCESS) return rc;
+        if (named || now_s() - start < STRAGGLER_S) continue;
+        named = 1;
+        pthread_mutex_lock(&print_lock_);
+        int listed = 0;
+        for (int i = 0; i < m && listed < 8; ++i) {
+            int done = 0;
+            MPI_Status s;
+            MPI_Request_get_status(req[i], &done, &s);
+            if (done) continue;
+            ++listed;
+            if (p[i].peer >= 0)
+                printf("chaos: rank %d thread %d round %ld still waits for message %llu (%zu bytes max) from rank %d\n",
+                       rank_, w->index, r, (unsigned long long)p[i].seq, p[i].len, p[i].peer);
+            else
+                printf("chaos: rank %d thread %d round %ld: its send of message %llu (%zu bytes) to rank %d has not "
+                       "completed\n",
+                       rank_, w->index, r, (unsigned long long)p[i].seq, p[i].len, p[i].to);
+        }
+        fflush(stdout);
+        pthread_mutex_unlock(&print_lock_);
+    }
+}
 
 static void exchange(struct worker *w, long r) {
     const int n = width_ * BATCH * 2;
@@ -286,7 +320,7 @@ static void exchange(struct worker *w, long r) {
             const enum kind kd = kind_of(seq);
             const size_t len = size_of(kd, stream_key(from, rank_, w->index, seq));
             struct posted *q = &p[m];
-            q->len = len, q->seq = seq, q->peer = from, q->strided = kd == VECR;
+            q->len = len, q->seq = seq, q->peer = from, q->to = -1, q->strided = kd == VECR;
             /* Every receive has room for the largest message of any kind, so that no message is ever truncated:
              * when a fault makes another message match this receive, its size is reported. (A truncated receive
              * is no test of the BTL: Open MPI 4.1.4's ob1 then reads a whole RGET message past the receive's
@@ -311,7 +345,7 @@ static void exchange(struct worker *w, long r) {
             const enum kind kd = kind_of(seq);
             const size_t len = size_of(kd, stream_key(rank_, to, w->index, seq));
             struct posted *q = &p[m];
-            q->len = len, q->seq = seq, q->peer = -1, q->strided = kd == VEC;
+            q->len = len, q->seq = seq, q->peer = -1, q->to = to, q->strided = kd == VEC;
             q->buf = malloc(q->strided ? (len / BLOCK) * STRIDE : len);
             if (!q->buf) MPI_Abort(MPI_COMM_WORLD, 3);
             fill(q->buf, q->strided, rank_, to, w->index, kd, seq, len);
@@ -323,7 +357,7 @@ static void exchange(struct worker *w, long r) {
             ++m;
         }
     }
-    const int rc = MPI_Waitall(m, req, st);
+    const int rc = wait_all_naming_stragglers(w, r, m, req, st, p);
     for (int i = 0; i < m; ++i) {
         struct posted *q = &p[i];
         const int err = rc == MPI_ERR_IN_STATUS ? st[i].MPI_ERROR : rc;
