@@ -504,6 +504,13 @@ void run_orders(std::span<FinalizeRun> runs) noexcept {
     }
 }
 
+// One module's order alone (a module Open MPI never had, or no memory for running them together).
+void run_alone(mca_btl_xrc_module_t *m) noexcept {
+    FinalizeRun run;
+    run.m = m;
+    run_orders({&run, 1});
+}
+
 // What was accepted is delivered: every send queue drains (a connection still being made completes first) and
 // every connection is closed; the TGT QPs this process made stay until their initiators closed them too, so a
 // sender still draining toward this node loses nothing (the order and bounds: src/core/finalize.h). Errors from
@@ -519,20 +526,14 @@ void finalize_every_module(mca_btl_xrc_module_t *called) noexcept {
         // A module whose set-up failed at btl_init, never handed to Open MPI: only its own order, the others live on.
         called->finalizing = true;
         called->transport->begin_finalize();
-        FinalizeRun run;
-        run.m = called;
-        run_orders({&run, 1});
+        run_alone(called);
         return;
     }
     stop_calling_up();
     for (const auto &module : modules) module->transport->begin_finalize();  // all refuse new connections now
     std::unique_ptr<FinalizeRun[]> runs(new (std::nothrow) FinalizeRun[modules.size()]);
     if (runs == nullptr) {  // out of memory: one after the other, as a lone rail would
-        for (const auto &module : modules) {
-            FinalizeRun run;
-            run.m = module.get();
-            run_orders({&run, 1});
-        }
+        for (const auto &module : modules) run_alone(module.get());
         return;
     }
     for (std::size_t i = 0; i < modules.size(); ++i) runs[i].m = modules[i].get();

@@ -151,9 +151,7 @@ void ConnectionManager::start_wanted() noexcept {
 void ConnectionManager::wanted(NodeLink &link) noexcept {
     if (link.state_ != NodeLink::State::idle) return;
     if (drop_for_finalized(link, "its destination said it is finalizing")) return;
-    // Its rank died or said it is finalizing since: the next connection goes through another rank of the node.
-    if (!usable(link.owner_))
-        if (const std::uint32_t next = live_rank_of(link); next != UINT32_MAX) link.owner_ = next;
+    move_off_unusable_owner(link);
     if (abandoned_) {  // its sends fail (upward: another rail takes them), nothing is made on this one
         fail(link, "this rail was given up");
         return;
@@ -272,8 +270,6 @@ void ConnectionManager::drop_ini(NodeLink &link) noexcept {
     counters_->ini_qps = --live_ini_;
 }
 
-// A connection that carries no send yet (made ahead of need: eager mode, or back toward an initiator) goes back to
-// idle quietly; one that sends are waiting for has failed.
 bool ConnectionManager::drop_for_finalized(NodeLink &link, const std::string &why) noexcept {
     if (!finalizing_ || !link.queue_.has_pending() || !only_for_finalized(link)) return false;
     abandon(link);
@@ -287,6 +283,8 @@ bool ConnectionManager::drop_for_finalized(NodeLink &link, const std::string &wh
     return true;
 }
 
+// A connection that carries no send yet (made ahead of need: eager mode, or back toward an initiator) goes back to
+// idle quietly; one that sends are waiting for has failed.
 void ConnectionManager::give_up(NodeLink &link, const std::string &why) noexcept {
     if (drop_for_finalized(link, why)) return;
     if (link.queue_.has_pending()) {
@@ -882,8 +880,10 @@ void ConnectionManager::answer_reject(const CmMessage &m) noexcept {
         if (link->generation_ != m.generation || link->owner_ != m.src_rank || link->ini_qpn() != m.ini_qpn) continue;
         const std::string why =
             std::string("rank ") + std::to_string(m.src_rank) + " refused the connection: " + cm_reject_name(m.reason);
-        if (m.reason == CmReject::Finalizing) finalized_ranks_->add(m.src_rank);
-        if (m.reason == CmReject::Finalizing && drop_for_finalized(*link, why)) return;
+        if (m.reason == CmReject::Finalizing) {
+            finalized_ranks_->add(m.src_rank);
+            if (drop_for_finalized(*link, why)) return;
+        }
         // The rank chosen to make the TGT QP is leaving, but sends wait for other ranks of its node: through one
         // of them instead.
         if (m.reason == CmReject::Finalizing && link->queue_.has_pending()) {
@@ -908,6 +908,11 @@ void ConnectionManager::node_died(std::uint32_t rank) noexcept {
     if (address == nullptr) return;
     if (const auto found = links_.find(port_identity(*address)); found != links_.end())
         retire_dead_node(*found->second);
+}
+
+void ConnectionManager::move_off_unusable_owner(NodeLink &link) noexcept {
+    if (!usable(link.owner_))
+        if (const std::uint32_t next = live_rank_of(link); next != UINT32_MAX) link.owner_ = next;
 }
 
 std::uint32_t ConnectionManager::live_rank_of(const NodeLink &link) const noexcept {
@@ -1102,8 +1107,7 @@ void ConnectionManager::reconnect(const SendQueue &queue, bool timed_out) noexce
         if (link.queue_.has_pending()) wanted(link);
         return;
     }
-    if (!usable(link.owner_))
-        if (const std::uint32_t next = live_rank_of(link); next != UINT32_MAX) link.owner_ = next;
+    move_off_unusable_owner(link);
     host_.note("a request to node " + std::to_string(link.node_) + " was refused: connecting again (through rank " +
                std::to_string(link.owner_) + ") for what followed it");
     // What was posted to the dead before its death was known came back with the rest: it goes, not out again.

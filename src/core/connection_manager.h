@@ -622,6 +622,9 @@ private:
     void restart_peers(NodeLink &link, bool stop_rings) noexcept;
     // A rank of the link's node other than its owner that is neither dead nor finalizing, or UINT32_MAX.
     std::uint32_t live_rank_of(const NodeLink &link) const noexcept;
+    // Its owner died or said it is finalizing since: the next connection goes through another rank of the node
+    // (live_rank_of), if there is one.
+    void move_off_unusable_owner(NodeLink &link) noexcept;
     // Neither dead nor finalizing: a rank to connect through, or to hold a TGT QP.
     bool usable(std::uint32_t rank) const noexcept {
         return dead_ranks_.count(rank) == 0 && !finalized_ranks_->contains(rank);

@@ -83,6 +83,7 @@ public:
     bool reserve_completions(std::size_t) noexcept override { return true; }
     std::uint64_t now_us() noexcept override;
     void link_failed(const NodeLink &, const std::string &why) noexcept override;
+    // CM_NOTES=1 prints every manager's notes (what the BTL logs), to follow a failing test's exchange.
     void note(const std::string &w) noexcept override {
         if (getenv("CM_NOTES")) fprintf(stderr, "note %u: %s\n", rank_, w.c_str());
     }
