@@ -220,6 +220,12 @@ bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *module, struct mca_btl_base_end
 bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *module, const char *why) noexcept;
 // True when the module's sends are the failover variants (more than one module).
 bool mca_btl_xrc_failover_enabled() noexcept;
+// The port of a rail given up is active again: its connection managers make connections again and every peer's
+// traffic comes back to it (failback). True when the rail was given up and is back. Progress.
+bool mca_btl_xrc_rejoin_rail(mca_btl_xrc_module_t *module) noexcept;
+// A link of the module connects again after it failed (xrc::PortTransport::Listener::link_revived): the endpoints
+// behind it stop forwarding. Progress, under the data-path lock.
+void mca_btl_xrc_link_revived(mca_btl_xrc_module_t *module, const xrc::NodeLink &link) noexcept;
 // Progress, from the transport's rare work (it raised the module busy): the completions owed to ob1, and the
 // counts of connections their senders closed. Takes the lock.
 void mca_btl_xrc_failover_serve(mca_btl_xrc_module_t *module) noexcept;

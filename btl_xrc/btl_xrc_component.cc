@@ -139,6 +139,7 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
             listener.link_failed = [module](const xrc::NodeLink *link, const std::string &why) {
                 mca_btl_xrc_report_link_failure(module, link, why);
             };
+            listener.link_revived = [module](const xrc::NodeLink &link) { mca_btl_xrc_link_revived(module, link); };
             listener.note = [](const std::string &what) { BTL_XRC_VERBOSE(10, "btl:xrc: %s", what.c_str()); };
             listener.changed = [] { mca_btl_xrc_status_changed(); };
             listener.address_moved = [](uint64_t port, uint16_t old_lid, uint16_t new_lid) {

@@ -53,9 +53,10 @@ void requery_port(mca_btl_xrc_module_t *m, const std::string &why) {
     opal_output(0, "btl:xrc: %s: %s: port state %s, LID %u (was %u), SM LID %u%s", where(m).c_str(), why.c_str(),
                 ibv_port_state_str(attr.state), attr.lid, known, attr.sm_lid,
                 moved ? "; telling the job the new LID, connections move their paths to it" : "");
-    if (attr.state == IBV_PORT_ACTIVE)
+    if (attr.state == IBV_PORT_ACTIVE) {
         (void)m->transport->port_up();
-    else
+        (void)mca_btl_xrc_rejoin_rail(m);
+    } else
         (void)m->transport->port_down();
     if (moved) (void)m->transport->lid_changed(attr.lid);
 }
@@ -111,6 +112,7 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const xrc::AsyncEventReco
                                 "btl:xrc: %s: the port is active again; held sends resume (down %.2f s at most so far)",
                                 where(target).c_str(), double(lasted) / 1e6);
                 }
+                (void)mca_btl_xrc_rejoin_rail(target);
                 // The subnet manager may have given the port another LID while it was down, and a LID_CHANGE
                 // then comes before the port is active (requery_port announces only an active port's LID) or not
                 // at all: until the job hears of it, every peer drops our datagrams from a LID it does not know.

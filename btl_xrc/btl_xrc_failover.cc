@@ -452,6 +452,39 @@ bool mca_btl_xrc_outage_enabled() noexcept {
     return outage_on;
 }
 
+void mca_btl_xrc_link_revived(mca_btl_xrc_module_t *m, const xrc::NodeLink &link) noexcept {
+    if (!failover_on || m->finalizing) return;
+    bool any = false;
+    try {
+        // Every endpoint made: one whose traffic was forwarded may have been unlisted meanwhile (del_procs).
+        for (mca_btl_base_endpoint_t *endpoint : mca_btl_xrc_endpoints_of(m, true))
+            if (endpoint->forward_to != nullptr && endpoint->peer.queue == &link.queue()) {
+                // What it sends from now on goes over its own rail, over a new connection, numbered from its first
+                // message; the copies already forwarded are judged against the old connection's counts, which stay.
+                endpoint->forward_to = nullptr;
+                endpoint->rdma_refusal_said = false;
+                ++m->counters.failbacks;
+                any = true;
+            }
+    } catch (...) {  // out of memory: those peers' traffic stays on the other rail
+    }
+    if (!any) return;
+    m->lost_nodes.forget(link.node());
+    BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: node %u reached again: its peers' traffic is back on this rail",
+                    opal_process_info.nodename, m->transport->rail_name().c_str(), link.node());
+}
+
+bool mca_btl_xrc_rejoin_rail(mca_btl_xrc_module_t *m) noexcept {
+    if (!failover_on || outage_on || m->finalizing || !m->rail_lost) return false;
+    const BtlXrcLock guard(m->lock);
+    if (!m->rail_lost || !m->transport->revive()) return false;  // its links call mca_btl_xrc_link_revived
+    m->rail_lost = false;
+    m->port_failure_reported = false;
+    opal_output(0, "btl:xrc: %s: %s: rail back (its port is active again): its traffic returns to it",
+                opal_process_info.nodename, m->transport->rail_name().c_str());
+    return true;
+}
+
 bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, const char *why) noexcept {
     if (endpoint->dead) return false;  // no rail reaches a process that died (ULFM), and no rail is lost by it
     if (endpoint->forward_to != nullptr) return true;

@@ -539,6 +539,22 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
                 // For the dead only: their owners are told nothing (a send to a dead process calls nobody back).
                 d.link->queue_.fail(IBV_WC_REM_ABORT_ERR);
                 break;
+            case Deferred::Kind::revive: {
+                bool revived = false;
+                {
+                    Guard g(*this);
+                    const bool broken = d.link->state_ == NodeLink::State::failed ||
+                                        (d.link->state_ == NodeLink::State::connected && d.link->queue_.broken());
+                    if (broken && !abandoned_ && !finalizing_) {
+                        restart_failed(*d.link);
+                        revived = true;
+                        host_.note("connection to node " + std::to_string(d.link->node_) +
+                                   " usable again: a CONNECT came from it");
+                    }
+                }
+                if (revived) host_.link_revived(*d.link);
+                break;
+            }
             case Deferred::Kind::drop: {
                 // Completed as flushed, outside the mutex (their owners may be called); lost to nobody.
                 const std::size_t dropped = d.link->queue_.drop_pending(IBV_WC_WR_FLUSH_ERR);
@@ -803,6 +819,15 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
             it = release_owned(it);
         } else {
             ++it;
+        }
+    }
+    // Our link to the sender's node may have failed (its port was down past the retry budget, or past the grace):
+    // a CONNECT from there says the path works again, so a failed link starts over (progress looks, under the
+    // queues' lock: whether its queue broke is the data path's to say).
+    if (auto back = links_.find(port_identity(from)); back != links_.end()) {
+        try {
+            deferred_.push_back({Deferred::Kind::revive, back->second.get(), 0, {}, {}, 0, 0, 0, {}});
+        } catch (...) {  // out of memory: its traffic stays where it moved
         }
     }
     drop_held_handles(m.src_rank, m.generation);
@@ -1078,6 +1103,57 @@ NodeLink *ConnectionManager::link_with_queue_locked(const SendQueue &queue) cons
     for (const auto &[port, link] : links_)
         if (&link->queue_ == &queue) return link.get();
     return nullptr;
+}
+
+void ConnectionManager::restart_failed(NodeLink &link) noexcept {
+    unlist(connecting_, link);
+    unlist(connected_, link);
+    unlist(draining_, link);
+    unlist(waiting_, link);
+    unlist(leaving_, link);
+    drop_ini(link);
+    link.state_ = NodeLink::State::idle;
+    link.opening_ = false;
+    link.start_pending_ = false;
+    link.fence_posted_ = false;
+    link.unfenced_ = false;
+    link.leave_ = NodeLink::Leave::none;
+    link.creator_gone_ = false;
+    link.outage_until_us_ = 0;
+    link.queue_.reset();
+    for (Peer *peer : link.peers_) {
+        peer->imm_flags = kImmFirst;
+        peer->stop_ring();
+    }
+}
+
+bool ConnectionManager::revive() noexcept {
+    host_.lock_queues();
+    std::vector<NodeLink *> revived;
+    bool done = false;
+    {
+        Guard g(*this);
+        if (abandoned_ && !finalizing_) {
+            try {
+                revived.reserve(links_.size());
+                done = true;
+            } catch (...) {  // out of memory: the rail stays given up
+            }
+        }
+        if (done) {
+            abandoned_ = false;
+            held_ = false;
+            for (auto &[port, link] : links_) {
+                if (link->node_dead_) continue;  // nobody there to reach again
+                restart_failed(*link);
+                revived.push_back(link.get());
+            }
+        }
+    }
+    for (NodeLink *link : revived) host_.link_revived(*link);
+    host_.unlock_queues();
+    if (done) host_.timers_changed();
+    return done;
 }
 
 void ConnectionManager::restart_streams(const SendQueue &queue, bool timed_out) noexcept {

@@ -98,6 +98,9 @@ public:
     virtual std::uint64_t now_us() noexcept = 0;
     // The link failed: its queued sends have completed with an error already.
     virtual void link_failed(const NodeLink &link, const std::string &why) noexcept = 0;
+    // A link that had failed connects again (ConnectionManager::revive, or a CONNECT from its node arrived): what
+    // its peers' traffic moved to elsewhere may come back. Progress, under the queues' lock.
+    virtual void link_revived(const NodeLink & /*link*/) noexcept {}
     // A line for the verbose output (connection set-up level).
     virtual void note(const std::string &what) noexcept = 0;
     // A timer was set (a connection started, a CLOSE is to be acknowledged): whoever serves timers looks again.
@@ -383,6 +386,11 @@ public:
     // it): busy() is false once the recorded work is done, finished() once this process's own work is.
     // Idempotent; resume() does nothing after it.
     void abandon(ibv_wc_status status) noexcept;
+    // The rail given up is usable again (its port is back): the manager makes connections again, its links start
+    // over (idle, their queues reset, their peers' next messages first messages, no eager ring: a write the rail
+    // lost may have left a slot its reader would wait on forever), each tells the host (link_revived). False when
+    // it was not abandoned, or is finalizing. Progress.
+    bool revive() noexcept;
     bool abandoned() const noexcept {
         std::lock_guard<std::mutex> g(mutex_);
         return abandoned_;
@@ -513,7 +521,17 @@ private:
     };
     // Work recorded under the mutex for tick() to do in progress, in order.
     struct Deferred {
-        enum class Kind : std::uint8_t { open, fail, reject, reciprocate, drop, drop_dead, node_dead, orphaned } kind;
+        enum class Kind : std::uint8_t {
+            open,
+            fail,
+            reject,
+            reciprocate,
+            drop,
+            drop_dead,
+            node_dead,
+            orphaned,
+            revive
+        } kind;
         NodeLink *link;
         std::uint32_t generation;          // open: the connection it was recorded for
         std::string why;                   // fail, drop; drop_dead: who died
@@ -540,6 +558,8 @@ private:
     void tick_locked(std::uint64_t now) noexcept;
     // The link whose send queue is `queue`, or null; the caller holds the mutex.
     NodeLink *link_with_queue_locked(const SendQueue &queue) const noexcept;
+    // A failed link starts over (revive(), Deferred::Kind::revive): under the queues' lock and the mutex.
+    void restart_failed(NodeLink &link) noexcept;
     struct OwnedTgt {
         std::uint32_t sender;
         std::uint32_t generation;

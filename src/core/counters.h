@@ -132,6 +132,7 @@ struct Counters {
     Count port_ups;            // ... and came back: held posts resumed
     Count port_down_ms;        // milliseconds spent down (flaps that ended)
     Count failovers;           // peers this rail stopped reaching while another rail did
+    Count failbacks;           // ... whose traffic came back to this rail once it reached them again
     Count failover_sends;      // sends that went over another rail instead (forwarded or sent again)
     Count replays_dropped;     // sent again after this rail's loss, but it had delivered them: dropped
     Count replays_delivered;   // sent again after this rail's loss, not delivered by it: handed up
@@ -295,6 +296,9 @@ inline constexpr CounterInfo kCounterInfo[] = {
      "Peers this port's rail stopped reaching (the port stayed down past btl_xrc_port_down_grace, the device failed, "
      "or sends toward the peer failed) while another rail of the process still reached them: their traffic went "
      "over that rail from then on"},
+    {"failbacks", &Counters::failbacks, CounterKind::Count,
+     "Peers whose traffic came back to this port's rail after it had gone over another one: the port came back "
+     "after the rail was given up, or a connection request from the peer's node showed the path works again"},
     {"failover_sends", &Counters::failover_sends, CounterKind::Count,
      "Sends handed to this port's module that went over another rail instead: forwarded after the rail stopped "
      "reaching their peer, or sent again after they failed with it"},

@@ -170,6 +170,8 @@ public:
         nodes_.push_back(node);
         return true;
     }
+    // The rail reaches `node` again: a later loss is reported again.
+    void forget(std::uint32_t node) noexcept { std::erase(nodes_, node); }
 
 private:
     std::vector<std::uint32_t> nodes_;  // O(nodes lost): a short list

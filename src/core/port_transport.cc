@@ -211,6 +211,7 @@ public:
     }
     std::uint64_t now_us() noexcept override { return t_.now_us(); }
     void link_failed(const NodeLink &link, const std::string &why) noexcept override { t_.link_failed(link, why); }
+    void link_revived(const NodeLink &link) noexcept override { t_.link_revived(link); }
     void note(const std::string &what) noexcept override { t_.note(what); }
     void timers_changed() noexcept override { t_.timers_changed(); }
     void lock_queues() noexcept override { t_.lock_queues(); }
@@ -574,6 +575,13 @@ void PortTransport::abandon() noexcept {
     loopback_queue_->fail(IBV_WC_WR_FLUSH_ERR);
     unlock_queues();
     changed();
+}
+
+bool PortTransport::revive() noexcept {
+    const bool revived = cm_->revive();
+    others_->for_each([](std::uint32_t, ConnectionManager &cm, bool) { (void)cm.revive(); });
+    if (revived) changed();
+    return revived;
 }
 
 const char *PortTransport::own_operation(const SendOp *op) const noexcept {

@@ -77,6 +77,8 @@ public:
     struct Listener {
         // A connection failed (null: the on-node loopback pair could not be made); its sends have completed.
         std::function<void(const NodeLink *link, const std::string &why)> link_failed;
+        // A link that had failed connects again (CmHost::link_revived). Progress, under the queues' lock.
+        std::function<void(const NodeLink &link)> link_revived;
         std::function<void(const std::string &what)> note;
         // A QP was made, readied, opened or destroyed, or a connection failed: what describe() says has changed.
         // Called from inside the connection manager, before its own lists are updated: note it, read it later.
@@ -190,8 +192,12 @@ public:
     // says so, its loopback pair moves to it, and the job is told (ConnectionManager::announce_lid). Progress only.
     // False when the LID is the one it had.
     bool lid_changed(std::uint16_t new_lid) noexcept;
-    // The rail is given up for good (ConnectionManager::abandon), the on-node loopback queue with it.
+    // The rail is given up (ConnectionManager::abandon), the on-node loopback queue with it.
     void abandon() noexcept;
+    // The rail given up is usable again, its port back (ConnectionManager::revive, for every job's manager): false
+    // when it was not given up. The on-node loopback pair stays failed: on-node peers it carried stay where their
+    // traffic moved. Progress.
+    bool revive() noexcept;
     bool abandoned() const noexcept { return cm_->abandoned(); }
     // The port has been down longer than the grace period (port_down_grace_us).
     bool port_grace_expired() noexcept { return health_.grace_expired(now_us()); }
@@ -278,6 +284,9 @@ private:
     bool reserve_completions(std::size_t links) noexcept override;
     std::uint64_t now_us() noexcept override;
     void link_failed(const NodeLink &link, const std::string &why) noexcept override;
+    void link_revived(const NodeLink &link) noexcept override {
+        if (listener_.link_revived) listener_.link_revived(link);
+    }
     void note(const std::string &what) noexcept override;
     void timers_changed() noexcept override {
         std::lock_guard<std::mutex> g(wake_mutex_);  // a leaf: wake_ only pokes the serving thread's poll

@@ -213,6 +213,17 @@ void SendQueue::fail(ibv_wc_status status) noexcept {
     fail_all(status);
 }
 
+void SendQueue::reset() noexcept {
+    if (!broken_) return;
+    broken_ = false;
+    reset_ = true;
+    head_ = tail_;  // fail_all() completed every one of them already
+    outstanding_callbacks_ = 0;
+    pending_head_ = pending_tail_ = nullptr;
+    closed_marker_.next_pending = nullptr;
+    detach();
+}
+
 const SendOp *SendQueue::failed_op(const ibv_wc &wc) const noexcept {
     const std::uint32_t age = age_of(wc.wr_id);
     return age < outstanding() ? ring_[static_cast<std::uint32_t>(wc.wr_id >> kSendWrIdSlotShift)].op : nullptr;

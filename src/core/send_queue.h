@@ -200,10 +200,14 @@ public:
     // (requeue_after) or a timeout it hands back after (hand_back_after). The queue is then closed, and its owner
     // connects again.
     bool would_requeue(const ibv_wc &wc) const noexcept;
-    // The completion `wc` is of a QP this queue no longer posts to (it left it after a refusal or a timeout).
+    // The completion `wc` is of a QP this queue no longer posts to (it left it after a refusal or a timeout, or
+    // broke on it and was reset).
     bool stale(const ibv_wc &wc) const noexcept {
-        return (requeue_refused_ || ride_outages_) && (qp_ == nullptr || wc.qp_num != qp_->qp_num);
+        return (requeue_refused_ || ride_outages_ || reset_) && (qp_ == nullptr || wc.qp_num != qp_->qp_num);
     }
+    // A broken queue whose rail came back: every op it had completed when it broke, so it starts again, closed
+    // (not broken), for its next connection. Nothing for a queue that is not broken.
+    void reset() noexcept;
     // The connection could not be made: every queued op completes with `status`, and the queue is broken.
     void fail(ibv_wc_status status) noexcept;
     // Whether every queued op satisfies `pred` (true when none is queued).
@@ -346,6 +350,7 @@ private:
     bool used_ = false;
     bool requeue_refused_ = false;
     bool ride_outages_ = false;
+    bool reset_ = false;  // broke once and was reset: the QP it left may still complete (stale)
 };
 
 }  // namespace xrc

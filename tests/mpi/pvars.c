@@ -83,6 +83,7 @@ static const struct {
     {"peer_lid_changes", MPI_T_PVAR_CLASS_COUNTER},
     {"paths_migrated", MPI_T_PVAR_CLASS_COUNTER},
     {"failovers", MPI_T_PVAR_CLASS_COUNTER},
+    {"failbacks", MPI_T_PVAR_CLASS_COUNTER},
     {"failover_sends", MPI_T_PVAR_CLASS_COUNTER},
     {"replays_dropped", MPI_T_PVAR_CLASS_COUNTER},
     {"replays_delivered", MPI_T_PVAR_CLASS_COUNTER},
@@ -266,7 +267,7 @@ int main(int argc, char **argv) {
     if (atomics) at_least("atomics", V(d, "atomics"), (unsigned long long)(size - 1));
     const char *none[] = {"send_errors", "rnr_retry_exceeded", "connections_closed", "srq_limit_events",
                           "connection_failures", "evictions", "cm_rejected", "cm_stale", "cm_rotations", "port_downs",
-                          "port_ups", "reconnections"};
+                          "port_ups", "reconnections", "failbacks"};
     for (unsigned i = 0; i < sizeof(none) / sizeof(none[0]); ++i)
         if (V(d, none[i]) != 0) report("%s moved by %llu during error-free traffic", none[i], V(d, none[i]));
     /* Connections: one INI QP per other node, one TGT QP per remote sender, the loopback pair when xrc carries

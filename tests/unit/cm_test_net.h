@@ -87,6 +87,7 @@ public:
     void note(const std::string &w) noexcept override {
         if (getenv("CM_NOTES")) fprintf(stderr, "note %u: %s\n", rank_, w.c_str());
     }
+    void link_revived(const NodeLink &link) noexcept override { revived.push_back(link.node()); }
     void lock_queues() noexcept override { queues_lock.lock(); }
     void unlock_queues() noexcept override { queues_lock.unlock(); }
 
@@ -106,6 +107,7 @@ public:
         dead_ = true;
     }
     bool dead() const { return dead_; }
+    std::vector<std::uint32_t> revived;  // the nodes of the links that connect again after they failed
     bool fail_tgt_creation = false;
     // What the BTL module's lock is to the send queues: held by senders and progress around every use of a
     // link's queue, and by the manager's tick() through lock_queues(). Recursive, as the module's lock is.

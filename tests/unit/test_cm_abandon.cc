@@ -106,3 +106,70 @@ TEST(ConnectionManagerAbandon, NothingNewStartsOnAnAbandonedRail) {
     EXPECT_EQ(net[0].cm().owned_tgts(), 0u);
     EXPECT_FALSE(net[0].cm().busy());
 }
+
+// The rail given up comes back (its port active again): the manager makes connections again, its links start over
+// (idle, their queues reset, their peers' next messages first messages), the host hears of each, and a send made
+// then connects and goes out.
+TEST(ConnectionManagerAbandon, ARailGivenUpThatComesBackConnectsAgain) {
+    Net net(2, 1, capped_at_one());
+    Message a;
+    send(net[0], 1, a);
+    net.run();
+    NodeLink &link = *net[0].peer(1).link;
+    complete_all(link);
+    const std::uint32_t generation = link.generation();
+    net[0].cm().abandon(IBV_WC_WR_FLUSH_ERR);
+    ASSERT_TRUE(link.queue().broken());
+    EXPECT_TRUE(net[0].cm().revive());
+    EXPECT_FALSE(net[0].cm().abandoned());
+    EXPECT_FALSE(net[0].cm().revive());  // once
+    EXPECT_FALSE(link.queue().broken());
+    EXPECT_EQ(link.state(), NodeLink::State::idle);
+    EXPECT_EQ(net[0].peer(1).imm_flags, kImmFirst);
+    ASSERT_EQ(net[0].revived.size(), 1u);
+    EXPECT_EQ(net[0].revived[0], 1u);
+    Message b;
+    send(net[0], 1, b);
+    net.run();
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    EXPECT_GT(link.generation(), generation);
+    ASSERT_EQ(ini_of(link)->posted.size(), 1u);
+    EXPECT_NE(imm_of(ini_of(link)->posted[0]) & kImmFirst, 0u);
+    complete_all(link);
+    EXPECT_EQ(b.status, IBV_WC_SUCCESS);
+}
+
+// The other end: its link to the node whose rail came back broke (its requests timed out, its peers' traffic went
+// over another rail); a CONNECT from that node says the path works again, and the link starts over.
+TEST(ConnectionManagerAbandon, ABrokenLinkStartsOverWhenItsNodeConnectsAgain) {
+    Net net(2, 1, capped_at_one());
+    Message a, b;
+    send(net[0], 1, a);
+    send(net[1], 0, b);
+    net.run();
+    NodeLink &link = *net[0].peer(1).link;
+    complete_all(link);
+    complete_all(*net[1].peer(0).link);
+    Message lost;
+    send(net[0], 1, lost);
+    ibv_wc wc{};
+    wc.wr_id = ini_of(link)->posted.back().wr_id;
+    wc.qp_num = ini_of(link)->qp.qp_num;
+    wc.status = IBV_WC_RETRY_EXC_ERR;
+    link.queue().on_completion(wc);
+    ASSERT_TRUE(link.queue().broken());
+    EXPECT_TRUE(net[0].revived.empty());
+    // Rank 1's rail was given up and is back: it connects to node 0 again.
+    net[1].cm().abandon(IBV_WC_WR_FLUSH_ERR);
+    ASSERT_TRUE(net[1].cm().revive());
+    Message again;
+    send(net[1], 0, again);
+    net.run();
+    ASSERT_EQ(net[0].revived.size(), 1u);
+    EXPECT_FALSE(link.queue().broken());
+    EXPECT_EQ(link.state(), NodeLink::State::idle);
+    Message c;
+    send(net[0], 1, c);
+    net.run();
+    EXPECT_EQ(link.state(), NodeLink::State::connected);
+}

@@ -564,3 +564,39 @@ TEST(SendQueue, ATimeoutBreaksTheQueueThatDoesNotRideOutages) {
     expect_breaks(nullptr, IBV_WC_RETRY_EXC_ERR);
     expect_breaks(&SendQueue::ride_outages, IBV_WC_REM_ACCESS_ERR);
 }
+
+// A queue that broke starts over when reset (its rail came back): closed until its next connection, where what was
+// queued meanwhile goes out; the flush of the QP it broke on is not its own.
+TEST(SendQueue, ABrokenQueueResetStartsOverClosed) {
+    FakeQp f;
+    f.qp.qp_num = 5;
+    SendQueue q(8, 1, 0);
+    q.open(&f.qp);
+    g_done.clear();
+    SendOp a, b;
+    a.on_complete = b.on_complete = record;
+    ASSERT_EQ(q.post_or_queue(a), 0);
+    ASSERT_EQ(q.post_or_queue(b), 0);
+    ibv_wc wc = completion_of(0, IBV_WC_RETRY_EXC_ERR);
+    wc.qp_num = 5;
+    q.on_completion(wc);
+    ASSERT_TRUE(q.broken());
+    ASSERT_EQ(g_done.size(), 2u);
+    q.reset();
+    EXPECT_FALSE(q.broken());
+    EXPECT_FALSE(q.is_open());
+    EXPECT_TRUE(q.idle());
+    wc = completion_of(1, IBV_WC_WR_FLUSH_ERR);
+    wc.qp_num = 5;
+    EXPECT_TRUE(q.stale(wc));
+    SendOp c;
+    c.on_complete = record;
+    ASSERT_EQ(q.post_or_queue(c), 0);  // queued: closed
+    FakeQp next;
+    next.qp.qp_num = 6;
+    q.open(&next.qp);
+    ASSERT_EQ(g_posted.size(), 1u);
+    q.on_completion(completion_of(0, IBV_WC_SUCCESS));
+    ASSERT_EQ(g_done.size(), 3u);
+    EXPECT_EQ(g_done[2], std::make_pair(&c, IBV_WC_SUCCESS));
+}

@@ -1,0 +1,39 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Needs root (returns 77 otherwise) and the software HCA. A rail given up comes back and is used again: two rails
+# (simcluster up --rails 2), verified all-to-all traffic at 2x2 with 16 numbered messages per pair and round
+# (tests/mpi/steady), nodeB's rail 1 down past a 1 s btl_xrc_port_down_grace (nodeB gives the rail up, nodeA's sends
+# toward it fail after the 0.54 s retry budget and fail over), then back up 2.5 s after it went down. nodeB's ranks
+# take the rail back (a message naming host, device and port); nodeA's ranks take their links back when nodeB's
+# connection requests arrive; each process counts its peers' traffic back on rail 1 (failbacks) and made new
+# connections over it; the job completes with every message verified and every numbered message once and in order.
+# Nothing stays in any node's HCA afterwards.
+. "$(dirname "$0")/common.sh"
+. "$(dirname "$0")/xrc-common.sh"
+up_cluster 2 2 --rails 2
+
+rail_lost_and_back() {
+    sc exec nodeB "$SIMHCA_CTL" fault port-down --port 1 >/dev/null || die "port-down failed"
+    info "nodeB's rail 1 down at $(date +%T.%N | cut -c1-12)"
+    sleep 2.5
+    sc exec nodeB "$SIMHCA_CTL" fault port-up --port 1 >/dev/null || die "port-up failed"
+    info "nodeB's rail 1 up at $(date +%T.%N | cut -c1-12)"
+}
+nothing() { :; }
+rail_lost_mid_steady rail_lost_and_back nothing "nodeB's rail 1 lost, then back" --mca btl_xrc_port_down_grace 1
+out=$WORKDIR/out
+grep -q 'btl:xrc: nodeB: simhca0:1: rail lost' "$out" || die "nodeB did not give rail 1 up"
+grep -q 'btl:xrc: nodeB: simhca0:1: rail back' "$out" || die "nodeB did not take rail 1 back"
+info "$(grep -m1 'btl:xrc: nodeB: simhca0:1: rail back' "$out")"
+grep -q 'btl:xrc: .*MPI_ABORT\|btl:xrc: .*giving up' "$out" && die "the job was given up"
+back=$(grep -E 'btl:xrc: simhca0:1 counters:' "$out" | grep -c ' failbacks=[1-9]')
+[ "$back" = 4 ] || die "$back of 4 processes counted their peers' traffic back on rail 1"
+attempts=$(grep -E 'btl:xrc: simhca0:1 counters:' "$out" | grep -oE ' connection_attempts=[0-9]+' | cut -d= -f2 |
+    tr '\n' ' ')
+info "rail 1 at finalize: $(grep -E 'btl:xrc: simhca0:1 counters:' "$out" |
+    grep -oE ' (failovers|failbacks|connection_attempts)=[0-9]+' | tr -d '\n')"
+[ "$(echo "$attempts" | tr ' ' '\n' | awk '$1 >= 2' | grep -c .)" -ge 2 ] ||
+    die "fewer than 2 processes connected again over rail 1 (connection attempts: $attempts)"
+sleep 1
+expect_no_objects
+info "PASS"
