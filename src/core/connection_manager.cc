@@ -774,18 +774,30 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
     if (auto it = owned_.find(k); it != owned_.end()) {
         if (it->second.ini_qpn != m.ini_qpn) {
             ++counters_->cm_stale;
+            host_.note("ignored a CONNECT from rank " + std::to_string(m.src_rank) + " (generation " +
+                       std::to_string(m.generation) + ", INI QP " + std::to_string(m.ini_qpn) +
+                       "): that generation came with INI QP " + std::to_string(it->second.ini_qpn));
             return;
         }
         ++counters_->cm_duplicates;  // our ACCEPT was lost or is still on its way: the same answer again
-        if (it->second.accepted) accept(it->second);  // (not before its holder holds it: resend_holds)
+        const OwnedTgt &t = it->second;
+        host_.note(
+            "rank " + std::to_string(m.src_rank) + " asked again for TGT QP " + std::to_string(t.tgt.get()->qp_num) +
+            " (generation " + std::to_string(m.generation) + "): " +
+            (t.accepted ? "answered again" : "its answer waits for rank " + std::to_string(t.holder) + " to hold it"));
+        if (t.accepted) accept(it->second);  // (not before its holder holds it: resend_holds)
         return;
     }
     if (auto it = closed_generation_.find(m.src_rank); it != closed_generation_.end() && m.generation <= it->second) {
         ++counters_->cm_stale;  // a late copy of a connection that was closed since
+        host_.note("ignored a CONNECT from rank " + std::to_string(m.src_rank) + " (generation " +
+                   std::to_string(m.generation) + "): its generation " + std::to_string(it->second) +
+                   " was closed already");
         return;
     }
     if (dead_ranks_.count(m.src_rank) != 0) {
         ++counters_->cm_stale;  // sent before its sender died: nobody would ever use or close what it makes
+        host_.note("ignored a CONNECT from rank " + std::to_string(m.src_rank) + ", known here to have died");
         return;
     }
     CmMessage r = reply_to(m, CmType::Reject);
