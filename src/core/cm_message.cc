@@ -63,7 +63,7 @@ Result<CmMessage> decode_cm(std::span<const std::uint8_t> bytes) {
         return malformed("version " + std::to_string(b[4]) + ", this build speaks " + std::to_string(kCmVersion));
     CmMessage m;
     const std::uint8_t type = b[5];
-    if (type < static_cast<std::uint8_t>(CmType::Connect) || type > static_cast<std::uint8_t>(CmType::Held))
+    if (type < static_cast<std::uint8_t>(CmType::Connect) || type > static_cast<std::uint8_t>(CmType::Release))
         return malformed("unknown type " + std::to_string(type));
     m.type = static_cast<CmType>(type);
     const std::uint16_t reason = get<std::uint16_t>(b + 6);
@@ -90,14 +90,14 @@ Result<CmMessage> decode_cm(std::span<const std::uint8_t> bytes) {
     m.ini_qpn = get<std::uint32_t>(b + 36);
     m.tgt_qpn = get<std::uint32_t>(b + 40);
     const std::uint32_t named = get<std::uint32_t>(b + 44);
-    const bool hold = m.type == CmType::Hold || m.type == CmType::Held;
-    if (named != 0 && !hold && m.type != CmType::Accept) return malformed("reserved bits set");
-    if (named == 0 && hold) return malformed("names no initiator");
+    const bool about_initiator = m.type == CmType::Hold || m.type == CmType::Held || m.type == CmType::Release;
+    if (named != 0 && !about_initiator && m.type != CmType::Accept) return malformed("reserved bits set");
+    if (named == 0 && about_initiator) return malformed("names no initiator");
     m.named_rank = named == 0 ? kCmNoRank : named - 1;
     if (m.ini_qpn < 2 || m.ini_qpn > kMaxQpn) return malformed("bad INI QP number");
     // CLOSE (and its ACK) may name no TGT QP: an initiator that gave up before it heard which one was made.
     const bool names_tgt = m.type == CmType::Accept || m.type == CmType::Close || m.type == CmType::CloseAck ||
-                           m.type == CmType::Leaving || m.type == CmType::LeavingAck || hold;
+                           m.type == CmType::Leaving || m.type == CmType::LeavingAck || about_initiator;
     const bool tgt_optional = m.type == CmType::Close || m.type == CmType::CloseAck;
     if (names_tgt ? ((m.tgt_qpn < 2 && !(tgt_optional && m.tgt_qpn == 0)) || m.tgt_qpn > kMaxQpn) : m.tgt_qpn != 0)
         return malformed("bad TGT QP number");
@@ -117,6 +117,7 @@ const char *cm_type_name(CmType type) noexcept {
     case CmType::AddressAck: return "ADDRESS_ACK";
     case CmType::Hold: return "HOLD";
     case CmType::Held: return "HELD";
+    case CmType::Release: return "RELEASE";
     }
     return "?";
 }

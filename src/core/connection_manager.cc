@@ -766,6 +766,9 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
         case CmType::Held:
             on_held(m);
             break;
+        case CmType::Release:
+            on_release(m, *from);
+            break;
     }
 }
 
@@ -947,6 +950,34 @@ void ConnectionManager::node_died(std::uint32_t rank) noexcept {
         retire_dead_node(*found->second);
 }
 
+// The node-mates that received through a dead initiator's TGT QP opened handles on it, which keep it in the HCA
+// until their finalize: only its creator knows whose it is, so it tells them all (not the dead, nor other jobs:
+// their ranks are not our node-mates).
+void ConnectionManager::release_node_mates(const OwnedTgt &t) noexcept {
+    if (config_.other_job) return;
+    const std::uint32_t tgt_qpn = t.tgt.get()->qp_num;
+    for (const std::uint32_t mate : config_.node_mates) {
+        if (mate == config_.my_rank || dead_ranks_.count(mate) != 0) continue;
+        if (const PortAddress *to = host_.address_of(mate); to != nullptr)
+            send(*to, request_to(CmType::Release, mate, *to, t.generation, t.ini_qpn, tgt_qpn, t.sender));
+    }
+}
+
+void ConnectionManager::on_release(const CmMessage &m, const PortAddress &from) noexcept {
+    // Only the creator, a node-mate, can say whose a TGT QP of this node's domain is.
+    if (config_.other_job || handle_keeper_ != nullptr || port_identity(from) != config_.my_port) {
+        ++counters_->cm_rejected;
+        host_.note("dropped a RELEASE from rank " + std::to_string(m.src_rank) + ", which is not on this node's port");
+        return;
+    }
+    auto it = opened_.find(m.tgt_qpn);
+    if (it == opened_.end() || it->second.ini_qpn != m.ini_qpn) return;  // never received through it, or let go
+    host_.note("released the handle on TGT QP " + std::to_string(m.tgt_qpn) + ": its initiator, rank " +
+               std::to_string(m.named_rank) + ", died (its creator, rank " + std::to_string(m.src_rank) + ", says)");
+    release_opened(it);
+    host_.source_closed(m.tgt_qpn, m.ini_qpn);
+}
+
 void ConnectionManager::move_off_unusable_owner(NodeLink &link) noexcept {
     if (!usable(link.owner_))
         if (const std::uint32_t next = live_rank_of(link); next != UINT32_MAX) link.owner_ = next;
@@ -967,8 +998,14 @@ void ConnectionManager::peer_died(std::uint32_t rank) noexcept {
         if (!dead_ranks_.insert(rank).second) return;
     } catch (...) {  // out of memory: not remembered, so what follows may happen again later; done now anyway
     }
-    for (auto it = owned_.begin(); it != owned_.end();)
-        it = it->second.sender == rank ? release_owned(it) : std::next(it);
+    for (auto it = owned_.begin(); it != owned_.end();) {
+        if (it->second.sender != rank) {
+            ++it;
+            continue;
+        }
+        release_node_mates(it->second);
+        it = release_owned(it);
+    }
     drop_held_handles(rank, UINT32_MAX);
     std::erase_if(notices_, [rank](const CloseNotice &n) { return n.rank == rank; });
     std::erase_if(address_notices_, [rank](const AddressNotice &n) { return n.rank == rank; });

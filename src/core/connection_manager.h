@@ -686,6 +686,9 @@ private:
     // The holding protocol (cm_holder.cc).
     void on_hold(const CmMessage &m, const PortAddress &from) noexcept;
     void on_held(const CmMessage &m) noexcept;
+    void on_release(const CmMessage &m, const PortAddress &from) noexcept;
+    // RELEASE to every live node-mate: `t`'s initiator died (peer_died), drop your handle on it if you hold one.
+    void release_node_mates(const OwnedTgt &t) noexcept;
     // A live node-mate to hold the TGT QP of `sender`'s connection, other than `not_this`; kCmNoRank if none.
     std::uint32_t choose_holder(std::uint32_t sender, std::uint32_t not_this) const noexcept;
     // Asks `t`'s holder, or ACCEPTs at once when there is nobody to ask.

@@ -107,6 +107,10 @@ inline constexpr std::uint32_t cm_qkey(std::uint64_t token) noexcept {
 // death (with User-Level Failure Mitigation) even when no other rank of the node has received through it yet.
 // HELD: -> the creator, the same fields, once the handle is held. ACCEPT then names the holder (`named_rank`), whom
 // the initiator's CLOSE reaches too. HOLD is retransmitted until HELD (bounded: ACCEPT goes without a holder).
+// RELEASE: a TGT QP's creator -> every other rank of its node, once the initiator (`named_rank`) is known dead:
+// drop your handle on TGT QP `tgt_qpn` (toward INI QP `ini_qpn`, connection `generation`) if you hold one. A rank
+// opens a handle on the first message it receives through a TGT QP without learning whose it is, so only the
+// creator can say. Sent once, not answered: a lost one leaves that handle until the rank's finalize.
 enum class CmType : std::uint8_t {
     Connect = 1,
     Accept = 2,
@@ -118,7 +122,8 @@ enum class CmType : std::uint8_t {
     Address = 8,
     AddressAck = 9,
     Hold = 10,
-    Held = 11
+    Held = 11,
+    Release = 12
 };
 enum class CmReject : std::uint16_t {
     None = 0,

@@ -142,6 +142,60 @@ TEST(ConnectionManagerHolder, TheInitiatorsDeathReleasesTheHoldersHandle) {
     EXPECT_EQ(net.live_tgts(), 0u);
 }
 
+// Rank 5 received through rank 0's TGT QP (its handle opened on the first message, not knowing whose the QP is):
+// when rank 0 dies, its creator, rank 3, tells its node-mates, so that handle goes too, not at rank 5's finalize.
+TEST(ConnectionManagerHolder, TheInitiatorsDeathReleasesTheHandlesOpenedOnFirstMessages) {
+    Net net(2, 3, holding());  // ranks 0, 1, 2 on node 0; 3, 4, 5 on node 1
+    Message a;
+    send(net[0], 3, a);
+    net.run();
+    const NodeLink &link = *net[0].peer(3).link;
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    ASSERT_EQ(link.owner(), 3u);
+    ASSERT_EQ(link.holder(), 4u);
+    net[5].cm().hold_tgt(link.tgt_qpn(), link.ini_qpn());  // rank 5's first message arrived
+    ASSERT_EQ(net.tgt_users[link.tgt_qpn()], 3) << "creator, holder and rank 5";
+    ASSERT_EQ(net[5].cm().held_handles(), 1u);
+    net.kill(0);
+    for (std::uint32_t r : {3u, 4u, 5u}) net[r].cm().peer_died(0);
+    net.run();
+    EXPECT_EQ(net[5].cm().held_handles(), 0u) << "the creator's RELEASE";
+    EXPECT_EQ(net.live_tgts(), 0u) << "nothing of the dead initiator is left in node 1's HCA";
+}
+
+// A RELEASE from another node, or naming another initiator's QP, lets go of nothing.
+TEST(ConnectionManagerHolder, AReleaseFromAnotherNodeOrForAnotherQpReleasesNothing) {
+    Net net(2, 3, holding());
+    Message a;
+    send(net[0], 3, a);
+    net.run();
+    const NodeLink &link = *net[0].peer(3).link;
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    net[5].cm().hold_tgt(link.tgt_qpn(), link.ini_qpn());
+    ASSERT_EQ(net[5].cm().held_handles(), 1u);
+    const auto release = [&](std::uint32_t from, std::uint32_t ini_qpn) {
+        CmMessage m;
+        m.type = CmType::Release;
+        m.jobid = 7;
+        m.src_rank = from;
+        m.dst_rank = 5;
+        m.token = net[5].address().token;
+        m.generation = link.generation();
+        m.ini_qpn = ini_qpn;
+        m.tgt_qpn = link.tgt_qpn();
+        m.named_rank = 0;
+        net.wire.push_back({from, 5, encode_cm(m), net.clock});
+        net.run();
+    };
+    const std::uint64_t rejected = net[5].cm().counters().cm_rejected;
+    release(1, link.ini_qpn());      // rank 1 is on node 0: not this node's TGT QP to speak of
+    release(3, link.ini_qpn() + 1);  // not the INI QP rank 5 holds it toward
+    EXPECT_EQ(net[5].cm().counters().cm_rejected, rejected + 1);
+    EXPECT_EQ(net[5].cm().held_handles(), 1u);
+    release(3, link.ini_qpn());
+    EXPECT_EQ(net[5].cm().held_handles(), 0u);
+}
+
 // Only a rank of the creator's own node may ask for a hold; a HOLD from elsewhere opens nothing.
 TEST(ConnectionManagerHolder, AHoldFromAnotherNodeOpensNothing) {
     Net net(2, 2, holding());

@@ -22,7 +22,8 @@ CmMessage sample(CmType type) {
     m.ini_qpn = 0x1234;
     m.tgt_qpn = (type == CmType::Connect || type == CmType::Reject) ? 0 : 0x5678;
     m.port_index = 1;
-    if (type == CmType::Accept || type == CmType::Hold || type == CmType::Held) m.named_rank = 4;
+    if (type == CmType::Accept || type == CmType::Hold || type == CmType::Held || type == CmType::Release)
+        m.named_rank = 4;
     if (type == CmType::Address || type == CmType::AddressAck) {
         m.ini_qpn = m.tgt_qpn = 0;
         m.port_guid = 0x0002c90300a1b2c3ull;
@@ -34,8 +35,9 @@ CmMessage sample(CmType type) {
 }  // namespace
 
 TEST(CmMessage, EveryTypeRoundTrips) {
-    for (CmType t : {CmType::Connect, CmType::Accept, CmType::Reject, CmType::Close, CmType::CloseAck, CmType::Leaving,
-                     CmType::LeavingAck, CmType::Address, CmType::AddressAck, CmType::Hold, CmType::Held}) {
+    for (CmType t :
+         {CmType::Connect, CmType::Accept, CmType::Reject, CmType::Close, CmType::CloseAck, CmType::Leaving,
+          CmType::LeavingAck, CmType::Address, CmType::AddressAck, CmType::Hold, CmType::Held, CmType::Release}) {
         const CmMessage m = sample(t);
         const CmBytes b = encode_cm(m);
         const auto out = decode_cm(b);
@@ -62,7 +64,7 @@ TEST(CmMessage, EachBadFieldIsNamed) {
     EXPECT_NE(why([](CmBytes &b) { b[0] ^= 1; }).find("magic"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[4] = 9; }).find("version 9"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[5] = 0; }).find("type"), std::string::npos);
-    EXPECT_NE(why([](CmBytes &b) { b[5] = 12; }).find("type"), std::string::npos);
+    EXPECT_NE(why([](CmBytes &b) { b[5] = 13; }).find("type"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[6] = 1; }).find("reason"), std::string::npos);  // a reason on an ACCEPT
     EXPECT_NE(why([](CmBytes &b) { std::fill(b.begin() + 24, b.begin() + 32, 0); }).find("token"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { std::fill(b.begin() + 32, b.begin() + 36, 0); }).find("generation"),
@@ -110,7 +112,7 @@ TEST(CmMessage, OnlyAcceptHoldAndHeldNameARank) {
     EXPECT_EQ(decode_cm(none)->named_rank, kCmNoRank);
     accept.named_rank = 0;  // rank 0 is a rank
     EXPECT_EQ(decode_cm(encode_cm(accept))->named_rank, 0u);
-    for (CmType t : {CmType::Hold, CmType::Held}) {
+    for (CmType t : {CmType::Hold, CmType::Held, CmType::Release}) {
         CmMessage m = sample(t);
         m.named_rank = kCmNoRank;
         const auto out = decode_cm(encode_cm(m));
