@@ -96,12 +96,13 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_frag_t *frag = frag_of(op);
     // A send to a process that died (refused by its node, or dropped from the queue) is not sent again anywhere:
     // its rail still reaches the others (ULFM).
-    if (OPAL_LIKELY(status == IBV_WC_SUCCESS) || frag->module->finalizing || frag->endpoint->dead) {
+    if (OPAL_LIKELY(status == IBV_WC_SUCCESS) || frag->endpoint->dead) {
         mca_btl_xrc_send_complete(op, status);
         return;
     }
     // Handed back by a timeout (SendQueue::hand_back_after): the queue waits for its next connection, where the
-    // copy goes, numbered for it, the header naming the connection the original may have reached.
+    // copy goes, numbered for it, the header naming the connection the original may have reached. In MPI_Finalize
+    // too: the process still owes what it accepted, and finalize waits for its own sends.
     if (outage_on && status == IBV_WC_RETRY_EXC_ERR && !frag->endpoint->peer.queue->broken()) {
         if (forward(frag, frag->tag, op, frag->endpoint) >= 0) {
             mca_btl_xrc_send_complete(op, IBV_WC_SUCCESS);
@@ -109,6 +110,10 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
         }
         mca_btl_xrc_report_error(frag->module, frag->endpoint,
                                  "a send whose connection timed out could not be sent again (no fragment)");
+        mca_btl_xrc_send_complete(op, status);
+        return;
+    }
+    if (frag->module->finalizing) {
         mca_btl_xrc_send_complete(op, status);
         return;
     }

@@ -6,8 +6,8 @@
 # nodeB's port goes down for OUTAGE_TEST_DOWN seconds (3 by default) with a retry budget of 0.54 s
 # (btl_xrc_timeout 14), so that every request in flight across it exhausts the budget: the HCA gives up on them,
 # and the job completes over new connections, nothing lost, nothing twice; then with nodeB's acknowledgements lost
-# first (copies of what landed must be dropped), then with every node's port down at once (a switch that reboots).
-# Without the limit the same outage ends the job, naming the port. OUTAGE_TEST_DEFAULTS=1: the default retry budget
+# first (copies of what landed must be dropped), then with every node's port down at once (a switch that reboots),
+# then with the processes in MPI_Finalize during the outage. Without the limit the same outage ends the job, naming the port. OUTAGE_TEST_DEFAULTS=1: the default retry budget
 # (34 s) and a 45 s outage instead (about four minutes, for make stress and the figures). Nothing stays in any
 # node's HCA afterwards.
 . "$(dirname "$0")/common.sh"
@@ -62,6 +62,30 @@ expect_line "$WORKDIR/switch" '^steady: OK .*errors=0' "xrc, every node's port d
 expect_line "$WORKDIR/switch" '^steady: stream .*out_of_sequence=0' "numbered stream, every port down"
 info "connections made again: $(counter_sum "$WORKDIR/switch" reconnections), copies dropped:" \
     "$(counter_sum "$WORKDIR/switch" replays_dropped), delivered: $(counter_sum "$WORKDIR/switch" replays_delivered)"
+
+# MPI_Finalize during an outage: nodeB's port goes down, then rank 0 sends one last message (1 KiB) to nodeB's rank
+# with MPI_Isend and MPI_Request_free and enters MPI_Finalize, while nodeB's rank waits for it in MPI_Recv. Under
+# the PMIx fence shim MPI_Finalize is no barrier (as under Slurm), so rank 0's BTL finalize runs while the message
+# is unacknowledged: it exhausts the retry budget there, is handed back and sent again over a new connection once
+# the port is back; the receiver gets it (and checks it), both finalize, and the job exits 0.
+[ -e "$FENCE_SHIM" ] || die "the fence shim is not built ($FENCE_SHIM)"
+rm -f "$WORKDIR/release" "$WORKDIR/finalize.raw"
+HOLD_LAST_SEND=1 HOLD_LAST_RECV=1 HOLD_SLOW_FINALIZE=0 MPIRUN_TIMEOUT=$((down * 2 + 60)) HOLD_FILE="$WORKDIR/release" \
+    XRC_MPIRUN_ARGS="-x HOLD_FILE -x HOLD_LAST_SEND -x HOLD_LAST_RECV -x HOLD_SLOW_FINALIZE -x LD_PRELOAD=$FENCE_SHIM \
+    --mca btl_xrc_verbose 10 $budget \
+    --mca btl_xrc_outage_limit 300" xrc_run "$WORKDIR/finalize" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/hold" &
+job=$!
+wait_for_line "$WORKDIR/finalize.raw" '^hold: connected' 60 || { touch "$WORKDIR/release"; wait $job; die "finalize during an outage: the job never connected"; }
+sc exec nodeB "$SIMHCA_CTL" fault port-down --port 1 >/dev/null || die "port-down on nodeB failed"
+touch "$WORKDIR/release"
+sleep "$down"
+sc exec nodeB "$SIMHCA_CTL" fault port-up --port 1 >/dev/null || die "port-up on nodeB failed"
+wait $job
+rc=$?
+[ $rc = 0 ] || die "MPI_Finalize during a $down s outage: exit $rc: $(grep -a -m3 'btl:xrc.*\(error\|failed\|more than\|dropped\)' "$WORKDIR/finalize" | tr '\n' ' ')"
+expect_line "$WORKDIR/finalize" '^hold: rank 1 received the last message: right' "the last message, sent into MPI_Finalize during the outage"
+info "MPI_Finalize during nodeB's $down s outage: exit 0; $(grep -a 'finalize took' "$WORKDIR/finalize" |
+    sed 's/^hold: //' | paste -sd';' | sed 's/;/; /g'); connections made again: $(counter_sum "$WORKDIR/finalize" reconnections)"
 
 # The control: without the limit the same outage ends the job, naming host, device and port.
 MPIRUN_TIMEOUT=$((down * 2 + 60)) flapped_run "$WORKDIR/control" nodeA:2,nodeB:2 "$xrc" 4 "$down"

@@ -3,7 +3,8 @@
  * named by $HOLD_FILE exists, so a test can count the transport's resources while the job is live. Rank 0 prints
  * "hold: connected" when every pair has exchanged data. With $HOLD_LAST_SEND set, rank 0 then sends one last
  * message to the last rank (MPI_Isend, MPI_Request_free: nobody waits for it, MPI still owes its delivery) and
- * every rank goes straight to MPI_Finalize, where that message is still draining (fault tests). With
+ * every rank goes straight to MPI_Finalize, where that message (1 KiB) is still draining (fault tests); with $HOLD_LAST_RECV
+ * set too, the last rank receives it first (and checks it). With
  * $HOLD_SLOW_FINALIZE=S rank 0 enters MPI_Finalize S seconds late, and each rank prints "hold: rank R finalize took
  * T s". */
 #include <mpi.h>
@@ -28,12 +29,22 @@ int main(int argc, char **argv) {
         fflush(stdout);
         for (int i = 0; file != NULL && access(file, F_OK) != 0 && i < 1200; ++i) usleep(50000);
     }
-    static int last = 42;
+    /* 1 KiB: past ob1's inline sends (256 bytes), so it is a fragment the BTL keeps until it completes. */
+    static int last[256];
+    for (int i = 0; i < 256; ++i) last[i] = 42 + i;
     if (getenv("HOLD_LAST_SEND") != NULL) {
         if (rank == 0) {
             MPI_Request request;
-            MPI_Isend(&last, 1, MPI_INT, size - 1, 9, MPI_COMM_WORLD, &request);
+            MPI_Isend(last, 256, MPI_INT, size - 1, 9, MPI_COMM_WORLD, &request);
             MPI_Request_free(&request);
+        } else if (rank == size - 1 && getenv("HOLD_LAST_RECV") != NULL) {
+            /* A correct program receives it before its MPI_Finalize: rank 0's finalize must deliver it. */
+            int got[256] = {0}, wrong = 0;
+            MPI_Recv(got, 256, MPI_INT, 0, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            for (int i = 0; i < 256; ++i) wrong += got[i] != last[i];
+            printf("hold: rank %d received the last message: %s\n", rank, wrong == 0 ? "right" : "WRONG");
+            fflush(stdout);
+            if (wrong != 0) total = 1;
         }
     } else {
         MPI_Barrier(MPI_COMM_WORLD);
