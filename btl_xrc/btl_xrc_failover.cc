@@ -483,6 +483,19 @@ bool mca_btl_xrc_rejoin_rail(mca_btl_xrc_module_t *m) noexcept {
     if (!failover_on || outage_on || m->finalizing || !m->rail_lost) return false;
     const BtlXrcLock guard(m->lock);
     if (!m->rail_lost || !m->transport->revive()) return false;  // its links call mca_btl_xrc_link_revived
+    // The on-node peers come back over a new loopback pair, numbered from its first message (the copies forwarded
+    // before are judged against the old pair's counts, which stay).
+    try {
+        for (mca_btl_base_endpoint_t *endpoint : mca_btl_xrc_endpoints_of(m, true))
+            if (endpoint->forward_to != nullptr && endpoint->peer.link == nullptr && !endpoint->other_job) {
+                endpoint->forward_to = nullptr;
+                endpoint->rdma_refusal_said = false;
+                endpoint->peer.imm_flags = xrc::kImmFirst;
+                endpoint->peer.stop_ring();
+                ++m->counters.failbacks;
+            }
+    } catch (...) {  // out of memory: those peers' traffic stays on the other rail
+    }
     m->rail_lost = false;
     m->port_failure_reported = false;
     opal_output(0, "btl:xrc: %s: %s: rail back (its port is active again): its traffic returns to it",

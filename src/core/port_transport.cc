@@ -580,8 +580,17 @@ void PortTransport::abandon() noexcept {
 bool PortTransport::revive() noexcept {
     const bool revived = cm_->revive();
     others_->for_each([](std::uint32_t, ConnectionManager &cm, bool) { (void)cm.revive(); });
-    if (revived) changed();
-    return revived;
+    if (!revived) return false;
+    // The on-node pair failed with the rail (abandon): it goes, its queue is closed again, and the next on-node send
+    // makes a new pair (loopback_blocked), as the first one did.
+    lock_queues();
+    loopback_queue_->reset();
+    if (loopback_ini_) count_connections_closed(*counters_, 1);
+    loopback_ini_.reset();
+    loopback_tgt_.reset();
+    unlock_queues();
+    changed();
+    return true;
 }
 
 const char *PortTransport::own_operation(const SendOp *op) const noexcept {

@@ -195,8 +195,8 @@ public:
     // The rail is given up (ConnectionManager::abandon), the on-node loopback queue with it.
     void abandon() noexcept;
     // The rail given up is usable again, its port back (ConnectionManager::revive, for every job's manager): false
-    // when it was not given up. The on-node loopback pair stays failed: on-node peers it carried stay where their
-    // traffic moved. Progress.
+    // when it was not given up. The failed on-node loopback pair goes; the next on-node send makes a new one. The
+    // caller moves the on-node peers back (their next message a first message). Progress, under the queues' lock.
     bool revive() noexcept;
     bool abandoned() const noexcept { return cm_->abandoned(); }
     // The port has been down longer than the grace period (port_down_grace_us).

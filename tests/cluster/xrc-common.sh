@@ -200,13 +200,13 @@ fault_ends_held_job() {
 # messages a round per pair) with rail failover on, verbose 10 and these extra MCA arguments; 0.5 s into the
 # traffic the function FAULT kills a rail, 3 s later the job is stopped, then the function UNDO gives the rail back
 # to the next test. The job must exit 0 with every message verified and every numbered one delivered once and in
-# order; WHAT names the loss. The job's output is left in $WORKDIR/out.
+# order; WHAT names the loss. The job's output is left in $WORKDIR/out. RAIL_TEST_BTLS: the BTLs (self,vader,xrc).
 rail_lost_mid_steady() {
     local fault=$1 undo=$2 what=$3 job rc
     shift 3
     rm -f "$WORKDIR/stop" "$WORKDIR/out" "$WORKDIR/out.raw"
     (XRC_MPIRUN_ARGS="--mca btl_xrc_verbose 10 --mca btl_xrc_rail_failover 1 --mca btl_xrc_timeout 14 \
-        --mca btl_xrc_finalize_wait 20 $*" xrc_run "$WORKDIR/out" nodeA:2,nodeB:2 self,vader,xrc "$MPI_DIR/steady" 3 \
+        --mca btl_xrc_finalize_wait 20 $*" xrc_run "$WORKDIR/out" nodeA:2,nodeB:2 "${RAIL_TEST_BTLS:-self,vader,xrc}" "$MPI_DIR/steady" 3 \
         "$WORKDIR/stop" 16) &
     job=$!
     wait_for_line "$WORKDIR/out.raw" '^steady: traffic' 60 || { wait $job; die "no traffic"; }

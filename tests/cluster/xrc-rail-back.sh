@@ -7,7 +7,8 @@
 # take the rail back (a message naming host, device and port); nodeA's ranks take their links back when nodeB's
 # connection requests arrive; each process counts its peers' traffic back on rail 1 (failbacks) and made new
 # connections over it; the job completes with every message verified and every numbered message once and in order.
-# Nothing stays in any node's HCA afterwards.
+# Then the rail that came back carries the job when the other rail is lost for good. Nothing stays in any node's
+# HCA afterwards.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
 up_cluster 2 2 --rails 2
@@ -34,6 +35,25 @@ info "rail 1 at finalize: $(grep -E 'btl:xrc: simhca0:1 counters:' "$out" |
     grep -oE ' (failovers|failbacks|connection_attempts)=[0-9]+' | tr -d '\n')"
 [ "$(echo "$attempts" | tr ' ' '\n' | awk '$1 >= 2' | grep -c .)" -ge 2 ] ||
     die "fewer than 2 processes connected again over rail 1 (connection attempts: $attempts)"
+sleep 1
+expect_no_objects
+
+# The rail that came back carries the job when the other one is lost: nodeB's rail 1 down past the grace and back
+# (its peers' traffic returns to it), then nodeB's rail 2 down for good: everything goes over rail 1, verified. On-node
+# traffic goes over xrc too (no vader): the on-node peers come back to rail 1 over a new HCA loopback pair.
+rail_1_back_then_rail_2_lost() {
+    rail_lost_and_back
+    sleep 2
+    sc exec nodeB "$SIMHCA_CTL" fault port-down --port 2 >/dev/null || die "port-down of rail 2 failed"
+    info "nodeB's rail 2 down for good at $(date +%T.%N | cut -c1-12)"
+}
+rail_2_up() { sc exec nodeB "$SIMHCA_CTL" fault port-up --port 2 >/dev/null || die "port-up of rail 2 failed"; }
+RAIL_TEST_BTLS=self,xrc rail_lost_mid_steady rail_1_back_then_rail_2_lost rail_2_up "nodeB's rail 1 lost and back, then rail 2 lost" \
+    --mca btl_xrc_port_down_grace 1
+grep -q 'btl:xrc: nodeB: simhca0:1: rail back' "$out" || die "nodeB did not take rail 1 back"
+grep -q 'btl:xrc: nodeB: simhca0:2: rail lost' "$out" || die "nodeB did not give rail 2 up"
+grep -q 'btl:xrc: .*MPI_ABORT\|btl:xrc: .*giving up' "$out" && die "the job was given up"
+info "after rail 2's loss: $(grep -E 'btl:xrc: simhca0:2 counters:' "$out" | grep -oE ' failovers=[0-9]+' | tr -d '\n') on rail 2"
 sleep 1
 expect_no_objects
 info "PASS"
