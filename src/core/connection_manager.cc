@@ -210,12 +210,15 @@ bool ConnectionManager::start(NodeLink &link) noexcept {
     link.attempts_ = 0;
     link.retry_us_ = std::min(config_.first_retry_us + connecting_.size() * config_.retry_per_connecting_us,
                               std::max(config_.first_retry_us, config_.max_retry_us));
+    const bool rotated = link.inherited_deadline_us_ != 0;
     link.deadline_us_ =
-        std::max(link.inherited_deadline_us_ != 0 ? link.inherited_deadline_us_ : now + config_.connect_timeout_us,
-                 link.outage_until_us_);
+        std::max(rotated ? link.inherited_deadline_us_ : now + config_.connect_timeout_us, link.outage_until_us_);
     link.inherited_deadline_us_ = 0;
+    // One rotation per attempt: silence from one rank may be its leaving, but silence from a second one too is more
+    // likely a slow path (every datagram between the nodes late), and the rest of the timeout is its to answer in.
     link.rotate_at_us_ =
-        now + (config_.rotate_after_us != 0 ? config_.rotate_after_us : config_.connect_timeout_us / 4);
+        rotated ? link.deadline_us_
+                : now + (config_.rotate_after_us != 0 ? config_.rotate_after_us : config_.connect_timeout_us / 4);
     connecting_.push_back(&link);
     ++counters_->connection_attempts;
     send_connect(link, now);

@@ -254,8 +254,9 @@ private:
     std::uint64_t next_retry_us_ = 0;
     std::uint64_t retry_us_ = 0;
     std::uint64_t deadline_us_ = 0;
-    // When a silent owner is given up for another rank of the node (rotate_after_us), and the deadline an attempt
-    // through that rank inherits (0: a fresh attempt, connect_timeout_us from its start).
+    // When a silent owner is given up for another rank of the node (rotate_after_us; once per attempt: the rank
+    // asked next has until the deadline), and the deadline an attempt through that rank inherits (0: a fresh
+    // attempt, connect_timeout_us from its start).
     std::uint64_t rotate_at_us_ = 0;
     std::uint64_t inherited_deadline_us_ = 0;
     // Reconnecting after a timeout: the connection is not given up before this time (0: connect_timeout_us rules).
