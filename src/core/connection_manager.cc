@@ -454,6 +454,8 @@ bool ConnectionManager::make_room() noexcept {
 }
 
 void ConnectionManager::tick() noexcept {
+    // A datagram or the timers wait for the mutex (ServingGuard): their turn first; progress comes back.
+    if (serving_waiting_.load(std::memory_order_acquire) != 0) return;
     std::vector<Deferred> work;
     host_.lock_queues();
     {
@@ -571,7 +573,7 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
 }
 
 std::uint64_t ConnectionManager::tick_timers() noexcept {
-    Guard g(*this);
+    ServingGuard g(*this);
     const std::uint64_t now = host_.now_us();
     std::uint64_t next = UINT64_MAX;
     for (NodeLink *link : connecting_) {
@@ -696,7 +698,7 @@ CmMessage ConnectionManager::reply_to(const CmMessage &request, CmType type) con
 
 void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::uint16_t slid,
                                     std::uint32_t src_qp) noexcept {
-    Guard g(*this);
+    ServingGuard g(*this);
     ++counters_->cm_datagrams_received;
     const auto decoded = decode_cm(bytes);
     if (!decoded) {

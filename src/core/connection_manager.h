@@ -520,6 +520,24 @@ private:
         ConnectionManager &cm_;
         std::unique_lock<std::mutex> lock_;
     };
+    // Guard for the serving side. Progress takes the mutex on every call while connections are being made or closed
+    // (tick()), and a mutex is not fair: a datagram waiting for it could wait as long as progress spins, seconds on a
+    // loaded machine, while its sender's connect timeout runs. So the waiter says it waits, and tick() skips its turn
+    // until it got the mutex.
+    class ServingGuard {
+    public:
+        explicit ServingGuard(ConnectionManager &cm) noexcept : announced_(announce(cm)), guard_(cm) {
+            cm.serving_waiting_.fetch_sub(1, std::memory_order_release);
+        }
+
+    private:
+        static bool announce(ConnectionManager &cm) noexcept {
+            cm.serving_waiting_.fetch_add(1, std::memory_order_acq_rel);
+            return true;
+        }
+        bool announced_;
+        Guard guard_;
+    };
     // Work recorded under the mutex for tick() to do in progress, in order.
     struct Deferred {
         enum class Kind : std::uint8_t {
@@ -719,6 +737,9 @@ private:
     }
 
     mutable std::mutex mutex_;
+    // The serving side (a datagram, the retransmission timers: the service thread) waiting for mutex_: progress's
+    // tick() steps aside meanwhile (ServingGuard).
+    std::atomic<std::uint32_t> serving_waiting_{0};
     std::atomic<bool> due_{false};
     std::vector<Deferred> deferred_;
     std::vector<NodeLink *> to_start_;
