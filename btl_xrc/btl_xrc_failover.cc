@@ -401,6 +401,13 @@ void forwarded_receive(mca_btl_base_module_t *btl, const mca_btl_base_segment_t 
                         segment->seg_len - sizeof(*header));
 }
 
+// The endpoint's traffic returns to its own rail (failback): what it sends from now on goes over that rail again.
+void fail_back(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexcept {
+    endpoint->forward_to = nullptr;
+    endpoint->rdma_refusal_said = false;
+    ++m->counters.failbacks;
+}
+
 }  // namespace
 
 void mca_btl_xrc_defer(mca_btl_xrc_module_t *m, mca_btl_xrc_frag_t *frag, ibv_wc_status status) noexcept {
@@ -464,11 +471,9 @@ void mca_btl_xrc_link_revived(mca_btl_xrc_module_t *m, const xrc::NodeLink &link
         // Every endpoint made: one whose traffic was forwarded may have been unlisted meanwhile (del_procs).
         for (mca_btl_base_endpoint_t *endpoint : mca_btl_xrc_endpoints_of(m, true))
             if (endpoint->forward_to != nullptr && endpoint->peer.queue == &link.queue()) {
-                // What it sends from now on goes over its own rail, over a new connection, numbered from its first
-                // message; the copies already forwarded are judged against the old connection's counts, which stay.
-                endpoint->forward_to = nullptr;
-                endpoint->rdma_refusal_said = false;
-                ++m->counters.failbacks;
+                // Over a new connection, numbered from its first message; the copies already forwarded are judged
+                // against the old connection's counts, which stay.
+                fail_back(m, endpoint);
                 any = true;
             }
     } catch (...) {  // out of memory: those peers' traffic stays on the other rail
@@ -488,11 +493,9 @@ bool mca_btl_xrc_rejoin_rail(mca_btl_xrc_module_t *m) noexcept {
     try {
         for (mca_btl_base_endpoint_t *endpoint : mca_btl_xrc_endpoints_of(m, true))
             if (endpoint->forward_to != nullptr && endpoint->peer.link == nullptr && !endpoint->other_job) {
-                endpoint->forward_to = nullptr;
-                endpoint->rdma_refusal_said = false;
                 endpoint->peer.imm_flags = xrc::kImmFirst;
                 endpoint->peer.stop_ring();
-                ++m->counters.failbacks;
+                fail_back(m, endpoint);
             }
     } catch (...) {  // out of memory: those peers' traffic stays on the other rail
     }

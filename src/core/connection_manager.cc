@@ -1175,10 +1175,7 @@ void ConnectionManager::restart_failed(NodeLink &link) noexcept {
     link.creator_gone_ = false;
     link.outage_until_us_ = 0;
     link.queue_.reset();
-    for (Peer *peer : link.peers_) {
-        peer->imm_flags = kImmFirst;
-        peer->stop_ring();
-    }
+    restart_peers(link, true);
 }
 
 bool ConnectionManager::revive() noexcept {
