@@ -95,6 +95,9 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     // go out twice).
     const bool failover = mca_btl_xrc_component.params.rail_failover && report.usable_port_count() > 1;
     if (failover) config.signal_interval = 1;
+    // ... and the traffic of a connection that broke while this process's port stayed up comes back when the
+    // connection's node answers again (xrc::CmConfig::probe_broken_links): a path lost and found with no port event.
+    config.cm.probe_broken_links = failover;
     // User-Level Failure Mitigation: a dead process's node refuses what still names it, and that must cost the
     // node's other ranks nothing: every send is kept until its completion, by its fragment or, inline, as a copy in
     // its link's queue (the sends chosen by mca_btl_xrc_module_init), so that what followed a refused request goes

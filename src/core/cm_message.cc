@@ -63,7 +63,7 @@ Result<CmMessage> decode_cm(std::span<const std::uint8_t> bytes) {
         return malformed("version " + std::to_string(b[4]) + ", this build speaks " + std::to_string(kCmVersion));
     CmMessage m;
     const std::uint8_t type = b[5];
-    if (type < static_cast<std::uint8_t>(CmType::Connect) || type > static_cast<std::uint8_t>(CmType::Release))
+    if (type < static_cast<std::uint8_t>(CmType::Connect) || type > static_cast<std::uint8_t>(CmType::ProbeAck))
         return malformed("unknown type " + std::to_string(type));
     m.type = static_cast<CmType>(type);
     const std::uint16_t reason = get<std::uint16_t>(b + 6);
@@ -90,6 +90,11 @@ Result<CmMessage> decode_cm(std::span<const std::uint8_t> bytes) {
     m.ini_qpn = get<std::uint32_t>(b + 36);
     m.tgt_qpn = get<std::uint32_t>(b + 40);
     const std::uint32_t named = get<std::uint32_t>(b + 44);
+    if (m.type == CmType::Probe || m.type == CmType::ProbeAck) {  // about a broken link: no QP is named
+        if (m.ini_qpn != 0 || m.tgt_qpn != 0 || named != 0) return malformed("a probe names no QP");
+        m.named_rank = kCmNoRank;
+        return m;
+    }
     const bool about_initiator = m.type == CmType::Hold || m.type == CmType::Held || m.type == CmType::Release;
     if (named != 0 && !about_initiator && m.type != CmType::Accept) return malformed("reserved bits set");
     if (named == 0 && about_initiator) return malformed("names no initiator");
@@ -118,6 +123,8 @@ const char *cm_type_name(CmType type) noexcept {
     case CmType::Hold: return "HOLD";
     case CmType::Held: return "HELD";
     case CmType::Release: return "RELEASE";
+    case CmType::Probe: return "PROBE";
+    case CmType::ProbeAck: return "PROBE_ACK";
     }
     return "?";
 }

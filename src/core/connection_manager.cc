@@ -553,8 +553,7 @@ void ConnectionManager::run_deferred(std::vector<Deferred> &work) noexcept {
                     if (broken && !abandoned_ && !finalizing_) {
                         restart_failed(*d.link);
                         revived = true;
-                        host_.note("connection to node " + std::to_string(d.link->node_) +
-                                   " usable again: a CONNECT came from it");
+                        host_.note("connection to node " + std::to_string(d.link->node_) + " usable again: " + d.why);
                     }
                 }
                 if (revived) host_.link_revived(*d.link);
@@ -587,6 +586,9 @@ std::uint64_t ConnectionManager::tick_timers() noexcept {
     resend_leaving(now);
     for (const auto &[k, t] : owned_)
         if (t.leaving) next = std::min(next, t.next_leaving_us);
+    send_probes(now);
+    if (!held_)
+        for (const NodeLink *link : probing_) next = std::min(next, link->next_probe_us_);
     return next;
 }
 
@@ -676,6 +678,7 @@ void ConnectionManager::resend_notices(std::uint64_t now) noexcept {
 void ConnectionManager::begin_finalize() noexcept {
     Guard g(*this);
     finalizing_ = true;
+    probing_.clear();  // what comes back now carries nothing
     for (NodeLink *link : std::vector<NodeLink *>(connected_)) close(*link);
     // A connection still being made that nothing waits to send on has nothing to deliver: waiting for its answer
     // would hold this finalize up to the connect timeout when the target's own finalize is over (nothing reads its
@@ -774,6 +777,12 @@ void ConnectionManager::on_datagram(std::span<const std::uint8_t> bytes, std::ui
         case CmType::Release:
             on_release(m, *from);
             break;
+        case CmType::Probe:
+            on_probe(m, *from);
+            break;
+        case CmType::ProbeAck:
+            on_probe_ack(m, *from);
+            break;
     }
 }
 
@@ -844,12 +853,8 @@ void ConnectionManager::on_connect(const CmMessage &m, const PortAddress &from) 
     // Our link to the sender's node may have failed (its port was down past the retry budget, or past the grace):
     // a CONNECT from there says the path works again, so a failed link starts over (progress looks, under the
     // queues' lock: whether its queue broke is the data path's to say).
-    if (auto back = links_.find(port_identity(from)); back != links_.end()) {
-        try {
-            deferred_.push_back({Deferred::Kind::revive, back->second.get(), 0, {}, {}, 0, 0, 0, {}});
-        } catch (...) {  // out of memory: its traffic stays where it moved
-        }
-    }
+    if (auto back = links_.find(port_identity(from)); back != links_.end())
+        revive_later(*back->second, "a CONNECT came from it");
     drop_held_handles(m.src_rank, m.generation);
     OwnedTgt &made_now =
         owned_.emplace(k, OwnedTgt{m.src_rank, m.generation, m.ini_qpn, HostQp(&host_, tgt)}).first->second;
@@ -1118,6 +1123,7 @@ void ConnectionManager::orphaned(NodeLink &link, std::uint32_t generation) noexc
 void ConnectionManager::retire_dead_node(NodeLink &link) noexcept {
     if (link.node_dead_) return;
     link.node_dead_ = true;
+    unlist(probing_, link);
     unlist(connecting_, link);
     unlist(connected_, link);
     unlist(draining_, link);
@@ -1160,6 +1166,7 @@ NodeLink *ConnectionManager::link_with_queue_locked(const SendQueue &queue) cons
 }
 
 void ConnectionManager::restart_failed(NodeLink &link) noexcept {
+    unlist(probing_, link);
     unlist(connecting_, link);
     unlist(connected_, link);
     unlist(draining_, link);
@@ -1205,6 +1212,70 @@ bool ConnectionManager::revive() noexcept {
     host_.unlock_queues();
     if (done) host_.timers_changed();
     return done;
+}
+
+void ConnectionManager::queue_broke(const SendQueue &queue) noexcept {
+    if (!config_.probe_broken_links) return;
+    Guard g(*this);
+    NodeLink *link = link_with_queue_locked(queue);
+    if (link == nullptr || link->node_dead_ || abandoned_ || finalizing_) return;
+    if (std::find(probing_.begin(), probing_.end(), link) != probing_.end()) return;
+    try {
+        probing_.push_back(link);
+    } catch (...) {  // out of memory: its traffic stays on the rail it moved to
+        return;
+    }
+    link->probe_retry_us_ = config_.first_probe_us;
+    link->next_probe_us_ = host_.now_us() + link->probe_retry_us_;
+    host_.timers_changed();
+}
+
+void ConnectionManager::send_probes(std::uint64_t now) noexcept {
+    for (std::size_t i = 0; i < probing_.size();) {
+        NodeLink &link = *probing_[i];
+        if (link.node_dead_ || abandoned_ || finalizing_) {
+            probing_.erase(probing_.begin() + static_cast<std::ptrdiff_t>(i));
+            continue;
+        }
+        ++i;
+        // Nothing leaves through a port that is down; the interval starts again once it is back (resume()).
+        if (held_ || now < link.next_probe_us_) continue;
+        if (const PortAddress *to = host_.address_of(link.owner_); to != nullptr)
+            send(*to, request_to(CmType::Probe, link.owner_, *to, std::max<std::uint32_t>(link.generation_, 1), 0));
+        link.next_probe_us_ = now + link.probe_retry_us_;
+        link.probe_retry_us_ = std::min(link.probe_retry_us_ * 2, config_.max_probe_us);
+    }
+}
+
+void ConnectionManager::revive_later(NodeLink &link, std::string why) noexcept {
+    try {
+        deferred_.push_back({Deferred::Kind::revive, &link, 0, std::move(why), {}, 0, 0, 0, {}});
+    } catch (...) {  // out of memory: its traffic stays where it moved
+    }
+}
+
+// A node whose connection to us broke asks whether we are reachable: this datagram says its path to us works again,
+// and the answer tells it ours does. Our own link to that node, if it broke too, starts over (as on a CONNECT).
+void ConnectionManager::on_probe(const CmMessage &m, const PortAddress &from) noexcept {
+    CmMessage a = reply_to(m, CmType::ProbeAck);
+    a.ini_qpn = 0;
+    a.token = from.token;
+    send(from, a);
+    if (auto back = links_.find(port_identity(from)); back != links_.end())
+        revive_later(*back->second, "a PROBE came from it");
+}
+
+void ConnectionManager::on_probe_ack(const CmMessage &m, const PortAddress &from) noexcept {
+    auto it = links_.find(port_identity(from));
+    if (it == links_.end()) return;
+    NodeLink &link = *it->second;
+    // An answer to a probe of this broken link (not a late one of an earlier break, which a reconnect has taken off
+    // the list since).
+    if (std::find(probing_.begin(), probing_.end(), &link) == probing_.end() ||
+        m.generation != std::max<std::uint32_t>(link.generation_, 1))
+        return;
+    unlist(probing_, link);
+    revive_later(link, "it answered a PROBE");
 }
 
 void ConnectionManager::restart_streams(const SendQueue &queue, bool timed_out) noexcept {
@@ -1548,6 +1619,10 @@ void ConnectionManager::resume() noexcept {
                 n.deadline_us = now + config_.connect_timeout_us;
                 n.retry_us = config_.first_retry_us;
                 n.next_retry_us = now;
+            }
+            for (NodeLink *link : probing_) {  // the port was down: probe soon, and slowly again only if unanswered
+                link->probe_retry_us_ = config_.first_probe_us;
+                link->next_probe_us_ = now + link->probe_retry_us_;
             }
             try {
                 reopen = connected_;

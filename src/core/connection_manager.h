@@ -209,6 +209,14 @@ struct CmConfig {
     std::vector<std::uint32_t> node_mates;  // the other ranks of this node (empty: unknown)
     // How long a creator waits for HELD before it accepts without a holder (a node-mate that does not answer).
     std::uint64_t hold_wait_us = 2000000;
+    // Another rail carries the traffic of a link whose queue broke (rail failover): while this process's own port is
+    // up, the link's node is asked whether it is reachable again (PROBE), first after `first_probe_us`, then at
+    // doubling intervals up to `max_probe_us`; its answer (or a PROBE or CONNECT from it) starts the link over, and
+    // the host moves the traffic back (link_revived). Without it a path lost and found again with no port event
+    // (both ports stayed up, or came back within the grace) left the traffic on the other rail for good.
+    bool probe_broken_links = false;
+    std::uint64_t first_probe_us = 1000000;
+    std::uint64_t max_probe_us = 30000000;
 };
 
 class NodeLink {
@@ -261,6 +269,10 @@ private:
     std::uint64_t inherited_deadline_us_ = 0;
     // Reconnecting after a timeout: the connection is not given up before this time (0: connect_timeout_us rules).
     std::uint64_t outage_until_us_ = 0;
+    // Probing its node (CmConfig::probe_broken_links, while in ConnectionManager::probing_): the next PROBE and the
+    // interval after it.
+    std::uint64_t next_probe_us_ = 0;
+    std::uint64_t probe_retry_us_ = 0;
     std::vector<Peer *> peers_;
     // The SRQ numbers of peers detached since (del_procs) with their ranks: what is still queued for them is
     // recognized as theirs (a finalizing rank's). O(ranks of the node) at most.
@@ -396,6 +408,10 @@ public:
         std::lock_guard<std::mutex> g(mutex_);
         return abandoned_;
     }
+    // The send queue `queue` broke (progress saw its first error, not one it requeues or hands back after): with
+    // CmConfig::probe_broken_links its link's node is probed from now on (PROBE, by the serving side's timers),
+    // until it answers and the link starts over. Nothing for a queue of no link, a dead node, or a rail given up.
+    void queue_broke(const SendQueue &queue) noexcept;
     // The link whose send queue `queue` is, or null.
     const NodeLink *link_of(const SendQueue &queue) const noexcept;
     // True when `op` is a link's drain fence (posted by this manager, owned by no upper layer).
@@ -698,6 +714,12 @@ private:
     void on_reject(const CmMessage &m) noexcept;
     void on_close(const CmMessage &m, const PortAddress &from) noexcept;
     void on_close_ack(const CmMessage &m) noexcept;
+    void on_probe(const CmMessage &m, const PortAddress &from) noexcept;
+    void on_probe_ack(const CmMessage &m, const PortAddress &from) noexcept;
+    // tick() starts `link` over if it is still broken then (Deferred::Kind::revive), saying `why` it is usable.
+    void revive_later(NodeLink &link, std::string why) noexcept;
+    // Sends the due PROBEs of probing_ (the serving side); drops the links no longer worth probing.
+    void send_probes(std::uint64_t now) noexcept;
     void on_leaving(const CmMessage &m) noexcept;
     void on_leaving_ack(const CmMessage &m) noexcept;
     void on_address(const CmMessage &m, const PortAddress &from) noexcept;
@@ -777,6 +799,7 @@ private:
     std::uint16_t announced_lid_ = 0;       // this port's LID as last announced (0: never changed)
     std::uint32_t announcements_ = 0;       // ADDRESS generations
     std::vector<NodeLink *> leaving_;       // links whose creator said LEAVING, not answered yet
+    std::vector<NodeLink *> probing_;       // broken links whose node is asked if it is back (queue_broke)
     std::size_t awaiting_leaving_ack_ = 0;  // owned TGT QPs told LEAVING, not answered yet
     std::size_t awaiting_held_ = 0;         // owned TGT QPs whose ACCEPT waits for HELD
     // Said they are finalizing (a refusal, LEAVING), here or on another rail (share_finalizing_ranks): not chosen

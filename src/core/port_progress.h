@@ -94,7 +94,10 @@ template <class Sink>
                     const bool requeues = queue->would_requeue(wc);
                     if (requeues) requeueing(*queue, wc.status);
                     queue->on_completion(wc);
-                    if (requeues) refused(*queue, wc.status);
+                    if (requeues)
+                        refused(*queue, wc.status);
+                    else if (queue->broken())
+                        broke(*queue);
                     break;
                 }
                 queue->on_completion(wc);

@@ -258,6 +258,8 @@ private:
     void refused(SendQueue &queue, ibv_wc_status status) noexcept {
         cm_->reconnect(queue, status == IBV_WC_RETRY_EXC_ERR);
     }
+    // It broke (its owners heard of it first): a link of this job's may have its node probed until it answers.
+    [[gnu::cold]] void broke(SendQueue &queue) noexcept { cm_->queue_broke(queue); }
     // A completion of the CQ whose kind is cm_receive or cm_send (progress() and the served channel's loop).
     void on_cm_completion(const ibv_wc &wc) noexcept;
     PortTransport(std::shared_ptr<OpenedDevice> device, const UsablePort &port, const TransportConfig &config,

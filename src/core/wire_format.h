@@ -111,6 +111,12 @@ inline constexpr std::uint32_t cm_qkey(std::uint64_t token) noexcept {
 // drop your handle on TGT QP `tgt_qpn` (toward INI QP `ini_qpn`, connection `generation`) if you hold one. A rank
 // opens a handle on the first message it receives through a TGT QP without learning whose it is, so only the
 // creator can say. Sent once, not answered: a lost one leaves that handle until the rank's finalize.
+// PROBE: a process whose connection to a node broke while its own port stayed up (the path was lost: its requests
+// went unacknowledged for the retry budget, and the node's traffic went over another rail) -> the rank it
+// connected through there: are you reachable again? No QP numbers (`ini_qpn` and `tgt_qpn` 0); `generation` is the
+// broken link's. Retransmitted with backoff while the link stays broken; nothing is made for it.
+// PROBE_ACK: -> the prober, the same generation. Each end's broken link toward the other starts over, and the
+// traffic moved to another rail comes back with the next connection.
 enum class CmType : std::uint8_t {
     Connect = 1,
     Accept = 2,
@@ -123,7 +129,9 @@ enum class CmType : std::uint8_t {
     AddressAck = 9,
     Hold = 10,
     Held = 11,
-    Release = 12
+    Release = 12,
+    Probe = 13,
+    ProbeAck = 14
 };
 enum class CmReject : std::uint16_t {
     None = 0,

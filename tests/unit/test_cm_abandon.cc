@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // A rail given up for good (ConnectionManager::abandon: DEVICE_FATAL, a port down past its grace): its sends fail
 // once, nothing is retransmitted through it any more, the manager stops asking for ticks once nothing is left to
-// do, and finalize has nothing to wait for on it (no CLOSE acknowledgement, no initiator's close).
+// do, and finalize has nothing to wait for on it (no CLOSE acknowledgement, no initiator's close). A rail given up
+// that comes back, and a link that broke while the port stayed up, start over (revive, a CONNECT or a PROBE's answer
+// from the node).
 #include "cm_test_net.h"
 
 #include <gtest/gtest.h>
@@ -172,4 +174,157 @@ TEST(ConnectionManagerAbandon, ABrokenLinkStartsOverWhenItsNodeConnectsAgain) {
     send(net[0], 1, c);
     net.run();
     EXPECT_EQ(link.state(), NodeLink::State::connected);
+}
+
+namespace {
+
+CmConfig probing() {
+    CmConfig c = capped_at_one();
+    c.probe_broken_links = true;
+    c.first_probe_us = 1000000;
+    c.max_probe_us = 4000000;
+    return c;
+}
+
+// The last send posted on `link` fails with RETRY_EXC_ERR (a path lost past the retry budget): its queue breaks,
+// and progress tells the manager (PortTransport::broke).
+void break_with_timeout(ConnectionManager &cm, NodeLink &link) {
+    ibv_wc wc{};
+    wc.wr_id = ini_of(link)->posted.back().wr_id;
+    wc.qp_num = ini_of(link)->qp.qp_num;
+    wc.status = IBV_WC_RETRY_EXC_ERR;
+    link.queue().on_completion(wc);
+    ASSERT_TRUE(link.queue().broken());
+    cm.queue_broke(link.queue());
+}
+
+// The serving side's timers of every process, then the datagrams they sent, for `us` of simulated time.
+void serve_for(Net &net, std::uint64_t us) {
+    const std::uint64_t end = net.clock + us;
+    while (net.clock < end) {
+        for (auto &p : net.procs)
+            if (!p->dead()) (void)p->cm().tick_timers();
+        const std::uint64_t step_end = net.clock + 100000;
+        net.run(100000);
+        net.clock = std::max(net.clock, step_end);
+    }
+}
+
+}  // namespace
+
+// Both ends' connections broke while both ports stayed up (the path between them was lost past the retry budget):
+// no port event will ever say the path is back. Each end asks the other, with backoff, while nothing answers; once
+// the path works, the answer (and the other's own probe) start both links over, the hosts hear of it (they move
+// the traffic back), and a send connects and goes out.
+TEST(ConnectionManagerProbe, ALinkBrokenWithThePortUpComesBackWhenItsNodeAnswers) {
+    Net net(2, 1, probing());
+    Message a, b;
+    send(net[0], 1, a);
+    send(net[1], 0, b);
+    net.run();
+    NodeLink &link0 = *net[0].peer(1).link;
+    NodeLink &link1 = *net[1].peer(0).link;
+    complete_all(link0);
+    complete_all(link1);
+    Message lost0, lost1;
+    send(net[0], 1, lost0);
+    send(net[1], 0, lost1);
+    break_with_timeout(net[0].cm(), link0);
+    break_with_timeout(net[1].cm(), link1);
+    // The path is still lost: probes go, with backoff, and nothing starts over.
+    std::size_t datagrams = 0;
+    net.lose = [&datagrams](const Datagram &) {
+        ++datagrams;
+        return true;
+    };
+    serve_for(net, 8000000);
+    EXPECT_GE(datagrams, 4u);  // at 1, 3 and 7 s, from each end
+    EXPECT_LE(datagrams, 8u);  // not one per tick
+    EXPECT_TRUE(net[0].revived.empty());
+    EXPECT_TRUE(net[1].revived.empty());
+    EXPECT_TRUE(link0.queue().broken());
+    // The path is back: the next probe is answered.
+    net.lose = [](const Datagram &) { return false; };
+    serve_for(net, 5000000);
+    ASSERT_EQ(net[0].revived.size(), 1u);
+    ASSERT_EQ(net[1].revived.size(), 1u);
+    EXPECT_FALSE(link0.queue().broken());
+    EXPECT_FALSE(link1.queue().broken());
+    EXPECT_EQ(link0.state(), NodeLink::State::idle);
+    EXPECT_EQ(net[0].peer(1).imm_flags, kImmFirst);
+    Message c;
+    send(net[0], 1, c);
+    net.run();
+    ASSERT_EQ(link0.state(), NodeLink::State::connected);
+    complete_all(link0);
+    EXPECT_EQ(c.status, IBV_WC_SUCCESS);
+    // Nothing is probed any more.
+    datagrams = 0;
+    net.lose = [&datagrams](const Datagram &) {
+        ++datagrams;
+        return false;
+    };
+    serve_for(net, 10000000);
+    EXPECT_EQ(datagrams, 0u);
+}
+
+// Off unless asked for (one rail: nothing else could carry the traffic, and the job ends), and never for a rail given
+// up (its port's return revives it), a dead node, or while finalizing.
+TEST(ConnectionManagerProbe, ProbesOnlyWhenAskedAndWorthIt) {
+    for (int variant = 0; variant < 4; ++variant) {
+        Net net(2, 1, variant == 0 ? capped_at_one() : probing());
+        Message a;
+        send(net[0], 1, a);
+        net.run();
+        NodeLink &link = *net[0].peer(1).link;
+        complete_all(link);
+        Message lost;
+        send(net[0], 1, lost);
+        break_with_timeout(net[0].cm(), link);
+        if (variant == 1) net[0].cm().abandon(IBV_WC_WR_FLUSH_ERR);
+        if (variant == 2) net[0].cm().node_died(1);
+        if (variant == 3) net[0].cm().begin_finalize();
+        std::size_t datagrams = 0;
+        net.lose = [&datagrams](const Datagram &d) {
+            datagrams += d.from == 0;
+            return false;
+        };
+        serve_for(net, 5000000);
+        EXPECT_EQ(datagrams, 0u) << variant;
+        EXPECT_TRUE(net[0].revived.empty()) << variant;
+    }
+}
+
+// An answer that does not match the broken link (another generation: a late answer to a probe of an earlier break)
+// starts nothing; a PROBE_ACK nobody asked for neither.
+TEST(ConnectionManagerProbe, AnUnaskedAnswerStartsNothing) {
+    Net net(2, 1, probing());
+    Message a;
+    send(net[0], 1, a);
+    net.run();
+    NodeLink &link = *net[0].peer(1).link;
+    complete_all(link);
+    CmMessage ack;
+    ack.type = CmType::ProbeAck;
+    ack.jobid = 7;
+    ack.src_rank = 1;
+    ack.dst_rank = 0;
+    ack.token = net[0].address().token;
+    ack.generation = link.generation();
+    const auto deliver = [&](const CmMessage &m) {
+        net[0].cm().on_datagram(encode_cm(m), net[1].address().lid, net[1].address().cm_qpn);
+        net.run();
+    };
+    deliver(ack);  // the link is fine: not probing
+    EXPECT_TRUE(net[0].revived.empty());
+    Message lost;
+    send(net[0], 1, lost);
+    break_with_timeout(net[0].cm(), link);
+    ack.generation = link.generation() + 1;
+    deliver(ack);
+    EXPECT_TRUE(net[0].revived.empty());
+    EXPECT_TRUE(link.queue().broken());
+    ack.generation = link.generation();
+    deliver(ack);
+    EXPECT_EQ(net[0].revived.size(), 1u);
 }

@@ -24,6 +24,7 @@ CmMessage sample(CmType type) {
     m.port_index = 1;
     if (type == CmType::Accept || type == CmType::Hold || type == CmType::Held || type == CmType::Release)
         m.named_rank = 4;
+    if (type == CmType::Probe || type == CmType::ProbeAck) m.ini_qpn = m.tgt_qpn = 0;
     if (type == CmType::Address || type == CmType::AddressAck) {
         m.ini_qpn = m.tgt_qpn = 0;
         m.port_guid = 0x0002c90300a1b2c3ull;
@@ -35,9 +36,9 @@ CmMessage sample(CmType type) {
 }  // namespace
 
 TEST(CmMessage, EveryTypeRoundTrips) {
-    for (CmType t :
-         {CmType::Connect, CmType::Accept, CmType::Reject, CmType::Close, CmType::CloseAck, CmType::Leaving,
-          CmType::LeavingAck, CmType::Address, CmType::AddressAck, CmType::Hold, CmType::Held, CmType::Release}) {
+    for (CmType t : {CmType::Connect, CmType::Accept, CmType::Reject, CmType::Close, CmType::CloseAck, CmType::Leaving,
+                     CmType::LeavingAck, CmType::Address, CmType::AddressAck, CmType::Hold, CmType::Held,
+                     CmType::Release, CmType::Probe, CmType::ProbeAck}) {
         const CmMessage m = sample(t);
         const CmBytes b = encode_cm(m);
         const auto out = decode_cm(b);
@@ -64,7 +65,7 @@ TEST(CmMessage, EachBadFieldIsNamed) {
     EXPECT_NE(why([](CmBytes &b) { b[0] ^= 1; }).find("magic"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[4] = 9; }).find("version 9"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[5] = 0; }).find("type"), std::string::npos);
-    EXPECT_NE(why([](CmBytes &b) { b[5] = 13; }).find("type"), std::string::npos);
+    EXPECT_NE(why([](CmBytes &b) { b[5] = 15; }).find("type"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { b[6] = 1; }).find("reason"), std::string::npos);  // a reason on an ACCEPT
     EXPECT_NE(why([](CmBytes &b) { std::fill(b.begin() + 24, b.begin() + 32, 0); }).find("token"), std::string::npos);
     EXPECT_NE(why([](CmBytes &b) { std::fill(b.begin() + 32, b.begin() + 36, 0); }).find("generation"),
@@ -144,4 +145,20 @@ TEST(CmMessage, RandomBytesNeverCrash) {
         (void)decode_cm(b);
     }
     SUCCEED();
+}
+
+// PROBE and PROBE_ACK are about a broken link, not a QP: a QP number or a named rank on one is malformed.
+TEST(CmMessage, AProbeNamesNoQp) {
+    for (CmType t : {CmType::Probe, CmType::ProbeAck}) {
+        for (std::size_t at : {36u, 40u, 44u}) {
+            CmBytes b = encode_cm(sample(t));
+            b[at] = 7;
+            const auto out = decode_cm(b);
+            ASSERT_FALSE(out.has_value()) << cm_type_name(t) << " byte " << at;
+            EXPECT_NE(out.error().message().find("probe names no QP"), std::string::npos);
+        }
+        CmMessage m = sample(t);
+        m.generation = 0;
+        EXPECT_FALSE(decode_cm(encode_cm(m)).has_value());
+    }
 }
