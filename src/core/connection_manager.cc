@@ -292,6 +292,7 @@ void ConnectionManager::give_up(NodeLink &link, const std::string &why) noexcept
     if (drop_for_finalized(link, why)) return;
     if (link.queue_.has_pending()) {
         fail(link, finalizing_ ? why + " (" + describe_pending(link) + ")" : why);
+        probe_later(link);  // unanswered: the path may come back (its traffic goes over another rail meanwhile)
         return;
     }
     abandon(link);
@@ -1217,16 +1218,23 @@ bool ConnectionManager::revive() noexcept {
 void ConnectionManager::queue_broke(const SendQueue &queue) noexcept {
     if (!config_.probe_broken_links) return;
     Guard g(*this);
-    NodeLink *link = link_with_queue_locked(queue);
-    if (link == nullptr || link->node_dead_ || abandoned_ || finalizing_) return;
-    if (std::find(probing_.begin(), probing_.end(), link) != probing_.end()) return;
+    if (NodeLink *link = link_with_queue_locked(queue); link != nullptr) probe_later(*link);
+}
+
+void ConnectionManager::probe_later(NodeLink &link) noexcept {
+    if (!config_.probe_broken_links || link.node_dead_ || abandoned_ || finalizing_) return;
+    if (std::find(probing_.begin(), probing_.end(), &link) != probing_.end()) return;
     try {
-        probing_.push_back(link);
+        probing_.push_back(&link);
     } catch (...) {  // out of memory: its traffic stays on the rail it moved to
         return;
     }
-    link->probe_retry_us_ = config_.first_probe_us;
-    link->next_probe_us_ = host_.now_us() + link->probe_retry_us_;
+    // Broken again soon after an answer brought it back (a path that answers datagrams but loses acknowledgements):
+    // the interval goes on growing, so that such a path costs a connection's retry budget per interval at most.
+    const std::uint64_t now = host_.now_us();
+    const bool again = link.probe_answered_us_ != 0 && now - link.probe_answered_us_ < config_.max_probe_us;
+    link.probe_retry_us_ = again ? std::min(link.probe_retry_us_ * 2, config_.max_probe_us) : config_.first_probe_us;
+    link.next_probe_us_ = now + link.probe_retry_us_;
     host_.timers_changed();
 }
 
@@ -1242,8 +1250,8 @@ void ConnectionManager::send_probes(std::uint64_t now) noexcept {
         if (held_ || now < link.next_probe_us_) continue;
         if (const PortAddress *to = host_.address_of(link.owner_); to != nullptr)
             send(*to, request_to(CmType::Probe, link.owner_, *to, std::max<std::uint32_t>(link.generation_, 1), 0));
-        link.next_probe_us_ = now + link.probe_retry_us_;
         link.probe_retry_us_ = std::min(link.probe_retry_us_ * 2, config_.max_probe_us);
+        link.next_probe_us_ = now + link.probe_retry_us_;
     }
 }
 
@@ -1275,6 +1283,7 @@ void ConnectionManager::on_probe_ack(const CmMessage &m, const PortAddress &from
         m.generation != std::max<std::uint32_t>(link.generation_, 1))
         return;
     unlist(probing_, link);
+    link.probe_answered_us_ = host_.now_us();
     revive_later(link, "it answered a PROBE");
 }
 

@@ -273,6 +273,7 @@ private:
     // interval after it.
     std::uint64_t next_probe_us_ = 0;
     std::uint64_t probe_retry_us_ = 0;
+    std::uint64_t probe_answered_us_ = 0;  // when a PROBE's answer last started it over (0: never)
     std::vector<Peer *> peers_;
     // The SRQ numbers of peers detached since (del_procs) with their ranks: what is still queued for them is
     // recognized as theirs (a finalizing rank's). O(ranks of the node) at most.
@@ -716,6 +717,9 @@ private:
     void on_close_ack(const CmMessage &m) noexcept;
     void on_probe(const CmMessage &m, const PortAddress &from) noexcept;
     void on_probe_ack(const CmMessage &m, const PortAddress &from) noexcept;
+    // The link broke or could not connect (the path may be lost): its node is probed from now on, with backoff
+    // (CmConfig::probe_broken_links; not for a dead node, a rail given up, or while finalizing). Under the mutex.
+    void probe_later(NodeLink &link) noexcept;
     // tick() starts `link` over if it is still broken then (Deferred::Kind::revive), saying `why` it is usable.
     void revive_later(NodeLink &link, std::string why) noexcept;
     // Sends the due PROBEs of probing_ (the serving side); drops the links no longer worth probing.

@@ -328,3 +328,26 @@ TEST(ConnectionManagerProbe, AnUnaskedAnswerStartsNothing) {
     deliver(ack);
     EXPECT_EQ(net[0].revived.size(), 1u);
 }
+
+// A connection that could not be made (nothing answered within the connect timeout: the path was lost) is probed
+// too, and starts over once its node answers.
+TEST(ConnectionManagerProbe, AConnectionNeverMadeIsProbedToo) {
+    Net net(2, 1, probing());
+    net.lose = [](const Datagram &) { return true; };
+    Message a;
+    send(net[0], 1, a);
+    net.run(3000000);
+    NodeLink &link = *net[0].peer(1).link;
+    ASSERT_EQ(link.state(), NodeLink::State::failed);
+    EXPECT_NE(a.status, IBV_WC_SUCCESS);
+    EXPECT_TRUE(net[0].revived.empty());
+    net.lose = [](const Datagram &) { return false; };
+    serve_for(net, 4000000);
+    ASSERT_EQ(net[0].revived.size(), 1u);
+    Message b;
+    send(net[0], 1, b);
+    net.run();
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    complete_all(link);
+    EXPECT_EQ(b.status, IBV_WC_SUCCESS);
+}
