@@ -50,8 +50,12 @@ void ConnectionManager::announce_lid(std::uint16_t old_lid, std::uint16_t new_li
             if (rank == config_.my_rank) continue;
             while (pending != address_notices_.end() && pending->rank < rank) ++pending;
             const bool unanswered = pending != address_notices_.end() && pending->rank == rank;
-            notices.push_back({rank, unanswered ? pending->old_lid : previous, 0, now, config_.first_retry_us,
-                               now + config_.connect_timeout_us});
+            std::uint16_t known = unanswered ? pending->old_lid : previous;
+            if (auto unheard = unheard_lids_.find(rank); unheard != unheard_lids_.end()) {
+                known = unheard->second;  // it never heard of the change before that one either
+                unheard_lids_.erase(unheard);
+            }
+            notices.push_back({rank, known, 0, now, config_.first_retry_us, now + config_.connect_timeout_us});
         }
     } catch (...) {  // out of memory: peers find out when their traffic toward the old LID fails
         host_.note("out of memory announcing LID " + std::to_string(new_lid) + " to the job");
@@ -75,9 +79,14 @@ void ConnectionManager::resend_addresses(std::uint64_t now) noexcept {
         }
         if (!expired) to = host_.address_of(n.rank);
         if (to == nullptr) {  // no answer in time, or no xrc address there: nobody to tell
-            if (expired)
+            if (expired) {
                 host_.note("gave up telling rank " + std::to_string(n.rank) + " this port's new LID " +
                            std::to_string(announced_lid_));
+                try {
+                    unheard_lids_[n.rank] = n.old_lid;  // told again with a PROBE to it (send_probes)
+                } catch (...) {  // out of memory: that rank's datagrams from here are dropped there
+                }
+            }
             n = address_notices_.back();  // order does not matter: no O(n) erase per notice
             address_notices_.pop_back();
             continue;
@@ -97,6 +106,21 @@ void ConnectionManager::resend_addresses(std::uint64_t now) noexcept {
         n.retry_us = std::min(n.retry_us * 2, config_.max_retry_us);
         ++i;
     }
+}
+
+void ConnectionManager::tell_address_again(std::uint32_t rank, const PortAddress &to) noexcept {
+    const auto unheard = unheard_lids_.find(rank);
+    if (unheard == unheard_lids_.end()) return;
+    CmMessage m;
+    m.type = CmType::Address;
+    m.dst_rank = rank;
+    m.token = to.token;
+    m.generation = announcements_;
+    m.port_guid = config_.my_port;
+    m.old_lid = unheard->second;
+    m.new_lid = announced_lid_;
+    ++counters_->cm_retransmissions;
+    send(to, m);
 }
 
 // on_datagram accepted its source: the stored address of the sender has m.old_lid and the datagram came from
@@ -161,6 +185,7 @@ void ConnectionManager::on_address_ack(const CmMessage &m) noexcept {
         ++counters_->cm_stale;  // for an earlier announcement
         return;
     }
+    unheard_lids_.erase(m.src_rank);
     for (AddressNotice &n : address_notices_) {
         if (n.rank != m.src_rank) continue;
         n = address_notices_.back();

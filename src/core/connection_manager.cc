@@ -1248,8 +1248,10 @@ void ConnectionManager::send_probes(std::uint64_t now) noexcept {
         ++i;
         // Nothing leaves through a port that is down; the interval starts again once it is back (resume()).
         if (held_ || now < link.next_probe_us_) continue;
-        if (const PortAddress *to = host_.address_of(link.owner_); to != nullptr)
+        if (const PortAddress *to = host_.address_of(link.owner_); to != nullptr) {
+            tell_address_again(link.owner_, *to);
             send(*to, request_to(CmType::Probe, link.owner_, *to, std::max<std::uint32_t>(link.generation_, 1), 0));
+        }
         link.probe_retry_us_ = std::min(link.probe_retry_us_ * 2, config_.max_probe_us);
         link.next_probe_us_ = now + link.probe_retry_us_;
     }

@@ -722,6 +722,9 @@ private:
     void probe_later(NodeLink &link) noexcept;
     // tick() starts `link` over if it is still broken then (Deferred::Kind::revive), saying `why` it is usable.
     void revive_later(NodeLink &link, std::string why) noexcept;
+    // ADDRESS again to `rank` (at `to`) if it never acknowledged this port's LID change (unheard_lids_): sent before
+    // a PROBE to it, which it would drop otherwise.
+    void tell_address_again(std::uint32_t rank, const PortAddress &to) noexcept;
     // Sends the due PROBEs of probing_ (the serving side); drops the links no longer worth probing.
     void send_probes(std::uint64_t now) noexcept;
     void on_leaving(const CmMessage &m) noexcept;
@@ -800,6 +803,10 @@ private:
         std::uint64_t deadline_us;
     };
     std::vector<AddressNotice> address_notices_;
+    // Ranks whose ADDRESS was given up unanswered (their port may have been down meanwhile), with the LID they still
+    // know this port by: they drop every datagram from the new LID, so a PROBE to one carries the ADDRESS again.
+    // O(ranks told), emptied as they answer.
+    std::unordered_map<std::uint32_t, std::uint16_t> unheard_lids_;
     std::uint16_t announced_lid_ = 0;       // this port's LID as last announced (0: never changed)
     std::uint32_t announcements_ = 0;       // ADDRESS generations
     std::vector<NodeLink *> leaving_;       // links whose creator said LEAVING, not answered yet

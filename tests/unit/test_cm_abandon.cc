@@ -351,3 +351,37 @@ TEST(ConnectionManagerProbe, AConnectionNeverMadeIsProbedToo) {
     complete_all(link);
     EXPECT_EQ(b.status, IBV_WC_SUCCESS);
 }
+
+// A process whose port moved to a new LID while the path to another node was lost: its ADDRESS went unanswered and
+// was given up, and that node drops everything from the new LID. Its PROBE carries the ADDRESS again, so the node
+// learns the LID, answers, and both links start over.
+TEST(ConnectionManagerProbe, AProbeTellsANewLidThatWasNeverHeard) {
+    Net net(2, 1, probing());
+    Message a, b;
+    send(net[0], 1, a);
+    send(net[1], 0, b);
+    net.run();
+    NodeLink &link1 = *net[1].peer(0).link;
+    complete_all(*net[0].peer(1).link);
+    complete_all(link1);
+    Message lost;
+    send(net[1], 0, lost);
+    break_with_timeout(net[1].cm(), link1);
+    net.lose = [](const Datagram &) { return true; };
+    const std::uint16_t old = net[1].address().lid;
+    net[1].take_lid(0x40);
+    net[1].cm().announce_lid(old, 0x40);
+    serve_for(net, 3000000);  // past the connect timeout: the ADDRESS is given up
+    EXPECT_EQ(net[1].cm().unanswered_addresses(), 0u);
+    EXPECT_EQ(net[0].lid_seen(1), old);
+    net.lose = [](const Datagram &) { return false; };
+    serve_for(net, 40000000);
+    EXPECT_EQ(net[0].lid_seen(1), 0x40);
+    ASSERT_EQ(net[1].revived.size(), 1u);
+    Message c;
+    send(net[1], 0, c);
+    net.run();
+    ASSERT_EQ(link1.state(), NodeLink::State::connected);
+    complete_all(link1);
+    EXPECT_EQ(c.status, IBV_WC_SUCCESS);
+}
