@@ -210,6 +210,27 @@ void serve_for(Net &net, std::uint64_t us) {
     }
 }
 
+// Ranks 0 and 1 (one per node) connected both ways, every send completed.
+void connect_both_ways(Net &net) {
+    Message a, b;
+    send(net[0], 1, a);
+    send(net[1], 0, b);
+    net.run();
+    complete_all(*net[0].peer(1).link);
+    complete_all(*net[1].peer(0).link);
+}
+
+// A send from `from` to `to` connects `link` (from's, idle) and goes out.
+void expect_a_send_goes_out(Net &net, std::uint32_t from, std::uint32_t to) {
+    NodeLink &link = *net[from].peer(to).link;
+    Message m;
+    send(net[from], to, m);
+    net.run();
+    ASSERT_EQ(link.state(), NodeLink::State::connected);
+    complete_all(link);
+    EXPECT_EQ(m.status, IBV_WC_SUCCESS);
+}
+
 }  // namespace
 
 // Both ends' connections broke while both ports stayed up (the path between them was lost past the retry budget):
@@ -218,14 +239,9 @@ void serve_for(Net &net, std::uint64_t us) {
 // the traffic back), and a send connects and goes out.
 TEST(ConnectionManagerProbe, ALinkBrokenWithThePortUpComesBackWhenItsNodeAnswers) {
     Net net(2, 1, probing());
-    Message a, b;
-    send(net[0], 1, a);
-    send(net[1], 0, b);
-    net.run();
+    connect_both_ways(net);
     NodeLink &link0 = *net[0].peer(1).link;
     NodeLink &link1 = *net[1].peer(0).link;
-    complete_all(link0);
-    complete_all(link1);
     Message lost0, lost1;
     send(net[0], 1, lost0);
     send(net[1], 0, lost1);
@@ -252,12 +268,7 @@ TEST(ConnectionManagerProbe, ALinkBrokenWithThePortUpComesBackWhenItsNodeAnswers
     EXPECT_FALSE(link1.queue().broken());
     EXPECT_EQ(link0.state(), NodeLink::State::idle);
     EXPECT_EQ(net[0].peer(1).imm_flags, kImmFirst);
-    Message c;
-    send(net[0], 1, c);
-    net.run();
-    ASSERT_EQ(link0.state(), NodeLink::State::connected);
-    complete_all(link0);
-    EXPECT_EQ(c.status, IBV_WC_SUCCESS);
+    expect_a_send_goes_out(net, 0, 1);
     // Nothing is probed any more.
     datagrams = 0;
     net.lose = [&datagrams](const Datagram &) {
@@ -344,12 +355,7 @@ TEST(ConnectionManagerProbe, AConnectionNeverMadeIsProbedToo) {
     net.lose = [](const Datagram &) { return false; };
     serve_for(net, 4000000);
     ASSERT_EQ(net[0].revived.size(), 1u);
-    Message b;
-    send(net[0], 1, b);
-    net.run();
-    ASSERT_EQ(link.state(), NodeLink::State::connected);
-    complete_all(link);
-    EXPECT_EQ(b.status, IBV_WC_SUCCESS);
+    expect_a_send_goes_out(net, 0, 1);
 }
 
 // A process whose port moved to a new LID while the path to another node was lost: its ADDRESS went unanswered and
@@ -357,13 +363,8 @@ TEST(ConnectionManagerProbe, AConnectionNeverMadeIsProbedToo) {
 // learns the LID, answers, and both links start over.
 TEST(ConnectionManagerProbe, AProbeTellsANewLidThatWasNeverHeard) {
     Net net(2, 1, probing());
-    Message a, b;
-    send(net[0], 1, a);
-    send(net[1], 0, b);
-    net.run();
+    connect_both_ways(net);
     NodeLink &link1 = *net[1].peer(0).link;
-    complete_all(*net[0].peer(1).link);
-    complete_all(link1);
     Message lost;
     send(net[1], 0, lost);
     break_with_timeout(net[1].cm(), link1);
@@ -378,10 +379,5 @@ TEST(ConnectionManagerProbe, AProbeTellsANewLidThatWasNeverHeard) {
     serve_for(net, 40000000);
     EXPECT_EQ(net[0].lid_seen(1), 0x40);
     ASSERT_EQ(net[1].revived.size(), 1u);
-    Message c;
-    send(net[1], 0, c);
-    net.run();
-    ASSERT_EQ(link1.state(), NodeLink::State::connected);
-    complete_all(link1);
-    EXPECT_EQ(c.status, IBV_WC_SUCCESS);
+    expect_a_send_goes_out(net, 1, 0);
 }
