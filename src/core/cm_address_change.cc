@@ -91,16 +91,8 @@ void ConnectionManager::resend_addresses(std::uint64_t now) noexcept {
             address_notices_.pop_back();
             continue;
         }
-        CmMessage m;
-        m.type = CmType::Address;
-        m.dst_rank = n.rank;
-        m.token = to->token;
-        m.generation = announcements_;
-        m.port_guid = config_.my_port;
-        m.old_lid = n.old_lid;
-        m.new_lid = announced_lid_;
         if (n.attempts++ > 0) ++counters_->cm_retransmissions;
-        send(*to, m);
+        send(*to, address_to(n.rank, *to, n.old_lid));
         ++sent;
         n.next_retry_us = now + n.retry_us;
         n.retry_us = std::min(n.retry_us * 2, config_.max_retry_us);
@@ -108,19 +100,24 @@ void ConnectionManager::resend_addresses(std::uint64_t now) noexcept {
     }
 }
 
-void ConnectionManager::tell_address_again(std::uint32_t rank, const PortAddress &to) noexcept {
-    const auto unheard = unheard_lids_.find(rank);
-    if (unheard == unheard_lids_.end()) return;
+CmMessage ConnectionManager::address_to(std::uint32_t rank, const PortAddress &to,
+                                        std::uint16_t old_lid) const noexcept {
     CmMessage m;
     m.type = CmType::Address;
     m.dst_rank = rank;
     m.token = to.token;
     m.generation = announcements_;
     m.port_guid = config_.my_port;
-    m.old_lid = unheard->second;
+    m.old_lid = old_lid;
     m.new_lid = announced_lid_;
+    return m;
+}
+
+void ConnectionManager::tell_address_again(std::uint32_t rank, const PortAddress &to) noexcept {
+    const auto unheard = unheard_lids_.find(rank);
+    if (unheard == unheard_lids_.end()) return;
     ++counters_->cm_retransmissions;
-    send(to, m);
+    send(to, address_to(rank, to, unheard->second));
 }
 
 // on_datagram accepted its source: the stored address of the sender has m.old_lid and the datagram came from

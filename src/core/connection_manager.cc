@@ -1222,7 +1222,7 @@ void ConnectionManager::queue_broke(const SendQueue &queue) noexcept {
 }
 
 void ConnectionManager::probe_later(NodeLink &link) noexcept {
-    if (!config_.probe_broken_links || link.node_dead_ || abandoned_ || finalizing_) return;
+    if (!worth_probing(link)) return;
     if (std::find(probing_.begin(), probing_.end(), &link) != probing_.end()) return;
     try {
         probing_.push_back(&link);
@@ -1241,7 +1241,7 @@ void ConnectionManager::probe_later(NodeLink &link) noexcept {
 void ConnectionManager::send_probes(std::uint64_t now) noexcept {
     for (std::size_t i = 0; i < probing_.size();) {
         NodeLink &link = *probing_[i];
-        if (link.node_dead_ || abandoned_ || finalizing_) {
+        if (!worth_probing(link)) {
             probing_.erase(probing_.begin() + static_cast<std::ptrdiff_t>(i));
             continue;
         }
@@ -1250,7 +1250,7 @@ void ConnectionManager::send_probes(std::uint64_t now) noexcept {
         if (held_ || now < link.next_probe_us_) continue;
         if (const PortAddress *to = host_.address_of(link.owner_); to != nullptr) {
             tell_address_again(link.owner_, *to);
-            send(*to, request_to(CmType::Probe, link.owner_, *to, std::max<std::uint32_t>(link.generation_, 1), 0));
+            send(*to, request_to(CmType::Probe, link.owner_, *to, probe_generation(link), 0));
         }
         link.probe_retry_us_ = std::min(link.probe_retry_us_ * 2, config_.max_probe_us);
         link.next_probe_us_ = now + link.probe_retry_us_;
@@ -1267,8 +1267,7 @@ void ConnectionManager::revive_later(NodeLink &link, std::string why) noexcept {
 // A node whose connection to us broke asks whether we are reachable: this datagram says its path to us works again,
 // and the answer tells it ours does. Our own link to that node, if it broke too, starts over (as on a CONNECT).
 void ConnectionManager::on_probe(const CmMessage &m, const PortAddress &from) noexcept {
-    CmMessage a = reply_to(m, CmType::ProbeAck);
-    a.ini_qpn = 0;
+    CmMessage a = reply_to(m, CmType::ProbeAck);  // no QP named: a PROBE's ini_qpn is 0 (decode_cm)
     a.token = from.token;
     send(from, a);
     if (auto back = links_.find(port_identity(from)); back != links_.end())
@@ -1281,8 +1280,7 @@ void ConnectionManager::on_probe_ack(const CmMessage &m, const PortAddress &from
     NodeLink &link = *it->second;
     // An answer to a probe of this broken link (not a late one of an earlier break, which a reconnect has taken off
     // the list since).
-    if (std::find(probing_.begin(), probing_.end(), &link) == probing_.end() ||
-        m.generation != std::max<std::uint32_t>(link.generation_, 1))
+    if (std::find(probing_.begin(), probing_.end(), &link) == probing_.end() || m.generation != probe_generation(link))
         return;
     unlist(probing_, link);
     link.probe_answered_us_ = host_.now_us();

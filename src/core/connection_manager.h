@@ -51,6 +51,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -720,8 +721,19 @@ private:
     // The link broke or could not connect (the path may be lost): its node is probed from now on, with backoff
     // (CmConfig::probe_broken_links; not for a dead node, a rail given up, or while finalizing). Under the mutex.
     void probe_later(NodeLink &link) noexcept;
+    // Whether probing `link`'s node can still bring anything back (probe_later's rule, which send_probes keeps).
+    bool worth_probing(const NodeLink &link) const noexcept {
+        return config_.probe_broken_links && !link.node_dead_ && !abandoned_ && !finalizing_;
+    }
+    // The generation a PROBE about `link` names and its answer echoes (a link never connected has 0, which the
+    // wire refuses).
+    static std::uint32_t probe_generation(const NodeLink &link) noexcept {
+        return std::max<std::uint32_t>(link.generation_, 1);
+    }
     // tick() starts `link` over if it is still broken then (Deferred::Kind::revive), saying `why` it is usable.
     void revive_later(NodeLink &link, std::string why) noexcept;
+    // The ADDRESS of this port's current LID for `rank` at `to`, which knows the port by `old_lid`.
+    CmMessage address_to(std::uint32_t rank, const PortAddress &to, std::uint16_t old_lid) const noexcept;
     // ADDRESS again to `rank` (at `to`) if it never acknowledged this port's LID change (unheard_lids_): sent before
     // a PROBE to it, which it would drop otherwise.
     void tell_address_again(std::uint32_t rank, const PortAddress &to) noexcept;
