@@ -142,11 +142,14 @@ struct mca_btl_xrc_module_t {
     xrc::Counters counters;
     // The port stayed down past btl_xrc_port_down_grace and that was reported: not again.
     bool port_failure_reported;
+    // ... and no other rail carries this one's traffic, so it waits up to btl_xrc_outage_limit for the port (outages
+    // ridden through); cleared when the port is back.
+    bool riding_outage;
     // A thread is serving the transport's rare work (connections, recorded events, the port's grace): the others
     // skip it (btl_xrc_progress.cc).
     std::atomic<bool> serving;
     // With several rails: this rail was given up (port down past its grace, or the device failed) and its peers'
-    // traffic goes over the others (btl_xrc_failover.cc). Never reset: a rail lost stays lost for the job.
+    // traffic goes over the others (btl_xrc_failover.cc), until its port is active again (mca_btl_xrc_rejoin_rail).
     std::atomic<bool> rail_lost;
     // The nodes toward which this rail was given up, each reported once (btl_xrc_failover.cc).
     xrc::LostNodes lost_nodes;
@@ -206,11 +209,17 @@ int mca_btl_xrc_module_init(mca_btl_xrc_module_t *module, bool threads) noexcept
 // btl_xrc_failover.cc: with more than one module, one rail's loss is survived (docs/architecture.md, "Losing a rail").
 // Chosen once at btl_init, when there is more than one module: the modules' sends become the variants that keep
 // every posted fragment until its completion and forward what their rail no longer carries.
-// With `outage` (one rail, btl_xrc_outage_limit): the same variants, and what a timeout hands back (the port or path
-// down past the retry budget) goes out again over the same rail's next connection.
+// With `outage` (btl_xrc_outage_limit; one module, or all of them): the same variants (also with one module), and
+// what a timeout hands back (the port or path down past the retry budget) goes out again over the same rail's next
+// connection when no other rail reaches that node (mca_btl_xrc_choose_outage_ride).
 void mca_btl_xrc_failover_enable(mca_btl_xrc_module_t *module, bool threads, bool outage = false) noexcept;
 // True when sends that time out are sent again over the same rail (mca_btl_xrc_failover_enable's `outage`).
 bool mca_btl_xrc_outage_enabled() noexcept;
+// A request on `queue` failed (progress, under the lock, before the queue takes the error): with several rails
+// riding outages, a timeout breaks the connection (what it held goes over another rail, and the connection
+// managers' probes bring the traffic back) when another rail still reaches its node, and is ridden through
+// otherwise. Nothing with one rail or without the limit.
+void mca_btl_xrc_choose_outage_ride(mca_btl_xrc_module_t *module, xrc::SendQueue &queue) noexcept;
 // The module's rail no longer reaches `endpoint`'s peer: true when another rail does (the endpoint forwards to it
 // from now on, and this is reported once per node), false when none does (the caller ends the job as before).
 bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,

@@ -108,12 +108,13 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     config.cm.node_mate_holds = mca_btl_xrc_ft_enabled();
     if (mca_btl_xrc_ft_enabled()) config.cm.requeue_refused = true;
     config.keep_inline_copies = mca_btl_xrc_ft_enabled() && !failover;  // failover's sends keep their fragments
-    // One rail with btl_xrc_outage_limit: an outage past the retry budget is ridden through (btl_xrc_failover.cc):
-    // every send is kept until its completion (none inline) and numbered, so that what a timeout hands back goes
-    // out again over the next connection and the receiver drops what it had. Several rails fail over instead; under
-    // ULFM a refusal is a death, not an outage.
+    // btl_xrc_outage_limit: an outage past the retry budget is ridden through (btl_xrc_failover.cc): every send is
+    // kept until its completion (none inline) and numbered, so that what a timeout hands back goes out again over
+    // the next connection and the receiver drops what it had. With several rails only where no other rail reaches
+    // that node (the others fail over, as without the limit): every rail down at once, a switch that reboots.
+    // Under ULFM a refusal is a death, not an outage.
     const bool outage =
-        config.cm.outage_limit_us != 0 && !failover && !mca_btl_xrc_ft_enabled() && report.usable_port_count() == 1;
+        config.cm.outage_limit_us != 0 && !mca_btl_xrc_ft_enabled() && (failover || report.usable_port_count() == 1);
     if (outage)
         config.max_inline = 0;
     else
@@ -193,10 +194,11 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     // Several rails with btl_xrc_rail_failover: one rail's loss is survived (btl_xrc_failover.cc). Decided here,
     // once: otherwise the modules keep the sends without a test of their own.
     if (failover && n > 1) {
-        for (auto &module : modules) mca_btl_xrc_failover_enable(module.get(), threads);
+        for (auto &module : modules) mca_btl_xrc_failover_enable(module.get(), threads, outage);
         // Said once per process, so that a job's log shows whether a lost rail would end it or be survived.
-        BTL_XRC_VERBOSE(1, "btl:xrc: %s: rail failover on: the loss of one of %d rails is survived",
-                        opal_process_info.nodename, n);
+        BTL_XRC_VERBOSE(1, "btl:xrc: %s: rail failover on: the loss of one of %d rails is survived%s",
+                        opal_process_info.nodename, n,
+                        outage ? ", and outages of every rail past the retry budget are ridden through" : "");
     } else if (outage && n == 1) {
         mca_btl_xrc_failover_enable(modules.front().get(), threads, true);
         BTL_XRC_VERBOSE(1, "btl:xrc: %s: outages past the retry budget ridden through for up to %d s",

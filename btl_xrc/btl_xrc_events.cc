@@ -54,7 +54,7 @@ void requery_port(mca_btl_xrc_module_t *m, const std::string &why) {
                 ibv_port_state_str(attr.state), attr.lid, known, attr.sm_lid,
                 moved ? "; telling the job the new LID, connections move their paths to it" : "");
     if (attr.state == IBV_PORT_ACTIVE) {
-        (void)m->transport->port_up();
+        if (m->transport->port_up()) m->riding_outage = false;
         (void)mca_btl_xrc_rejoin_rail(m);
     } else
         (void)m->transport->port_down();
@@ -95,9 +95,15 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const xrc::AsyncEventReco
             case xrc::EventVerdict::hold:
                 if (target->transport->port_down()) {
                     const uint64_t grace = target->transport->health().grace_us();
-                    char limit[64];
+                    const uint64_t hold = target->transport->health().hold_limit_us();
+                    char limit[160];
                     if (grace == 0)
                         snprintf(limit, sizeof(limit), "without limit");
+                    else if (hold != grace)
+                        snprintf(limit, sizeof(limit),
+                                 "for up to %.3g s, then up to %.3g s in all (btl_xrc_outage_limit) where no other "
+                                 "rail carries its traffic",
+                                 double(grace) / 1e6, double(hold) / 1e6);
                     else
                         snprintf(limit, sizeof(limit), "for up to %.3g s", double(grace) / 1e6);
                     opal_output(0, "btl:xrc: %s: %s (btl_xrc_port_down_grace: %s)", where(target).c_str(),
@@ -107,6 +113,7 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const xrc::AsyncEventReco
             case xrc::EventVerdict::resume: {
                 const bool was_down = target->transport->health().down();
                 if (target->transport->port_up() && was_down) {
+                    target->riding_outage = false;
                     const uint64_t lasted = target->transport->health().longest_down_us();
                     opal_output(0,
                                 "btl:xrc: %s: the port is active again; held sends resume (down %.2f s at most so far)",

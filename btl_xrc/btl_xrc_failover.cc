@@ -33,7 +33,7 @@
 namespace {
 
 bool failover_on = false;
-bool outage_on = false;  // one rail: what a timeout hands back goes out again over the next connection
+bool outage_on = false;  // what a timeout hands back goes out again over the same rail's next connection
 
 constexpr mca_btl_base_tag_t kForwardedTag = MCA_BTL_TAG_BTL + 0x1b;
 
@@ -67,6 +67,13 @@ mca_btl_xrc_frag_t *copy_frag(mca_btl_xrc_module_t *s, mca_btl_base_endpoint_t *
     frag->base.des_cbfunc = nullptr;
     frag->base.order = order;
     return frag;
+}
+
+// Another rail reaches node `link` leads to: one of its peers has a sibling endpoint that carries.
+bool another_rail_reaches(const mca_btl_xrc_module_t *m, const xrc::NodeLink &link) {
+    for (const xrc::Peer *peer : link.peers())
+        if (sibling_of(m, peer->rank) != nullptr) return true;
+    return sibling_of(m, link.owner()) != nullptr;
 }
 
 // Sends a copy of `frag`'s message (as prepared by its owner: header and payload in its segment) to `to`: the
@@ -442,11 +449,11 @@ void mca_btl_xrc_failover_enable(mca_btl_xrc_module_t *m, bool threads, bool out
     m->super.btl_send = threads ? failover_send_locked : failover_send;
     m->super.btl_sendi = threads ? failover_sendi_locked : failover_sendi;
     // Room in front of the largest message ob1 sends for the forwarding headers; the fragment lists keep their size.
-    // After a timeout a copy is sent again over the same rail, and a copy whose connection times out too once
-    // more: two headers.
+    // One per rail a copy may be forwarded over; after a timeout a copy is sent again over the same rail, and a
+    // copy whose connection times out too once more: two headers more.
     constexpr std::size_t kOutageHeaders = 2;
     m->super.btl_max_send_size = xrc::forwardable_size(
-        m->super.btl_max_send_size, outage ? kOutageHeaders + 1 : mca_btl_xrc_component.modules.size());
+        m->super.btl_max_send_size, mca_btl_xrc_component.modules.size() + (outage ? kOutageHeaders : 0));
     m->super.btl_eager_limit = std::min(m->super.btl_eager_limit, m->super.btl_max_send_size);
     m->super.btl_rndv_eager_limit = std::min(m->super.btl_rndv_eager_limit, m->super.btl_max_send_size);
     m->super.btl_put = Guarded<mca_btl_xrc_put, kPut>::call;
@@ -484,8 +491,14 @@ void mca_btl_xrc_link_revived(mca_btl_xrc_module_t *m, const xrc::NodeLink &link
                     opal_process_info.nodename, m->transport->rail_name().c_str(), link.node());
 }
 
+void mca_btl_xrc_choose_outage_ride(mca_btl_xrc_module_t *m, xrc::SendQueue &queue) noexcept {
+    if (!outage_on || mca_btl_xrc_component.modules.size() < 2) return;
+    if (const xrc::NodeLink *link = m->transport->link_of(queue); link != nullptr)
+        queue.ride_outages(!another_rail_reaches(m, *link));
+}
+
 bool mca_btl_xrc_rejoin_rail(mca_btl_xrc_module_t *m) noexcept {
-    if (!failover_on || outage_on || m->finalizing || !m->rail_lost) return false;
+    if (!failover_on || m->finalizing || !m->rail_lost) return false;
     const BtlXrcLock guard(m->lock);
     if (!m->rail_lost || !m->transport->revive()) return false;  // its links call mca_btl_xrc_link_revived
     // The on-node peers come back over a new loopback pair, numbered from its first message (the copies forwarded

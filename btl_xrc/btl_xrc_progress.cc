@@ -39,6 +39,7 @@ struct CompletionSink {
         BTL_XRC_VERBOSE(1, "btl:xrc: receive completion error: %s", ibv_wc_status_str(status));
     }
     [[gnu::cold]] void send_failed(xrc::SendQueue &queue, const ibv_wc &wc) noexcept {
+        mca_btl_xrc_choose_outage_ride(m, queue);
         mca_btl_xrc_report_failed_completion(m, queue, wc);
     }
     [[gnu::cold]] void no_handler(uint8_t tag, uint32_t length) noexcept {
@@ -79,17 +80,32 @@ void mca_btl_xrc_async_event(mca_btl_xrc_module_t *m, const xrc::AsyncEventRecor
 
 namespace {
 
-// The port has stayed down longer than btl_xrc_port_down_grace: the job ends, once.
+// The port has stayed down longer than btl_xrc_port_down_grace: its rail is given up where other rails carry its
+// traffic; otherwise, riding outages (btl_xrc_outage_limit), it waits up to the limit; then the job ends, once.
 void check_port_grace(mca_btl_xrc_module_t *m) {
     if (m->port_failure_reported || !m->transport->health().down() || !m->transport->port_grace_expired()) return;
+    if (m->riding_outage && !m->transport->port_outage_expired()) return;
     if (mca_btl_xrc_resume_if_port_active(m)) return;
     m->port_failure_reported = true;
+    const bool riding = m->riding_outage;
     char what[256];
     snprintf(what, sizeof(what), "the port has been down for more than %.3g s (%s)",
-             double(m->transport->health().grace_us()) / 1e6,
-             mca_btl_xrc_outage_enabled() ? "btl_xrc_outage_limit" : "btl_xrc_port_down_grace");
-    // Another rail reaches every peer of this one: the job goes on over it.
-    if (mca_btl_xrc_lose_rail(m, what)) return;
+             double(riding ? m->transport->health().hold_limit_us() : m->transport->health().grace_us()) / 1e6,
+             riding ? "btl_xrc_outage_limit" : "btl_xrc_port_down_grace");
+    if (!riding) {
+        // Another rail reaches every peer of this one: the job goes on over it.
+        if (mca_btl_xrc_lose_rail(m, what)) return;
+        if (mca_btl_xrc_outage_enabled() && !m->transport->port_outage_expired()) {
+            m->riding_outage = true;
+            m->port_failure_reported = false;
+            opal_output(0,
+                        "btl:xrc: %s: %s: %s, and no other rail carries its traffic: its sends stay held for up "
+                        "to %.3g s in all (btl_xrc_outage_limit)",
+                        opal_process_info.nodename, m->transport->rail_name().c_str(), what,
+                        double(m->transport->health().hold_limit_us()) / 1e6);
+            return;
+        }
+    }
     strncat(what, ": giving up on the sends held since it went down", sizeof(what) - strlen(what) - 1);
     mca_btl_xrc_report_error(m, nullptr, what);
 }

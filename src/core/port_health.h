@@ -21,8 +21,8 @@ namespace xrc {
 // requester never times out).
 std::uint64_t retry_budget_us(std::uint8_t timeout, std::uint8_t retry_cnt) noexcept;
 
-// How long a port may stay down before its rail is given up: its grace, or, where outages past the retry budget are
-// ridden through (outage_limit_us != 0: the BTL decided it applies), as long as their limit, since the connection
+// How long a port may stay down before the job ends with it where outages past the retry budget are ridden through
+// (outage_limit_us != 0: the BTL decided it applies): its grace or, when longer, their limit, since the connection
 // manager reconnects that long. 0 stays 0 (forever).
 constexpr std::uint64_t effective_port_grace_us(std::uint64_t grace_us, std::uint64_t outage_limit_us) noexcept {
     return grace_us != 0 && outage_limit_us > grace_us ? outage_limit_us : grace_us;
@@ -30,8 +30,11 @@ constexpr std::uint64_t effective_port_grace_us(std::uint64_t grace_us, std::uin
 
 class PortHealth {
 public:
-    // `grace_us`: how long the port may stay down before grace_expired() (0: forever).
-    explicit PortHealth(std::uint64_t grace_us = 0) noexcept : grace_us_(grace_us) {}
+    // `grace_us`: how long the port may stay down before grace_expired() (0: forever): then its rail is given up
+    // where another rail carries its traffic. `outage_limit_us`: where outages are ridden through, how long the
+    // last rail may stay down before outage_expired() (effective_port_grace_us).
+    explicit PortHealth(std::uint64_t grace_us = 0, std::uint64_t outage_limit_us = 0) noexcept
+        : grace_us_(grace_us), hold_limit_us_(effective_port_grace_us(grace_us, outage_limit_us)) {}
     PortHealth(const PortHealth &) = delete;
     PortHealth &operator=(const PortHealth &) = delete;
 
@@ -44,6 +47,8 @@ public:
         return down_since_us_;
     }
     std::uint64_t grace_us() const noexcept { return grace_us_; }  // fixed at construction
+    // How long the port may stay down at all (its grace, or the outage limit when longer); fixed at construction.
+    std::uint64_t hold_limit_us() const noexcept { return hold_limit_us_; }
     // Times the port went down and came back, and the longest time it stayed down so far.
     std::uint64_t downs() const noexcept {
         std::lock_guard<std::mutex> g(mutex_);
@@ -69,6 +74,11 @@ public:
         std::lock_guard<std::mutex> g(mutex_);
         return down_ && grace_us_ != 0 && now_us - down_since_us_ > grace_us_;
     }
+    // The port has stayed down longer than hold_limit_us(): no rail may wait for it any more.
+    bool outage_expired(std::uint64_t now_us) const noexcept {
+        std::lock_guard<std::mutex> g(mutex_);
+        return down_ && hold_limit_us_ != 0 && now_us - down_since_us_ > hold_limit_us_;
+    }
     // How long the port has been down (0 when up).
     std::uint64_t down_for_us(std::uint64_t now_us) const noexcept {
         std::lock_guard<std::mutex> g(mutex_);
@@ -78,6 +88,7 @@ public:
 private:
     mutable std::mutex mutex_;
     const std::uint64_t grace_us_;
+    const std::uint64_t hold_limit_us_;
     bool down_ = false;
     std::uint64_t down_since_us_ = 0;
     std::uint64_t downs_ = 0;

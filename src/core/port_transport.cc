@@ -64,7 +64,7 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
       lookup_(std::move(lookup)),
       listener_(std::move(listener)),
       path_(config.path),
-      health_(effective_port_grace_us(config.port_down_grace_us, config.cm.outage_limit_us)) {
+      health_(config.port_down_grace_us, config.cm.outage_limit_us) {
     path_.port_num = port_.port;
     const ibv_mtu wanted = config.mtu_bytes != 0 ? mtu_from_bytes(config.mtu_bytes) : port_.port_attr.active_mtu;
     path_.mtu = std::min(wanted, port_.port_attr.active_mtu);

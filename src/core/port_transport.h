@@ -60,7 +60,8 @@ struct TransportConfig {
     unsigned local_ranks = 1;          // the job's ranks on this node (they share the XRC domain)
     std::uint32_t expected_links = 4;  // completion queue room made at start (eager mode: every remote node)
     std::uint32_t cm_receives = 512;
-    std::uint64_t port_down_grace_us = 0;  // how long the port may stay down (0: forever); effective_port_grace_us
+    std::uint64_t port_down_grace_us = 0;  // how long the port may stay down (0: forever) before its rail
+                                           // is given up; up to cm.outage_limit_us where nothing else carries it
     CmConfig cm;  // my_rank, jobid, port_index, my_node, cap, timers (token and depths are filled in here)
     // A service thread serves the connection manager (cm_event_fd, serve_cm, serve_timers).
     bool served = false;
@@ -201,6 +202,8 @@ public:
     bool abandoned() const noexcept { return cm_->abandoned(); }
     // The port has been down longer than the grace period (port_down_grace_us).
     bool port_grace_expired() noexcept { return health_.grace_expired(now_us()); }
+    // ... and longer than the outage limit too (PortHealth::outage_expired).
+    bool port_outage_expired() noexcept { return health_.outage_expired(now_us()); }
     // What `op` is when the transport itself posted it (a link's drain fence, the loopback fence): a description;
     // null for an operation of the upper layer. Error paths only (a search over the links).
     const char *own_operation(const SendOp *op) const noexcept;

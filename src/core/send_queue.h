@@ -194,8 +194,9 @@ public:
     // From now on a request the HCA gave up on (RETRY_EXC_ERR: nobody acknowledged it within the retry budget, the
     // port or the path having been down that long) does not break the queue: see hand_back_after(). For a queue
     // whose owners keep every message until its completion and can send it again, numbered, for the receiver to
-    // drop what it had (replay_filter.h).
-    void ride_outages() noexcept { ride_outages_ = true; }
+    // drop what it had (replay_filter.h). `on` false: such a request breaks the queue again (its owners send what
+    // it held over another rail); decided before the queue takes the error (port_progress.h: send_failed).
+    void ride_outages(bool on = true) noexcept { ride_outages_ = on; }
     // The error completion `wc` is one this queue will take without breaking: a refusal it requeues after
     // (requeue_after) or a timeout it hands back after (hand_back_after). The queue is then closed, and its owner
     // connects again.

@@ -37,6 +37,32 @@ TEST(PortHealth, DownHoldsUntilUpAndGraceExpiresOnlyWhileDown) {
     EXPECT_FALSE(forever.grace_expired(UINT64_MAX / 2));
 }
 
+// Outages ridden through: the grace still says when a rail is given up where another carries its traffic; the
+// last rail waits up to the outage limit.
+TEST(PortHealth, TheOutageLimitExtendsTheHoldNotTheGrace) {
+    PortHealth h(2000000, 30000000);
+    EXPECT_EQ(h.grace_us(), 2000000u);
+    EXPECT_EQ(h.hold_limit_us(), 30000000u);
+    EXPECT_FALSE(h.outage_expired(99000000));  // up
+    EXPECT_TRUE(h.on_down(1000));
+    EXPECT_TRUE(h.grace_expired(2001001));
+    EXPECT_FALSE(h.outage_expired(2001001));
+    EXPECT_FALSE(h.outage_expired(30001000));
+    EXPECT_TRUE(h.outage_expired(30001001));
+    EXPECT_TRUE(h.on_up(30001002));
+    EXPECT_FALSE(h.outage_expired(99000000));
+    PortHealth without(2000000);  // no limit: the hold ends with the grace
+    EXPECT_EQ(without.hold_limit_us(), 2000000u);
+    without.on_down(0);
+    EXPECT_TRUE(without.outage_expired(2000001));
+    PortHealth shorter(40000000, 30000000);  // a grace longer than the limit stays
+    EXPECT_EQ(shorter.hold_limit_us(), 40000000u);
+    PortHealth forever(0, 30000000);  // no grace: never given up
+    forever.on_down(0);
+    EXPECT_EQ(forever.hold_limit_us(), 0u);
+    EXPECT_FALSE(forever.outage_expired(UINT64_MAX / 2));
+}
+
 namespace {
 EventDecision decide(ibv_event_type type, int port = 1, QpRole role = {}, std::uint32_t qpn = 0) {
     EventSubject s;

@@ -408,10 +408,10 @@ TEST(SendQueue, ASendFromACallbackDuringARefusalQueuesBehindTheRequeued) {
 namespace {
 
 // A queue set to `mode` (none when null) breaks on `status` as on any error: every op completes with it.
-void expect_breaks(void (SendQueue::*mode)() noexcept, ibv_wc_status status) {
+void expect_breaks(void (*mode)(SendQueue &), ibv_wc_status status) {
     FakeQp f;
     SendQueue q(8, 1, 0);
-    if (mode != nullptr) (q.*mode)();
+    if (mode != nullptr) mode(q);
     q.open(&f.qp);
     g_done.clear();
     SendOp a, b;
@@ -431,7 +431,7 @@ void expect_breaks(void (SendQueue::*mode)() noexcept, ibv_wc_status status) {
 // Without requeue_refused(), or with another error than a refusal, the queue breaks as on any error.
 TEST(SendQueue, ARefusalBreaksTheQueueWhenItCannotRequeue) {
     expect_breaks(nullptr, IBV_WC_REM_INV_REQ_ERR);
-    expect_breaks(&SendQueue::requeue_refused, IBV_WC_RETRY_EXC_ERR);
+    expect_breaks([](SendQueue &q) { q.requeue_refused(); }, IBV_WC_RETRY_EXC_ERR);
 }
 
 // A newer request nobody owns (an idempotent report, a temporary) is not sent again; the owned ones are.
@@ -559,10 +559,17 @@ TEST(SendQueue, CopiesSentFromTheHandBackGoOutOnTheNextConnectionInOrder) {
     for (int i = 0; i < 3; ++i) EXPECT_EQ(g_done[4 + i], std::make_pair(&copies[i], IBV_WC_SUCCESS)) << i;
 }
 
-// Without ride_outages(), or with another error than a timeout, the queue breaks as on any error.
+// Without ride_outages(), or with it turned off again (another rail reaches the node), or with another error than a
+// timeout, the queue breaks as on any error.
 TEST(SendQueue, ATimeoutBreaksTheQueueThatDoesNotRideOutages) {
     expect_breaks(nullptr, IBV_WC_RETRY_EXC_ERR);
-    expect_breaks(&SendQueue::ride_outages, IBV_WC_REM_ACCESS_ERR);
+    expect_breaks([](SendQueue &q) { q.ride_outages(); }, IBV_WC_REM_ACCESS_ERR);
+    expect_breaks(
+        [](SendQueue &q) {
+            q.ride_outages();
+            q.ride_outages(false);
+        },
+        IBV_WC_RETRY_EXC_ERR);
 }
 
 // A queue that broke starts over when reset (its rail came back): closed until its next connection, where what was
