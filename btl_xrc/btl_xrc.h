@@ -144,7 +144,10 @@ struct mca_btl_xrc_module_t {
     bool port_failure_reported;
     // ... and no other rail carries this one's traffic, so it waits up to btl_xrc_outage_limit for the port (outages
     // ridden through); cleared when the port is back.
-    bool riding_outage;
+    std::atomic<bool> riding_outage;
+    // mca_btl_xrc_rail_revivals() when the transport was last served: a rail that came back since takes the traffic
+    // of this one's links (or of the whole rail) riding an outage (btl_xrc_progress.cc).
+    uint32_t revivals_seen;
     // A thread is serving the transport's rare work (connections, recorded events, the port's grace): the others
     // skip it (btl_xrc_progress.cc).
     std::atomic<bool> serving;
@@ -232,6 +235,13 @@ bool mca_btl_xrc_failover_enabled() noexcept;
 // The port of a rail given up is active again: its connection managers make connections again and every peer's
 // traffic comes back to it (failback). True when the rail was given up and is back. Progress.
 bool mca_btl_xrc_rejoin_rail(mca_btl_xrc_module_t *module) noexcept;
+// How many times a rail or a link of any module came back (rejoin, failback): a rail riding an outage hands its
+// traffic over when this changes. Any thread.
+uint32_t mca_btl_xrc_rail_revivals() noexcept;
+// Serving the module's transport, after another rail came back (mca_btl_xrc_rail_revivals changed): its links
+// riding an outage toward nodes that rail reaches hand their traffic over (xrc::ConnectionManager::
+// hand_over_riding). Nothing with one rail or without the limit.
+void mca_btl_xrc_hand_over_riding(mca_btl_xrc_module_t *module) noexcept;
 // A link of the module connects again after it failed (xrc::PortTransport::Listener::link_revived): the endpoints
 // behind it stop forwarding. Progress, under the data-path lock.
 void mca_btl_xrc_link_revived(mca_btl_xrc_module_t *module, const xrc::NodeLink &link) noexcept;

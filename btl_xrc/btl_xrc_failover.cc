@@ -25,6 +25,7 @@
 #include "src/core/port_transport.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -33,7 +34,8 @@
 namespace {
 
 bool failover_on = false;
-bool outage_on = false;  // what a timeout hands back goes out again over the same rail's next connection
+bool outage_on = false;             // what a timeout hands back goes out again over the same rail's next connection
+std::atomic<uint32_t> revivals{0};  // mca_btl_xrc_rail_revivals
 
 constexpr mca_btl_base_tag_t kForwardedTag = MCA_BTL_TAG_BTL + 0x1b;
 
@@ -415,6 +417,33 @@ void fail_back(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexc
     ++m->counters.failbacks;
 }
 
+// The peers behind the same connection as `endpoint`, which broke: none of them can use it any more. One with
+// nothing to send now would otherwise learn it only at its next send, or in MPI_Finalize, where the connection's
+// close fails and takes it for work lost. They come back with it (mca_btl_xrc_link_revived). Once per break: the
+// others forward from then on.
+void fail_over_queue_mates(mca_btl_xrc_module_t *m, const mca_btl_base_endpoint_t *endpoint) noexcept {
+    try {
+        for (mca_btl_base_endpoint_t *mate : mca_btl_xrc_endpoints_of(m, false))
+            if (mate != endpoint && mate->peer.queue == endpoint->peer.queue && mate->forward_to == nullptr &&
+                !mate->dead && !mate->other_job)
+                if (mca_btl_base_endpoint_t *to = sibling_of(m, mate->peer.rank); to != nullptr) {
+                    mate->forward_to = to;
+                    ++m->counters.failovers;
+                }
+    } catch (...) {  // out of memory: each finds out at its next send, as before
+    }
+}
+
+// A rail (or a link of one) carries again: the other rails' links riding an outage, or a rail waiting for its port
+// past its grace, may hand their traffic to it now rather than wait; their serving threads look
+// (btl_xrc_progress.cc).
+void rail_carries_again(const mca_btl_xrc_module_t *m) noexcept {
+    if (!outage_on) return;
+    revivals.fetch_add(1, std::memory_order_relaxed);
+    for (const auto &module : mca_btl_xrc_component.modules)
+        if (module.get() != m && module->transport != nullptr) module->transport->raise();
+}
+
 }  // namespace
 
 void mca_btl_xrc_defer(mca_btl_xrc_module_t *m, mca_btl_xrc_frag_t *frag, ibv_wc_status status) noexcept {
@@ -471,6 +500,10 @@ bool mca_btl_xrc_outage_enabled() noexcept {
     return outage_on;
 }
 
+uint32_t mca_btl_xrc_rail_revivals() noexcept {
+    return revivals.load(std::memory_order_relaxed);
+}
+
 void mca_btl_xrc_link_revived(mca_btl_xrc_module_t *m, const xrc::NodeLink &link) noexcept {
     if (!failover_on || m->finalizing) return;
     bool any = false;
@@ -486,6 +519,7 @@ void mca_btl_xrc_link_revived(mca_btl_xrc_module_t *m, const xrc::NodeLink &link
     } catch (...) {  // out of memory: those peers' traffic stays on the other rail
     }
     if (!any) return;
+    rail_carries_again(m);
     m->lost_nodes.forget(link.node());
     BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: node %u reached again: its peers' traffic is back on this rail",
                     opal_process_info.nodename, m->transport->rail_name().c_str(), link.node());
@@ -495,6 +529,11 @@ void mca_btl_xrc_choose_outage_ride(mca_btl_xrc_module_t *m, xrc::SendQueue &que
     if (!outage_on || mca_btl_xrc_component.modules.size() < 2) return;
     if (const xrc::NodeLink *link = m->transport->link_of(queue); link != nullptr)
         queue.ride_outages(!another_rail_reaches(m, *link));
+}
+
+void mca_btl_xrc_hand_over_riding(mca_btl_xrc_module_t *m) noexcept {
+    if (!outage_on || mca_btl_xrc_component.modules.size() < 2) return;
+    m->transport->hand_over_riding([m](const xrc::NodeLink &link) { return another_rail_reaches(m, link); });
 }
 
 bool mca_btl_xrc_rejoin_rail(mca_btl_xrc_module_t *m) noexcept {
@@ -514,6 +553,7 @@ bool mca_btl_xrc_rejoin_rail(mca_btl_xrc_module_t *m) noexcept {
     }
     m->rail_lost = false;
     m->port_failure_reported = false;
+    rail_carries_again(m);
     opal_output(0, "btl:xrc: %s: %s: rail back (its port is active again): its traffic returns to it",
                 opal_process_info.nodename, m->transport->rail_name().c_str());
     return true;
@@ -528,6 +568,7 @@ bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *end
     if (to == nullptr) return false;
     endpoint->forward_to = to;
     ++m->counters.failovers;
+    if (endpoint->peer.queue->broken()) fail_over_queue_mates(m, endpoint);
     if (m->rail_lost) return true;  // reported once for the whole rail
     try {
         const uint32_t node = endpoint->peer.queue->node();

@@ -82,9 +82,18 @@ namespace {
 
 // The port has stayed down longer than btl_xrc_port_down_grace: its rail is given up where other rails carry its
 // traffic; otherwise, riding outages (btl_xrc_outage_limit), it waits up to the limit; then the job ends, once.
-void check_port_grace(mca_btl_xrc_module_t *m) {
+// `revived`: another rail came back since the last look.
+void check_port_grace(mca_btl_xrc_module_t *m, bool revived) {
     if (m->port_failure_reported || !m->transport->health().down() || !m->transport->port_grace_expired()) return;
-    if (m->riding_outage && !m->transport->port_outage_expired()) return;
+    if (m->riding_outage && !m->transport->port_outage_expired()) {
+        // Another rail came back meanwhile: this one's traffic goes there rather than wait for its port.
+        if (!revived) return;
+        if (mca_btl_xrc_lose_rail(m, "its port is still down and another rail reaches its peers again")) {
+            m->riding_outage = false;
+            m->port_failure_reported = true;
+        }
+        return;
+    }
     if (mca_btl_xrc_resume_if_port_active(m)) return;
     m->port_failure_reported = true;
     const bool riding = m->riding_outage;
@@ -161,7 +170,11 @@ namespace {
         adopting = !m->adopting.empty();
     }
     if (adopting) mca_btl_xrc_adopt_endpoints(m, false);
-    check_port_grace(m);
+    const uint32_t revivals = mca_btl_xrc_rail_revivals();
+    const bool revived = revivals != m->revivals_seen;
+    m->revivals_seen = revivals;
+    if (revived) mca_btl_xrc_hand_over_riding(m);
+    check_port_grace(m, revived);
     m->serving.store(false, std::memory_order_release);
 }
 

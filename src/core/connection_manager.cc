@@ -1257,6 +1257,29 @@ void ConnectionManager::send_probes(std::uint64_t now) noexcept {
     }
 }
 
+void ConnectionManager::hand_over_riding(const std::function<bool(const NodeLink &)> &reached_elsewhere) noexcept {
+    host_.lock_queues();
+    bool any = false;
+    {
+        Guard g(*this);
+        if (!abandoned_ && !finalizing_)
+            for (auto &[port, owned] : links_) {
+                NodeLink &link = *owned;
+                const bool riding = link.outage_until_us_ != 0 && (link.state_ == NodeLink::State::idle ||
+                                                                   link.state_ == NodeLink::State::connecting);
+                if (!riding || link.node_dead_ || !reached_elsewhere(link)) continue;
+                retract(link, 0);
+                link.outage_until_us_ = 0;
+                fail(link, "another rail reaches node " + std::to_string(link.node_) +
+                               " again: its traffic goes there rather than wait for this connection");
+                probe_later(link);
+                any = true;
+            }
+    }
+    host_.unlock_queues();
+    if (any) host_.timers_changed();
+}
+
 void ConnectionManager::revive_later(NodeLink &link, std::string why) noexcept {
     try {
         deferred_.push_back({Deferred::Kind::revive, &link, 0, std::move(why), {}, 0, 0, 0, {}});

@@ -54,6 +54,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -406,6 +407,12 @@ public:
     // lost may have left a slot its reader would wait on forever), each tells the host (link_revived). False when
     // it was not abandoned, or is finalizing. Progress.
     bool revive() noexcept;
+    // Links connecting again after a timeout (riding an outage: outage_limit_us) toward a node that, as
+    // `reached_elsewhere` says, another rail reaches again: they fail now (link_failed, and what their queues hold
+    // goes to its owners, who send it over that rail) instead of waiting up to the limit for this path, and their
+    // nodes are probed (probe_broken_links) so that the traffic comes back when this path does. Progress, outside
+    // the queues' lock (taken here, as tick() does; `reached_elsewhere` is called under it and the mutex).
+    void hand_over_riding(const std::function<bool(const NodeLink &)> &reached_elsewhere) noexcept;
     bool abandoned() const noexcept {
         std::lock_guard<std::mutex> g(mutex_);
         return abandoned_;

@@ -200,6 +200,11 @@ public:
     // caller moves the on-node peers back (their next message a first message). Progress, under the queues' lock.
     bool revive() noexcept;
     bool abandoned() const noexcept { return cm_->abandoned(); }
+    // This job's links riding an outage toward nodes another rail reaches again fail now
+    // (ConnectionManager::hand_over_riding).
+    void hand_over_riding(const std::function<bool(const NodeLink &)> &reached_elsewhere) noexcept {
+        cm_->hand_over_riding(reached_elsewhere);
+    }
     // The port has been down longer than the grace period (port_down_grace_us).
     bool port_grace_expired() noexcept { return health_.grace_expired(now_us()); }
     // ... and longer than the outage limit too (PortHealth::outage_expired).

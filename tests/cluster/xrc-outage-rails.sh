@@ -51,6 +51,30 @@ grep -aq 'btl:xrc: nodeB: simhca0:1: rail lost' "$out" || die "nodeB did not giv
 info "one rail down $down s, the limit on: $(grep -a -m1 'btl:xrc: nodeB: simhca0:1: rail lost' "$out" | sed 's/.*btl:xrc: //');" \
     "failbacks on rail 1: $(failbacks_on "$out" 1)"
 
+# A rail down for good on one node while the other rail is down for a while on the other: nodeA's rail 1 goes down
+# for 3 s, and nodeB's rail 2 dies right after. nodeB's sends over rail 1 time out (0.54 s) before its rail 2 is
+# given up (its grace is 2 s here), so they go to rail 2, which then waits for its port (the last rail). When
+# nodeA's rail 1 is back, nodeB's probes find it, and rail 2 hands its traffic over rather than wait for the limit.
+lost_and_flapped() {
+    sc exec nodeA "$SIMHCA_CTL" fault port-down --port 1 >/dev/null || die "port-down failed"
+    sc exec nodeB "$SIMHCA_CTL" fault port-down --port 2 >/dev/null || die "port-down failed"
+    info "nodeA's rail 1 down at $(date +%T.%N | cut -c1-12) for $down s, then nodeB's rail 2 for good"
+    sleep "$down"
+    sc exec nodeA "$SIMHCA_CTL" fault port-up --port 1 >/dev/null || die "port-up failed"
+}
+restore_rail2() { sc exec nodeB "$SIMHCA_CTL" fault port-up --port 2 >/dev/null; }
+rail_lost_mid_steady lost_and_flapped restore_rail2 "nodeB's rail 2 lost, nodeA's rail 1 down $down s" \
+    --mca btl_xrc_outage_limit 300 --mca btl_xrc_port_down_grace 2
+out=$WORKDIR/out
+grep -aq 'MPI_ABORT\|giving up\|could not be sent' "$out" && die "the job was given up, or a send was not sent again"
+# Which side waited depends on which requests were in flight when the ports went down: a rail (its port down) or a
+# link (its peer's port down) riding the outage; either hands its traffic over when rail 1 is back.
+rails=$(grep -ac 'rail lost: its port is still down and another rail reaches its peers again' "$out")
+links=$(grep -ac 'rail lost toward node [0-9]* (host node[AB]): another rail reaches node' "$out")
+[ $((rails + links)) -gt 0 ] || die "nothing handed its traffic over to rail 1 when it came back"
+info "rail 2 lost, rail 1 down $down s: $(grep -ac 'its sends stay held' "$out") rails rode the outage;" \
+    "handed over when rail 1 came back: $rails rails, $links links"
+
 # The control: without the limit the switch reboot ends the job.
 FLAP_NODES="nodeA nodeB" MPIRUN_TIMEOUT=$((down * 2 + 60)) \
     flapped_run "$WORKDIR/control" nodeA:2,nodeB:2 "$xrc" 4 "$down"

@@ -383,4 +383,16 @@ inline std::uint32_t imm_of(const ibv_send_wr &wr) {
     return ntohl(wr.imm_data);
 }
 
+// The serving side's timers of every process, then the datagrams they sent, for `us` of simulated time.
+inline void serve_for(Net &net, std::uint64_t us) {
+    const std::uint64_t end = net.clock + us;
+    while (net.clock < end) {
+        for (auto &p : net.procs)
+            if (!p->dead()) (void)p->cm().tick_timers();
+        const std::uint64_t step_end = net.clock + 100000;
+        net.run(100000);
+        net.clock = std::max(net.clock, step_end);
+    }
+}
+
 }  // namespace xrc::cm_test

@@ -198,18 +198,6 @@ void break_with_timeout(ConnectionManager &cm, NodeLink &link) {
     cm.queue_broke(link.queue());
 }
 
-// The serving side's timers of every process, then the datagrams they sent, for `us` of simulated time.
-void serve_for(Net &net, std::uint64_t us) {
-    const std::uint64_t end = net.clock + us;
-    while (net.clock < end) {
-        for (auto &p : net.procs)
-            if (!p->dead()) (void)p->cm().tick_timers();
-        const std::uint64_t step_end = net.clock + 100000;
-        net.run(100000);
-        net.clock = std::max(net.clock, step_end);
-    }
-}
-
 // Ranks 0 and 1 (one per node) connected both ways, every send completed.
 void connect_both_ways(Net &net) {
     Message a, b;

@@ -125,3 +125,49 @@ TEST(ConnectionManagerOutage, WithoutAnOutageLimitATimeoutBreaksTheQueue) {
     EXPECT_TRUE(link.queue().broken());
     EXPECT_EQ(lost.status, IBV_WC_RETRY_EXC_ERR);
 }
+
+// Several rails: a link riding an outage toward a node that another rail reaches again fails at once (what it holds
+// goes to its owners, who send it over that rail) instead of waiting up to the limit, and its node is probed, so
+// that the link starts over when the path answers again. A node reached by no other rail keeps riding.
+TEST(ConnectionManagerOutage, ARidingLinkHandsItsTrafficOverWhenAnotherRailReachesItsNode) {
+    CmConfig c = riding_outages();
+    c.probe_broken_links = true;
+    Net net(2, 1, c);
+    Message first, lost;
+    NodeLink &link = connected_with_one_in_flight(net, 1, first, lost);
+    time_out(net[0], link, 1);
+    Message copy;
+    send(net[0], 1, copy);
+    net.lose = [](const Datagram &) { return true; };
+    net.run(5000000);
+    ASSERT_EQ(link.state(), NodeLink::State::connecting);
+    std::vector<std::uint32_t> asked;
+    net[0].cm().hand_over_riding([&asked](const NodeLink &l) {
+        asked.push_back(l.node());
+        return false;
+    });
+    net.run(1000000);
+    EXPECT_EQ(asked, std::vector<std::uint32_t>{1});
+    EXPECT_EQ(link.state(), NodeLink::State::connecting);  // no other rail: it rides on
+    EXPECT_FALSE(copy.done);
+    net[0].cm().hand_over_riding([](const NodeLink &) { return true; });
+    net.run(1000);
+    EXPECT_EQ(link.state(), NodeLink::State::failed);
+    ASSERT_EQ(net[0].failures.size(), 1u);
+    EXPECT_NE(net[0].failures[0].find("another rail reaches node 1 again"), std::string::npos) << net[0].failures[0];
+    EXPECT_TRUE(copy.done);
+    EXPECT_EQ(copy.status, IBV_WC_RETRY_EXC_ERR);
+    EXPECT_TRUE(link.queue().broken());
+    // Failed, it rides no more: asked again, nothing changes.
+    net[0].cm().hand_over_riding([](const NodeLink &) { return true; });
+    net.run(1000);
+    EXPECT_EQ(net[0].failures.size(), 1u);
+    // The path answers again: a PROBE brings the link back.
+    net.lose = [](const Datagram &) { return false; };
+    serve_for(net, 5000000);
+    EXPECT_EQ(net[0].revived, std::vector<std::uint32_t>{1});
+    Message after;
+    send(net[0], 1, after);
+    net.run();
+    EXPECT_EQ(link.state(), NodeLink::State::connected);
+}
