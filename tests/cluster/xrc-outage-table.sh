@@ -6,6 +6,8 @@
 # xrc with btl_xrc_outage_limit 300, then openib (Open MPI 4.1 only) and UCX rc_v when this Open MPI has them, one
 # after the other on the same nodes. One line per run: survived or not (exit status, steady's verdict), the longest
 # pause of the traffic and how long after the port came up it flowed again, or the first error line.
+# XRC_TEST_RAILS=2: two rails (simcluster up --rails 2), every port of nodeB down at once (its last rail too);
+# OUTAGE_TABLE_ONLY="xrc ...": only those transports.
 # Run: make -C build/tests/cluster check TESTS=xrc-outage-table.sh (root).
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
@@ -22,6 +24,7 @@ fi
 for down in ${OUTAGE_TABLE_LENGTHS:-1 10 30 45 60 120}; do
     for entry in "${transports[@]}"; do
         name=${entry%%|*} args=${entry#*|}
+        [ -z "${OUTAGE_TABLE_ONLY:-}" ] || [[ " $OUTAGE_TABLE_ONLY " == *" $name "* ]] || continue
         STEADY_BURST=16 MPIRUN_TIMEOUT=$((down + 180)) flapped_run "$WORKDIR/$name-$down" nodeA:2,nodeB:2 "$args" 4 "$down"
         out=$WORKDIR/$name-$down
         if [ "$rc" = noflow ]; then
