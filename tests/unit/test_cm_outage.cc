@@ -49,6 +49,16 @@ NodeLink &connected_with_one_in_flight(Net &net, std::uint32_t to, Message &firs
     return link;
 }
 
+// Rank 0's link to rank 1's node riding an outage: its second message timed out, the copy queued for the next
+// connection, and the path lost (every datagram dropped) from here on.
+NodeLink &riding_with_a_copy(Net &net, Message &first, Message &lost, Message &copy) {
+    NodeLink &link = connected_with_one_in_flight(net, 1, first, lost);
+    time_out(net[0], link, 1);
+    send(net[0], 1, copy);
+    net.lose = [](const Datagram &) { return true; };
+    return link;
+}
+
 }  // namespace
 
 TEST(ConnectionManagerOutage, ATimeoutHandsBackAndTheLinkConnectsAgainThroughTheSameRankOnceThePathIsBack) {
@@ -99,12 +109,8 @@ TEST(ConnectionManagerOutage, ATimeoutHandsBackAndTheLinkConnectsAgainThroughThe
 
 TEST(ConnectionManagerOutage, ALinkThatCannotConnectAgainWithinTheOutageLimitFails) {
     Net net(2, 1, riding_outages());
-    Message first, lost;
-    NodeLink &link = connected_with_one_in_flight(net, 1, first, lost);
-    time_out(net[0], link, 1);
-    Message copy;
-    send(net[0], 1, copy);
-    net.lose = [](const Datagram &) { return true; };
+    Message first, lost, copy;
+    NodeLink &link = riding_with_a_copy(net, first, lost, copy);
     net.run(50000000);
     EXPECT_TRUE(net[0].failures.empty());  // 50 s of a 60 s limit
     net.run(20000000);
@@ -133,12 +139,8 @@ TEST(ConnectionManagerOutage, ARidingLinkHandsItsTrafficOverWhenAnotherRailReach
     CmConfig c = riding_outages();
     c.probe_broken_links = true;
     Net net(2, 1, c);
-    Message first, lost;
-    NodeLink &link = connected_with_one_in_flight(net, 1, first, lost);
-    time_out(net[0], link, 1);
-    Message copy;
-    send(net[0], 1, copy);
-    net.lose = [](const Datagram &) { return true; };
+    Message first, lost, copy;
+    NodeLink &link = riding_with_a_copy(net, first, lost, copy);
     net.run(5000000);
     ASSERT_EQ(link.state(), NodeLink::State::connecting);
     std::vector<std::uint32_t> asked;
