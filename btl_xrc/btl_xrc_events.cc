@@ -38,6 +38,14 @@ bool lid_moved(const mca_btl_xrc_module_t *m, const ibv_port_attr &attr) {
     return attr.state == IBV_PORT_ACTIVE && attr.lid != 0 && attr.lid != m->transport->address().lid;
 }
 
+// The port is active again (PORT_ACTIVE, or a query found it so): held posts resume, and no rail waits for it any
+// more. True when it was down until now.
+bool port_back(mca_btl_xrc_module_t *m) noexcept {
+    if (!m->transport->port_up()) return false;
+    m->riding_outage = false;
+    return true;
+}
+
 // The port's state as the device says now: LID, SM LID, state. Also brings the hold in line with it (an event
 // may have been missed or reordered). A new LID (LID_CHANGE, CLIENT_REREGISTER after a re-sweep) is announced to
 // the job through the connection manager, which moves every path toward it (docs/connections.md); the same LID
@@ -54,7 +62,7 @@ void requery_port(mca_btl_xrc_module_t *m, const std::string &why) {
                 ibv_port_state_str(attr.state), attr.lid, known, attr.sm_lid,
                 moved ? "; telling the job the new LID, connections move their paths to it" : "");
     if (attr.state == IBV_PORT_ACTIVE) {
-        if (m->transport->port_up()) m->riding_outage = false;
+        (void)port_back(m);
         (void)mca_btl_xrc_rejoin_rail(m);
     } else
         (void)m->transport->port_down();
@@ -112,8 +120,7 @@ void mca_btl_xrc_act_on_event(mca_btl_xrc_module_t *m, const xrc::AsyncEventReco
                 break;
             case xrc::EventVerdict::resume: {
                 const bool was_down = target->transport->health().down();
-                if (target->transport->port_up() && was_down) {
-                    target->riding_outage = false;
+                if (port_back(target) && was_down) {
                     const uint64_t lasted = target->transport->health().longest_down_us();
                     opal_output(0,
                                 "btl:xrc: %s: the port is active again; held sends resume (down %.2f s at most so far)",

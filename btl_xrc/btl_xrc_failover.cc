@@ -78,6 +78,11 @@ bool another_rail_reaches(const mca_btl_xrc_module_t *m, const xrc::NodeLink &li
     return sibling_of(m, link.owner()) != nullptr;
 }
 
+// Several rails riding outages: only then may a rail's traffic wait for its own path while another could carry it.
+bool riding_on_several_rails() noexcept {
+    return outage_on && mca_btl_xrc_component.modules.size() > 1;
+}
+
 // Sends a copy of `frag`'s message (as prepared by its owner: header and payload in its segment) to `to`: the
 // sibling its endpoint forwards to, or the endpoint itself (the same rail's next connection, after a timeout).
 // `failed`: its op as it failed (the receiver checks whether that connection delivered it), null when it was never
@@ -526,13 +531,13 @@ void mca_btl_xrc_link_revived(mca_btl_xrc_module_t *m, const xrc::NodeLink &link
 }
 
 void mca_btl_xrc_choose_outage_ride(mca_btl_xrc_module_t *m, xrc::SendQueue &queue) noexcept {
-    if (!outage_on || mca_btl_xrc_component.modules.size() < 2) return;
+    if (!riding_on_several_rails()) return;
     if (const xrc::NodeLink *link = m->transport->link_of(queue); link != nullptr)
         queue.ride_outages(!another_rail_reaches(m, *link));
 }
 
 void mca_btl_xrc_hand_over_riding(mca_btl_xrc_module_t *m) noexcept {
-    if (!outage_on || mca_btl_xrc_component.modules.size() < 2) return;
+    if (!riding_on_several_rails()) return;
     m->transport->hand_over_riding([m](const xrc::NodeLink &link) { return another_rail_reaches(m, link); });
 }
 
