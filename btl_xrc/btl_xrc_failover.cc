@@ -78,6 +78,15 @@ bool another_rail_reaches(const mca_btl_xrc_module_t *m, const xrc::NodeLink &li
     return sibling_of(m, link.owner()) != nullptr;
 }
 
+// Another rail carries on-node traffic (through its own port's loopback): its port is up and it was not given up.
+bool another_rail_carries_on_node(const mca_btl_xrc_module_t *m) {
+    for (const auto &s : mca_btl_xrc_component.modules)
+        if (s.get() != m && !s->rail_lost && !s->finalizing && s->transport != nullptr &&
+            !s->transport->health().down())
+            return true;
+    return false;
+}
+
 // Several rails riding outages: only then may a rail's traffic wait for its own path while another could carry it.
 bool riding_on_several_rails() noexcept {
     return outage_on && mca_btl_xrc_component.modules.size() > 1;
@@ -534,6 +543,8 @@ void mca_btl_xrc_choose_outage_ride(mca_btl_xrc_module_t *m, xrc::SendQueue &que
     if (!riding_on_several_rails()) return;
     if (const xrc::NodeLink *link = m->transport->link_of(queue); link != nullptr)
         queue.ride_outages(!another_rail_reaches(m, *link));
+    else if (m->transport->is_loopback(queue))
+        queue.ride_outages(!another_rail_carries_on_node(m));
 }
 
 void mca_btl_xrc_hand_over_riding(mca_btl_xrc_module_t *m) noexcept {

@@ -281,11 +281,13 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
             // An outage past the retry budget ridden through (btl_xrc_outage_limit): what was not acknowledged goes
             // out again over a new connection, made when the port or path is back (btl_xrc_failover.cc).
             const xrc::NodeLink *link = m->transport->link_of(queue);
+            const std::string toward = link != nullptr                    ? "node " + std::to_string(link->node())
+                                       : m->transport->is_loopback(queue) ? std::string("this node's ranks")
+                                                                          : std::string("node ?");
             opal_output(0,
-                        "btl:xrc: %s: %s: requests toward node %s went unacknowledged for the retry budget (%s): "
+                        "btl:xrc: %s: %s: requests toward %s went unacknowledged for the retry budget (%s): "
                         "connecting again; what was not acknowledged goes out again",
-                        opal_process_info.nodename, m->transport->rail_name().c_str(),
-                        link != nullptr ? std::to_string(link->node()).c_str() : "?",
+                        opal_process_info.nodename, m->transport->rail_name().c_str(), toward.c_str(),
                         xrc::describe_qp(wc.qp_num, m->transport->role_of(wc.qp_num)).c_str());
             return;
         }

@@ -82,6 +82,10 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     // too (it never requeues: there they are where sendi assembles), so that the sender needs no test per message.
     if (config.keep_inline_copies && config.cm.requeue_refused && inline_wanted_ > 0)
         loopback_queue_->keep_copies(inline_wanted_);
+    // Riding outages (btl_xrc_outage_limit), on-node traffic through the HCA's loopback waits for the port as the
+    // links do: what was not acknowledged goes out again over a new pair, numbered, and the receivers drop what they
+    // had.
+    if (config.cm.outage_limit_us != 0) loopback_queue_->ride_outages();
 }
 
 Result<void> PortTransport::open(const TransportConfig &config) {
@@ -423,12 +427,30 @@ void PortTransport::attach(Peer &peer, const PortAddress &address, std::uint32_t
     // Through the loopback only when the peer is on this very HCA port: the launcher's node id may be a hash or
     // wrong, and a peer on another node taken for a local one would get our node's SRQ with its number.
     if (port_identity(address) == port_identity(address_)) {
+        lock_queues();
+        try {
+            loopback_peers_.push_back(&peer);
+        } catch (...) {
+            unlock_queues();
+            throw;
+        }
         peer.queue = loopback_queue_.get();
         peer.link = nullptr;
-        peer.imm_flags = 0;
+        peer.imm_flags = loopback_left_ ? kImmFirst : 0;
+        unlock_queues();
         return;
     }
     cm_->attach(peer, cm_->link_for(address, owner));
+}
+
+void PortTransport::detach(Peer &peer) noexcept {
+    if (peer.queue == loopback_queue_.get()) {
+        lock_queues();
+        std::erase(loopback_peers_, &peer);
+        unlock_queues();
+        return;
+    }
+    cm_->detach(peer);
 }
 
 void PortTransport::connect_node(const PortAddress &target, std::uint32_t owner) {
@@ -586,6 +608,7 @@ bool PortTransport::revive() noexcept {
     lock_queues();
     loopback_queue_->reset();
     if (loopback_ini_) count_connections_closed(*counters_, 1);
+    loopback_left_ = false;
     loopback_ini_.reset();
     loopback_tgt_.reset();
     unlock_queues();
@@ -800,7 +823,7 @@ void PortTransport::loopback_blocked(void *self) noexcept {
 // leaves only when every local rank has stopped receiving (leave_node).
 void PortTransport::open_loopback() noexcept {
     lock_queues();
-    bool wanted = !loopback_ini_ && !loopback_queue_->broken();
+    bool wanted = (!loopback_ini_ || loopback_left_) && !loopback_queue_->broken();
     unlock_queues();
     {
         std::lock_guard<std::mutex> g(loopback_mutex_);
@@ -828,6 +851,11 @@ void PortTransport::open_loopback() noexcept {
     // Under the queues' lock, as port_up() reads them and opens the queue: the port's state cannot change between
     // the test and the open.
     lock_queues();
+    if (loopback_left_) {
+        // The pair the queue left: its INI QP is in the error state, and the TGT QP goes with its last handle.
+        loopback_left_ = false;
+        count_connections_closed(*counters_, 1);
+    }
     loopback_ini_ = std::move(ini);
     loopback_tgt_ = std::move(tgt);
     count_connection_opened(*counters_);
@@ -835,6 +863,29 @@ void PortTransport::open_loopback() noexcept {
         loopback_queue_->open(loopback_ini_.get(), loopback_tgt_->qp_num);  // else port_up() opens it
     unlock_queues();
     changed();
+}
+
+// The loopback queue is about to hand back what a timeout left unacknowledged: the copies its owners send again are
+// prepared from their callbacks, so every on-node peer's next message is first of the next pair (the receivers
+// count from 0 again there, and judge the copies against the old pair's counts), and no ring is written again
+// through the pair that left. Progress, under the queues' lock.
+void PortTransport::restart_loopback_peers(bool timed_out) noexcept {
+    lock_queues();
+    for (Peer *peer : loopback_peers_) {
+        peer->imm_flags = kImmFirst;
+        if (timed_out) peer->stop_ring();
+    }
+    unlock_queues();
+}
+
+// The loopback queue handed back and closed: a new pair is made by the next tick (open_loopback), the port's state
+// deciding when the queue opens on it.
+void PortTransport::loopback_left() noexcept {
+    lock_queues();
+    loopback_left_ = true;
+    unlock_queues();
+    loopback_wanted_.store(true);
+    raise();
 }
 
 PathSettings PortTransport::path_toward(const PortAddress &remote) const noexcept {

@@ -125,7 +125,7 @@ public:
     // `peer` (rank and modex address given) sends through the link to its node, or the loopback queue; a link made
     // now connects through `owner` (a rank of that node).
     void attach(Peer &peer, const PortAddress &address, std::uint32_t owner);
-    void detach(Peer &peer) noexcept { cm_->detach(peer); }
+    void detach(Peer &peer) noexcept;
     // Another job's process (MPI_Comm_spawn, connect/accept; job_managers.h): `peer` sends through a link of the
     // manager of job `jobid`, made now (with `lookup` for that job's ranks) if the job was not met yet. Even on
     // this very port: that job's XRC domain is not ours, so the loopback pair cannot reach it.
@@ -258,14 +258,23 @@ private:
     class OtherJobHost;
     // The CQ's room for `links` INI QPs in all (every job's manager), grown if needed (any manager's thread).
     bool grow_completions(std::size_t links) noexcept;
-    // A link's queue is about to take a refusal or a timeout without breaking (progress()).
+    // A queue is about to take a refusal or a timeout without breaking (progress()): what its peers are sent from
+    // now on goes over the next connection, numbered from its first message.
     void requeueing(SendQueue &queue, ibv_wc_status status) noexcept {
-        cm_->restart_streams(queue, status == IBV_WC_RETRY_EXC_ERR);
+        if (is_loopback(queue))
+            restart_loopback_peers(status == IBV_WC_RETRY_EXC_ERR);
+        else
+            cm_->restart_streams(queue, status == IBV_WC_RETRY_EXC_ERR);
     }
-    // It took it: the link connects again.
+    // It took it: the link connects again; the loopback queue gets a new pair (open_loopback) when its copies queue.
     void refused(SendQueue &queue, ibv_wc_status status) noexcept {
-        cm_->reconnect(queue, status == IBV_WC_RETRY_EXC_ERR);
+        if (is_loopback(queue))
+            loopback_left();
+        else
+            cm_->reconnect(queue, status == IBV_WC_RETRY_EXC_ERR);
     }
+    void restart_loopback_peers(bool timed_out) noexcept;
+    void loopback_left() noexcept;
     // It broke (its owners heard of it first): a link of this job's may have its node probed until it answers.
     [[gnu::cold]] void broke(SendQueue &queue) noexcept { cm_->queue_broke(queue); }
     // A completion of the CQ whose kind is cm_receive or cm_send (progress() and the served channel's loop).
@@ -364,6 +373,11 @@ private:
     std::mutex loopback_mutex_;
     bool loopback_failed_ = false;
     std::atomic<bool> loopback_wanted_{false};  // a send queued: tick() makes the pair
+    // The loopback queue left its pair after a timeout (riding an outage): the next pair replaces it. Under the
+    // queues' lock, as are the on-node peers attached to the loopback queue (their next message starts the next
+    // pair's numbering). O(P) per process: the ranks of this node.
+    bool loopback_left_ = false;
+    std::vector<Peer *> loopback_peers_;
     PortHealth health_;  // thread-safe itself; its transitions are made under the queues' lock (port_down/up)
     bool finalizing_ = false;
     std::string loopback_error_;  // why, under loopback_mutex_

@@ -7,7 +7,10 @@
 //   - a send completion completes the operation it belongs to;
 //   - a failed send completion reaches the sink with its status and send queue, naming the failed operation,
 //     and completes that operation with the same status;
-//   - a datagram to the connection manager's UD QP goes to the connection manager, never to the sink.
+//   - a datagram to the connection manager's UD QP goes to the connection manager, never to the sink;
+//   - riding outages, a loopback send the HCA gave up on while the port was down hands back its operation (the
+//     queue stays usable), the on-node peer's next message is first of a new pair, made by the next tick and
+//     opened when the port is back, and the copy sent again arrives through it.
 #include "simhca_fixture.hpp"
 #include "src/core/device_discovery.h"
 #include "src/core/port_progress.h"
@@ -80,6 +83,7 @@ protected:
         config.job_name = "port-progress";
         config.cm.my_rank = 0;
         config.cm.jobid = 1;
+        configure(config);
         PortTransport::Listener listener;
         listener.note = [this](const std::string &what) { notes.push_back(what); };
         listener.link_failed = [this](const NodeLink *, const std::string &why) { failures.push_back(why); };
@@ -109,6 +113,9 @@ protected:
         pd = nullptr;
         DaemonTest::TearDown();
     }
+
+    // What a test's transport has beyond the common configuration.
+    virtual void configure(TransportConfig &) {}
 
     // Ticks and polls until `done` holds or 5 s passed (a bound for "it ends", not a timing); false on the bound.
     bool progress_until(const std::function<bool()> &done) {
@@ -265,3 +272,65 @@ TEST_F(PortProgress, DatagramToTheConnectionManagerGoesToIt) {
 }
 
 }  // namespace
+
+namespace {
+
+// A transport riding outages (btl_xrc_outage_limit), with a retry budget of a few milliseconds: (1 + 1) ACK
+// timeouts of 4.096 us * 2^8.
+class PortProgressRidingOutages : public PortProgress {
+protected:
+    void configure(TransportConfig &config) override {
+        config.cm.outage_limit_us = 60'000'000;
+        config.path.timeout = 8;
+        config.path.retry_count = 1;
+    }
+};
+
+}  // namespace
+
+TEST_F(PortProgressRidingOutages, ALoopbackSendTheHcaGaveUpOnGoesAgainOverANewPairWhenThePortIsBack) {
+    SendOp before;
+    prepare(before, 0, 32, 1);
+    ASSERT_EQ(peer.queue->post_or_queue(before), 0);
+    ASSERT_TRUE(progress_until([&] { return g_completed.size() == 1 && sink.messages.size() == 1; }));
+    ASSERT_NE(peer.queue->qp(), nullptr);
+    const std::uint32_t first_pair = peer.queue->qp()->qp_num;
+    const std::uint64_t opened = counters.connections_opened, closed = counters.connections_closed;
+
+    // Posted into a port that is down (the HCA retries it), then the port's event: the queue holds what follows.
+    ASSERT_EQ(ctl("fault port-down"), 0);
+    SendOp lost;
+    prepare(lost, 64, 32, 2);
+    ASSERT_EQ(peer.queue->post_or_queue(lost), 0);
+    ASSERT_TRUE(transport->port_down());
+    ASSERT_TRUE(progress_until([&] { return g_completed.size() == 2; }));
+    EXPECT_EQ(g_completed.back().first, &lost);
+    EXPECT_EQ(g_completed.back().second, IBV_WC_RETRY_EXC_ERR);
+    EXPECT_NE(lost.posted_on, 0u);  // the pair it may have reached: what the receiver judges a copy against
+    ASSERT_EQ(sink.send_failures.size(), 1u);
+    EXPECT_TRUE(transport->is_loopback(*sink.send_failures.front().queue));
+    EXPECT_FALSE(peer.queue->broken());
+    EXPECT_TRUE(failures.empty());
+    EXPECT_EQ(peer.imm_flags, kImmFirst);
+
+    // Its owner sends a copy: it waits for the port; the new pair is made meanwhile.
+    SendOp copy;
+    prepare(copy, 64, 32, 2);
+    EXPECT_NE(ntohl(copy.wr.imm_data) & kImmFirst, 0u);
+    ASSERT_EQ(peer.queue->post_or_queue(copy), 0);
+    ASSERT_TRUE(progress_until([&] { return counters.connections_opened == opened + 1; }));
+    EXPECT_EQ(counters.connections_closed, closed + 1);
+    EXPECT_EQ(g_completed.size(), 2u);
+    EXPECT_TRUE(peer.queue->has_pending());
+
+    ASSERT_EQ(ctl("fault port-up"), 0);
+    ASSERT_TRUE(transport->port_up());
+    ASSERT_TRUE(progress_until([&] { return g_completed.size() == 3 && sink.messages.size() == 2; }));
+    EXPECT_EQ(g_completed.back().first, &copy);
+    EXPECT_EQ(g_completed.back().second, IBV_WC_SUCCESS);
+    EXPECT_EQ(sink.messages.back().tag, 2);
+    ASSERT_NE(peer.queue->qp(), nullptr);
+    EXPECT_NE(peer.queue->qp()->qp_num, first_pair);
+    EXPECT_EQ(sink.send_failures.size(), 1u);
+    EXPECT_TRUE(failures.empty());
+}
