@@ -424,6 +424,16 @@ void forwarded_receive(mca_btl_base_module_t *btl, const mca_btl_base_segment_t 
                         segment->seg_len - sizeof(*header));
 }
 
+// The endpoint's traffic goes to the same peer's endpoint on another rail that carries (failover): what it sends
+// from now on is forwarded there. False when no other rail reaches its peer.
+bool fail_over_to_sibling(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexcept {
+    mca_btl_base_endpoint_t *to = sibling_of(m, endpoint->peer.rank);
+    if (to == nullptr) return false;
+    endpoint->forward_to = to;
+    ++m->counters.failovers;
+    return true;
+}
+
 // The endpoint's traffic returns to its own rail (failback): what it sends from now on goes over that rail again.
 void fail_back(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint) noexcept {
     endpoint->forward_to = nullptr;
@@ -440,10 +450,7 @@ void fail_over_queue_mates(mca_btl_xrc_module_t *m, const mca_btl_base_endpoint_
         for (mca_btl_base_endpoint_t *mate : mca_btl_xrc_endpoints_of(m, false))
             if (mate != endpoint && mate->peer.queue == endpoint->peer.queue && mate->forward_to == nullptr &&
                 !mate->dead && !mate->other_job)
-                if (mca_btl_base_endpoint_t *to = sibling_of(m, mate->peer.rank); to != nullptr) {
-                    mate->forward_to = to;
-                    ++m->counters.failovers;
-                }
+                (void)fail_over_to_sibling(m, mate);
     } catch (...) {  // out of memory: each finds out at its next send, as before
     }
 }
@@ -580,10 +587,7 @@ bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *end
     if (endpoint->forward_to != nullptr) return true;
     // Another job's process: the other rails know it by (job, rank), which sibling_of does not look up.
     if (!failover_on || m->finalizing || endpoint->other_job) return false;
-    mca_btl_base_endpoint_t *to = sibling_of(m, endpoint->peer.rank);
-    if (to == nullptr) return false;
-    endpoint->forward_to = to;
-    ++m->counters.failovers;
+    if (!fail_over_to_sibling(m, endpoint)) return false;
     if (endpoint->peer.queue->broken()) fail_over_queue_mates(m, endpoint);
     if (m->rail_lost) return true;  // reported once for the whole rail
     try {
@@ -592,7 +596,7 @@ bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *end
         opal_output(0, "btl:xrc: %s: %s: rail lost toward node %u (host %s): %s; traffic toward it continues on %s",
                     opal_process_info.nodename, m->transport->rail_name().c_str(), node,
                     mca_btl_xrc_component.job->hostname_of(endpoint->peer.rank).c_str(), why,
-                    to->module->transport->rail_name().c_str());
+                    endpoint->forward_to->module->transport->rail_name().c_str());
     } catch (...) {  // out of memory for the message: the failover itself is done
     }
     return true;
@@ -608,10 +612,7 @@ bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *m, const char *why) noexcept {
             if (endpoint->forward_to == nullptr && sibling_of(m, endpoint->peer.rank) == nullptr) return false;
         m->rail_lost = true;
         for (mca_btl_base_endpoint_t *endpoint : live)
-            if (endpoint->forward_to == nullptr) {
-                endpoint->forward_to = sibling_of(m, endpoint->peer.rank);
-                ++m->counters.failovers;
-            }
+            if (endpoint->forward_to == nullptr) (void)fail_over_to_sibling(m, endpoint);
     } catch (...) {  // out of memory: the rail is not given up, and the job ends as with one rail
         return false;
     }
