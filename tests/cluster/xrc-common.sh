@@ -226,7 +226,7 @@ rail_lost_mid_steady() {
 # flapped_run OUT HOSTS ARGS SECONDS DOWN... : steady traffic on HOSTS with mpirun's ARGS (the transport, as words)
 # for SECONDS at least and until the flaps are over: once it flows, nodeB's port (the ports of every node in
 # FLAP_NODES, "nodeA nodeB": a switch that reboots; only port FLAP_PORT when set) goes down for each DOWN seconds
-# in turn (1 s apart; with
+# in turn (1 s apart; FLAP_DOWN_FAULT=port-down-quiet: without its PORT_ERR event; with
 # FLAP_ACKS_LOST_FIRST=S, nodeB's first loses every acknowledgement for S s, until it is back up),
 # and the job runs on for 1 s after the last. Leaves the job's exit status in $rc (noflow: no
 # traffic within 60 s; the job is then left to MPIRUN_TIMEOUT), the seconds from the last port-down to the job's
@@ -258,7 +258,7 @@ flapped_run() {
             sleep "$FLAP_ACKS_LOST_FIRST"
         fi
         for node in ${FLAP_NODES:-nodeB}; do
-            sc exec "$node" "$SIMHCA_CTL" fault port-down ${FLAP_PORT:+--port $FLAP_PORT} >/dev/null ||
+            sc exec "$node" "$SIMHCA_CTL" fault "${FLAP_DOWN_FAULT:-port-down}" ${FLAP_PORT:+--port $FLAP_PORT} >/dev/null ||
                 die "port-down failed"
         done
         info "${FLAP_NODES:-nodeB}: port down at $(date +%T.%N | cut -c1-12) for $down s"

@@ -6,8 +6,9 @@
 # nodeB's port goes down for OUTAGE_TEST_DOWN seconds (3 by default) with a retry budget of 0.54 s
 # (btl_xrc_timeout 14), so that every request in flight across it exhausts the budget: the HCA gives up on them,
 # and the job completes over new connections, nothing lost, nothing twice; then with nodeB's acknowledgements lost
-# first (copies of what landed must be dropped), then with every node's port down at once (a switch that reboots),
-# then with the processes in MPI_Finalize during the outage. Without the limit the same outage ends the job, naming the port. OUTAGE_TEST_DEFAULTS=1: the default retry budget
+# first (copies of what landed must be dropped), then with every node's port down at once (a switch that reboots;
+# on-node traffic over xrc too), the same with the ports' events lost, then with the processes in MPI_Finalize
+# during the outage. Without the limit the same outage ends the job, naming the port. OUTAGE_TEST_DEFAULTS=1: the default retry budget
 # (34 s) and a 45 s outage instead (about four minutes, for make stress and the figures). Nothing stays in any
 # node's HCA afterwards.
 . "$(dirname "$0")/common.sh"
@@ -66,6 +67,21 @@ loopbacks=$(grep -ac "requests toward this node's ranks went unacknowledged" "$W
 info "connections made again: $(counter_sum "$WORKDIR/switch" reconnections), copies dropped:" \
     "$(counter_sum "$WORKDIR/switch" replays_dropped), delivered: $(counter_sum "$WORKDIR/switch" replays_delivered);" \
     "loopback pairs made again: $loopbacks"
+
+# The same with the ports' PORT_ERR lost (simhca's port-down-quiet): nothing holds the sends, so every request in
+# flight, the loopback pair's too, runs out of its budget, and each loopback pair is made again (until the port is
+# back, every budget).
+STEADY_BURST=16 FLAP_NODES="nodeA nodeB" FLAP_DOWN_FAULT=port-down-quiet MPIRUN_TIMEOUT=$((down * 2 + 120)) \
+    flapped_run "$WORKDIR/quiet" nodeA:2,nodeB:2 "${xrc/self,vader,xrc/self,xrc} --mca btl_xrc_outage_limit 300" 4 "$down"
+[ $rc != noflow ] || die "no traffic in the xrc job (every port down, its event lost)"
+[ $rc = 0 ] || die "the job did not ride through every port down $down s with its event lost (exit $rc): $(grep -a -m3 'btl:xrc.*\(error\|failed\|more than\)' "$WORKDIR/quiet" | tr '\n' ' ')"
+expect_line "$WORKDIR/quiet" '^steady: OK .*errors=0' "xrc, every node's port down $down s at once, its event lost"
+expect_line "$WORKDIR/quiet" '^steady: stream .*out_of_sequence=0' "numbered stream, every port down, its event lost"
+loopbacks=$(grep -ac "requests toward this node's ranks went unacknowledged" "$WORKDIR/quiet")
+info "connections made again: $(counter_sum "$WORKDIR/quiet" reconnections), copies dropped:" \
+    "$(counter_sum "$WORKDIR/quiet" replays_dropped), delivered: $(counter_sum "$WORKDIR/quiet" replays_delivered);" \
+    "loopback pairs made again: $loopbacks"
+[ "$loopbacks" -gt 0 ] || die "no loopback request ran out of its budget with the port's event lost"
 
 # MPI_Finalize during an outage: nodeB's port goes down, then rank 0 sends one last message (1 KiB) to nodeB's rank
 # with MPI_Isend and MPI_Request_free and enters MPI_Finalize, while nodeB's rank waits for it in MPI_Recv. Under

@@ -119,14 +119,17 @@ int Device::fault_event(const proto::FaultReq &q) {
 int Device::do_fault(const proto::FaultReq &q) {
     std::string what(q.what, strnlen(q.what, sizeof(q.what)));
     if (q.device >= int32_t(objs_.cfg.devices) || q.port > objs_.cfg.ports) return ENODEV;
-    if (what == "port-down" || what == "port-up" || what == "port-up-quiet" || what == "flap") {
+    if (what == "port-down" || what == "port-up" || what == "port-up-quiet" || what == "port-down-quiet" ||
+        what == "flap") {
         if (what == "flap" && (q.ms == 0 || q.ms > 3600 * 1000)) return EINVAL;
         for (Port &p : objs_.ports) {
             if (!selects(q, p) || !p.lid) continue;  // a rail without a LID has no link to bring up
-            // port-up-quiet: the link is back but its PORT_ACTIVE never reaches the processes (an event lost, or
-            // read so late that a process must ask the port itself); sysfs and ibv_query_port tell the truth.
+            // port-up-quiet, port-down-quiet: the link comes back or goes, but its PORT_ACTIVE or PORT_ERR never
+            // reaches the processes (an event lost, or read so late that a process must ask the port itself, or
+            // learn it from its requests running out of their retry budget); sysfs and ibv_query_port tell the
+            // truth.
             set_port_state(p, what == "port-up" || what == "port-up-quiet" ? IBV_PORT_ACTIVE : IBV_PORT_DOWN,
-                           what != "port-up-quiet");
+                           what != "port-up-quiet" && what != "port-down-quiet");
             if (what == "flap") p.flap_up_ns = now_ns() + uint64_t(q.ms) * 1000000ull;
         }
         return 0;
