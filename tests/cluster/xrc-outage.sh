@@ -68,9 +68,10 @@ info "connections made again: $(counter_sum "$WORKDIR/switch" reconnections), co
     "$(counter_sum "$WORKDIR/switch" replays_dropped), delivered: $(counter_sum "$WORKDIR/switch" replays_delivered);" \
     "loopback pairs made again: $loopbacks"
 
-# The same with the ports' PORT_ERR lost (simhca's port-down-quiet): nothing holds the sends, so every request in
-# flight, the loopback pair's too, runs out of its budget, and each loopback pair is made again (until the port is
-# back, every budget).
+# The same with the ports' PORT_ERR lost (simhca's port-down-quiet): nothing holds the sends until a process asks
+# its port after its first request ran out of its budget, so what was posted into the dead port meanwhile, the
+# loopback pair's included, runs out of its budget too, and most runs make loopback pairs again (not every run: an
+# on-node request must be in flight then; tests/unit/test_port_progress.cc holds the deterministic case).
 STEADY_BURST=16 FLAP_NODES="nodeA nodeB" FLAP_DOWN_FAULT=port-down-quiet MPIRUN_TIMEOUT=$((down * 2 + 120)) \
     flapped_run "$WORKDIR/quiet" nodeA:2,nodeB:2 "${xrc/self,vader,xrc/self,xrc} --mca btl_xrc_outage_limit 300" 4 "$down"
 [ $rc != noflow ] || die "no traffic in the xrc job (every port down, its event lost)"
@@ -81,7 +82,6 @@ loopbacks=$(grep -ac "requests toward this node's ranks went unacknowledged" "$W
 info "connections made again: $(counter_sum "$WORKDIR/quiet" reconnections), copies dropped:" \
     "$(counter_sum "$WORKDIR/quiet" replays_dropped), delivered: $(counter_sum "$WORKDIR/quiet" replays_delivered);" \
     "loopback pairs made again: $loopbacks"
-[ "$loopbacks" -gt 0 ] || die "no loopback request ran out of its budget with the port's event lost"
 
 # MPI_Finalize during an outage: nodeB's port goes down, then rank 0 sends one last message (1 KiB) to nodeB's rank
 # with MPI_Isend and MPI_Request_free and enters MPI_Finalize, while nodeB's rank waits for it in MPI_Recv. Under
