@@ -54,34 +54,29 @@ info "copies dropped by the receivers: $dropped, delivered: $(counter_sum "$WORK
     "connections made again: $(counter_sum "$WORKDIR/acks" reconnections)"
 [ "${dropped:-0}" -gt 0 ] || die "no copy was dropped: no receiver met one the old connection had delivered"
 
-# A switch that reboots: every node's port down at once, for as long. xrc carries the on-node traffic too (no
-# vader): what each process sent its node-mate through the HCA's loopback rides the outage as the links do, over a
-# new loopback pair.
-STEADY_BURST=16 FLAP_NODES="nodeA nodeB" MPIRUN_TIMEOUT=$((down * 2 + 120)) \
-    flapped_run "$WORKDIR/switch" nodeA:2,nodeB:2 "${xrc/self,vader,xrc/self,xrc} --mca btl_xrc_outage_limit 300" 4 "$down"
-[ $rc != noflow ] || die "no traffic in the xrc job (switch reboot)"
-[ $rc = 0 ] || die "the job did not ride through every port down $down s (exit $rc): $(grep -a -m3 'btl:xrc.*\(error\|failed\|more than\)' "$WORKDIR/switch" | tr '\n' ' ')"
-expect_line "$WORKDIR/switch" '^steady: OK .*errors=0' "xrc, every node's port down $down s at once"
-expect_line "$WORKDIR/switch" '^steady: stream .*out_of_sequence=0' "numbered stream, every port down"
-loopbacks=$(grep -ac "requests toward this node's ranks went unacknowledged" "$WORKDIR/switch")
-info "connections made again: $(counter_sum "$WORKDIR/switch" reconnections), copies dropped:" \
-    "$(counter_sum "$WORKDIR/switch" replays_dropped), delivered: $(counter_sum "$WORKDIR/switch" replays_delivered);" \
-    "loopback pairs made again: $loopbacks"
+# switch_reboot NAME WHAT: every node's port down at once for $down s (FLAP_DOWN_FAULT from the caller), with
+# xrc carrying the on-node traffic too (no vader): what each process sent its node-mate through the HCA's loopback
+# rides the outage as the links do, over a new loopback pair. WHAT: how the phase is named in the messages.
+switch_reboot() {
+    local out=$WORKDIR/$1 what=$2
+    STEADY_BURST=16 FLAP_NODES="nodeA nodeB" MPIRUN_TIMEOUT=$((down * 2 + 120)) \
+        flapped_run "$out" nodeA:2,nodeB:2 "${xrc/self,vader,xrc/self,xrc} --mca btl_xrc_outage_limit 300" 4 "$down"
+    [ $rc != noflow ] || die "no traffic in the xrc job ($what)"
+    [ $rc = 0 ] || die "the job did not ride through $what (exit $rc): $(grep -a -m3 'btl:xrc.*\(error\|failed\|more than\)' "$out" | tr '\n' ' ')"
+    expect_line "$out" '^steady: OK .*errors=0' "xrc, $what"
+    expect_line "$out" '^steady: stream .*out_of_sequence=0' "numbered stream, $what"
+    info "connections made again: $(counter_sum "$out" reconnections), copies dropped:" \
+        "$(counter_sum "$out" replays_dropped), delivered: $(counter_sum "$out" replays_delivered);" \
+        "loopback pairs made again: $(grep -ac "requests toward this node's ranks went unacknowledged" "$out")"
+}
 
+# A switch that reboots.
+switch_reboot switch "every node's port down $down s at once"
 # The same with the ports' PORT_ERR lost (simhca's port-down-quiet): nothing holds the sends until a process asks
 # its port after its first request ran out of its budget, so what was posted into the dead port meanwhile, the
 # loopback pair's included, runs out of its budget too, and most runs make loopback pairs again (not every run: an
 # on-node request must be in flight then; tests/unit/test_port_progress.cc holds the deterministic case).
-STEADY_BURST=16 FLAP_NODES="nodeA nodeB" FLAP_DOWN_FAULT=port-down-quiet MPIRUN_TIMEOUT=$((down * 2 + 120)) \
-    flapped_run "$WORKDIR/quiet" nodeA:2,nodeB:2 "${xrc/self,vader,xrc/self,xrc} --mca btl_xrc_outage_limit 300" 4 "$down"
-[ $rc != noflow ] || die "no traffic in the xrc job (every port down, its event lost)"
-[ $rc = 0 ] || die "the job did not ride through every port down $down s with its event lost (exit $rc): $(grep -a -m3 'btl:xrc.*\(error\|failed\|more than\)' "$WORKDIR/quiet" | tr '\n' ' ')"
-expect_line "$WORKDIR/quiet" '^steady: OK .*errors=0' "xrc, every node's port down $down s at once, its event lost"
-expect_line "$WORKDIR/quiet" '^steady: stream .*out_of_sequence=0' "numbered stream, every port down, its event lost"
-loopbacks=$(grep -ac "requests toward this node's ranks went unacknowledged" "$WORKDIR/quiet")
-info "connections made again: $(counter_sum "$WORKDIR/quiet" reconnections), copies dropped:" \
-    "$(counter_sum "$WORKDIR/quiet" replays_dropped), delivered: $(counter_sum "$WORKDIR/quiet" replays_delivered);" \
-    "loopback pairs made again: $loopbacks"
+FLAP_DOWN_FAULT=port-down-quiet switch_reboot quiet "every node's port down $down s at once, its event lost"
 
 # MPI_Finalize during an outage: nodeB's port goes down, then rank 0 sends one last message (1 KiB) to nodeB's rank
 # with MPI_Isend and MPI_Request_free and enters MPI_Finalize, while nodeB's rank waits for it in MPI_Recv. Under
