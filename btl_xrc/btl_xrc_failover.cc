@@ -39,11 +39,16 @@ std::atomic<uint32_t> revivals{0};  // mca_btl_xrc_rail_revivals
 
 constexpr mca_btl_base_tag_t kForwardedTag = MCA_BTL_TAG_BTL + 0x1b;
 
+// A rail that still carries traffic: not given up, not finalizing, its transport open.
+bool rail_carries(const mca_btl_xrc_module_t &s) noexcept {
+    return !s.rail_lost && !s.finalizing && s.transport != nullptr;
+}
+
 // The same peer's endpoint on a rail that still carries its traffic, or null.
 mca_btl_base_endpoint_t *sibling_of(const mca_btl_xrc_module_t *m, uint32_t rank) {
     mca_btl_base_endpoint_t *to = nullptr;
     const auto usable = [&](mca_btl_xrc_module_t &s) {
-        if (s.rail_lost || s.finalizing || s.transport == nullptr) return false;
+        if (!rail_carries(s)) return false;
         mca_btl_base_endpoint_t *e = mca_btl_xrc_endpoint_for(&s, rank);
         if (e == nullptr || e->forward_to != nullptr || e->peer.queue->broken()) return false;
         to = e;
@@ -78,13 +83,10 @@ bool another_rail_reaches(const mca_btl_xrc_module_t *m, const xrc::NodeLink &li
     return sibling_of(m, link.owner()) != nullptr;
 }
 
-// Another rail carries on-node traffic (through its own port's loopback): its port is up and it was not given up.
+// Another rail carries on-node traffic (through its own port's loopback): it carries, and its port is up.
 bool another_rail_carries_on_node(const mca_btl_xrc_module_t *m) {
-    for (const auto &s : mca_btl_xrc_component.modules)
-        if (s.get() != m && !s->rail_lost && !s->finalizing && s->transport != nullptr &&
-            !s->transport->health().down())
-            return true;
-    return false;
+    const auto up = [](const mca_btl_xrc_module_t &s) { return rail_carries(s) && !s.transport->health().down(); };
+    return xrc::choose_sibling(mca_btl_xrc_component.modules, m, up) != nullptr;
 }
 
 // Several rails riding outages: only then may a rail's traffic wait for its own path while another could carry it.
@@ -568,8 +570,7 @@ bool mca_btl_xrc_rejoin_rail(mca_btl_xrc_module_t *m) noexcept {
     try {
         for (mca_btl_base_endpoint_t *endpoint : mca_btl_xrc_endpoints_of(m, true))
             if (endpoint->forward_to != nullptr && endpoint->peer.link == nullptr && !endpoint->other_job) {
-                endpoint->peer.imm_flags = xrc::kImmFirst;
-                endpoint->peer.stop_ring();
+                endpoint->peer.next_connection(true);
                 fail_back(m, endpoint);
             }
     } catch (...) {  // out of memory: those peers' traffic stays on the other rail

@@ -1316,10 +1316,7 @@ void ConnectionManager::restart_streams(const SendQueue &queue, bool timed_out) 
 }
 
 void ConnectionManager::restart_peers(NodeLink &link, bool stop_rings) noexcept {
-    for (Peer *peer : link.peers_) {
-        peer->imm_flags = kImmFirst;
-        if (stop_rings) peer->stop_ring();
-    }
+    for (Peer *peer : link.peers_) peer->next_connection(stop_rings);
 }
 
 void ConnectionManager::reconnect(const SendQueue &queue, bool timed_out) noexcept {

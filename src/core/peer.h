@@ -113,6 +113,12 @@ public:
         eager.close();
         eager_state = EagerState::off;
     }
+    // What is prepared from now on goes over a new connection: its first SRQ message says so (both sides count from
+    // 0 again there); `and_ring`: and nothing more is written into the peer's ring, which the old one reached.
+    void next_connection(bool and_ring) noexcept {
+        imm_flags = kImmFirst;
+        if (and_ring) stop_ring();
+    }
 
     // After an SRQ send: true when it is time to ask the peer for a ring.
     bool count_srq_send(std::uint32_t threshold) noexcept {

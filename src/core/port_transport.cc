@@ -871,10 +871,7 @@ void PortTransport::open_loopback() noexcept {
 // through the pair that left. Progress, under the queues' lock.
 void PortTransport::restart_loopback_peers(bool timed_out) noexcept {
     lock_queues();
-    for (Peer *peer : loopback_peers_) {
-        peer->imm_flags = kImmFirst;
-        if (timed_out) peer->stop_ring();
-    }
+    for (Peer *peer : loopback_peers_) peer->next_connection(timed_out);
     unlock_queues();
 }
 
