@@ -107,18 +107,18 @@ mca_btl_base_module_t **build_modules(xrc::DiscoveryReport &report, const xrc::R
     // ... and a TGT QP outlives its creator's death: a node-mate holds it too (xrc::CmConfig::node_mate_holds).
     config.cm.node_mate_holds = mca_btl_xrc_ft_enabled();
     if (mca_btl_xrc_ft_enabled()) config.cm.requeue_refused = true;
-    config.keep_inline_copies = mca_btl_xrc_ft_enabled() && !failover;  // failover's sends keep their fragments
     // btl_xrc_outage_limit: an outage past the retry budget is ridden through (btl_xrc_failover.cc): every send is
-    // kept until its completion (none inline) and numbered, so that what a timeout hands back goes out again over
-    // the next connection and the receiver drops what it had. With several rails only where no other rail reaches
-    // that node (the others fail over, as without the limit): every rail down at once, a switch that reboots.
-    // Under ULFM a refusal is a death, not an outage.
+    // kept until its completion and numbered, so that what a timeout hands back goes out again over the next
+    // connection and the receiver drops what it had. With several rails only where no other rail reaches that node
+    // (the others fail over, as without the limit): every rail down at once, a switch that reboots. Under ULFM a
+    // refusal is a death, not an outage.
     const bool outage =
         config.cm.outage_limit_us != 0 && !mca_btl_xrc_ft_enabled() && (failover || report.usable_port_count() == 1);
-    if (outage)
-        config.max_inline = 0;
-    else
-        config.cm.outage_limit_us = 0;  // and the port's grace stays btl_xrc_port_down_grace's
+    if (!outage) config.cm.outage_limit_us = 0;  // and the port's grace stays btl_xrc_port_down_grace's
+    // Inline sends are kept as copies in their queues under ULFM and riding outages on one rail; with several rails
+    // failover's sends keep their fragments, none inline (a copy forwarded to another rail needs its own).
+    config.keep_inline_copies = (mca_btl_xrc_ft_enabled() || outage) && !failover;
+    if (outage && failover) config.max_inline = 0;
 
     for (auto &opened : report.devices) {
         auto device = std::make_shared<xrc::OpenedDevice>(std::move(opened));

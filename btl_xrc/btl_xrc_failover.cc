@@ -98,21 +98,52 @@ bool riding_on_several_rails() noexcept {
 // sibling its endpoint forwards to, or the endpoint itself (the same rail's next connection, after a timeout).
 // `failed`: its op as it failed (the receiver checks whether that connection delivered it), null when it was never
 // sent.
-int forward(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag, const xrc::SendOp *failed,
-            mca_btl_base_endpoint_t *to) noexcept {
+// The same for a message of `length` bytes at `data` that went out (or was to go out) on `from`'s rail.
+int forward_message(mca_btl_xrc_module_t *from, const void *data, size_t length, uint8_t order,
+                    mca_btl_base_tag_t tag, const xrc::SendOp *failed, mca_btl_base_endpoint_t *to) noexcept {
     mca_btl_xrc_module_t *s = to->module;
-    const size_t length = frag->segment.seg_len;
-    mca_btl_xrc_frag_t *copy = copy_frag(s, to, frag->base.order, length + sizeof(xrc::ForwardedHeader));
+    mca_btl_xrc_frag_t *copy = copy_frag(s, to, order, length + sizeof(xrc::ForwardedHeader));
     if (copy == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    const xrc::ForwardedHeader header = xrc::forwarded_header(frag->module->transport->subnet_prefix(), tag, failed,
+    const xrc::ForwardedHeader header = xrc::forwarded_header(from->transport->subnet_prefix(), tag, failed,
                                                               mca_btl_xrc_component.job->my_rank);
     auto *out = static_cast<unsigned char *>(copy->segment.seg_addr.pval);
     std::memcpy(out, &header, sizeof(header));
-    std::memcpy(out + sizeof(header), frag->segment.seg_addr.pval, length);
-    ++frag->module->counters.failover_sends;
+    std::memcpy(out + sizeof(header), data, length);
+    ++from->counters.failover_sends;
     const int rc = s->super.btl_send(&s->super, to, &copy->base, kForwardedTag);
     if (rc < 0) mca_btl_xrc_frag_return(copy);
     return rc;
+}
+
+int forward(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag, const xrc::SendOp *failed,
+            mca_btl_base_endpoint_t *to) noexcept {
+    return forward_message(frag->module, frag->segment.seg_addr.pval, frag->segment.seg_len, frag->base.order, tag,
+                           failed, to);
+}
+
+// A timeout handed the queue back what was not acknowledged (SendQueue::hand_back_after): true when it goes out
+// again over `endpoint`'s next connection on the same rail (riding outages, the queue not broken), or is to be
+// dropped because its process died.
+bool rides_the_outage(mca_btl_base_endpoint_t *endpoint, ibv_wc_status status) noexcept {
+    return outage_on && status == IBV_WC_RETRY_EXC_ERR && !endpoint->peer.queue->broken();
+}
+
+// An inline send's copy that the queue kept (sendi riding outages on one rail), handed back by a timeout: sent again
+// as a fragment's message would be, from the bytes the queue kept, the header naming the connection it was posted
+// on and its place there. Nothing else hands a copy with this callback back.
+void copy_handed_back(xrc::SendOp *op, ibv_wc_status status) noexcept {
+    xrc::KeptSend &kept = xrc::kept_send_of(*op);
+    auto *endpoint = static_cast<mca_btl_base_endpoint_t *>(kept.owner);
+    if (endpoint->dead) return;  // its message went with the process (ULFM)
+    mca_btl_xrc_module_t *m = endpoint->module;
+    if (rides_the_outage(endpoint, status)) {
+        if (forward_message(m, kept.data, kept.length, MCA_BTL_NO_ORDER, kept.tag, op, endpoint) >= 0) return;
+        mca_btl_xrc_report_error(m, endpoint, "a send whose connection timed out could not be sent again (no fragment)");
+        return;
+    }
+    char what[160];
+    snprintf(what, sizeof(what), "a send failed (%s) and no other rail reaches this peer", ibv_wc_status_str(status));
+    mca_btl_xrc_report_error(m, endpoint, what);
 }
 
 // Completion of a send under failover: one that failed with its rail is sent again over another one, and its
@@ -128,7 +159,7 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
     // Handed back by a timeout (SendQueue::hand_back_after): the queue waits for its next connection, where the
     // copy goes, numbered for it, the header naming the connection the original may have reached. In MPI_Finalize
     // too: the process still owes what it accepted, and finalize waits for its own sends.
-    if (outage_on && status == IBV_WC_RETRY_EXC_ERR && !frag->endpoint->peer.queue->broken()) {
+    if (rides_the_outage(frag->endpoint, status)) {
         if (forward(frag, frag->tag, op, frag->endpoint) >= 0) {
             mca_btl_xrc_send_complete(op, IBV_WC_SUCCESS);
             return;
@@ -226,6 +257,10 @@ int failover_send_locked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *en
 // sent again if the rail fails), never on the stack. It goes out now when the queue can post, so that ob1's round
 // robin over the rails advances once per message; otherwise ob1 gets a descriptor to fill and send (btl_send
 // above), which queues in order, or forwards toward a lost rail.
+// kept: riding outages on one rail, where every queue keeps copies of its inline sends (SendQueue::keep_copies):
+// a message sent inline is assembled into the copy its request takes, numbered, and the copy is what a timeout
+// hands back (copy_handed_back), so that it needs neither a fragment nor a completion of its own.
+template <bool kept = false>
 int failover_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor,
                    void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
                    mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
@@ -237,6 +272,34 @@ int failover_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint
     if (endpoint->forward_to != nullptr || !peer.queue->ready()) {
         if (descriptor != nullptr) *descriptor = mca_btl_xrc_alloc(btl, endpoint, order, total, flags);
         return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    if constexpr (kept) {
+        const auto length = static_cast<uint32_t>(total);
+        const bool ring_room = peer.eager.can_send(length);
+        if ((ring_room ? xrc::eager_wire_size(length) : length) <= m->transport->max_inline()) {
+            // The queue can post (checked above) and the wire size fits a copy (max_inline() <= kept_bytes()).
+            xrc::KeptSend &copy = peer.queue->next_kept();
+            size_t packed = payload_size;
+            if (!mca_btl_xrc_assemble(copy.data, header, header_size, convertor, &packed)) return OPAL_ERROR;
+            const bool ring = peer.prepare_routed(copy.op, ring_room, copy.data, length, 0, tag);
+            copy.op.wr.send_flags = IBV_SEND_INLINE;
+            peer.number(copy.op, ring);
+            copy.op.on_complete = copy_handed_back;
+            copy.owner = endpoint;
+            copy.length = length;
+            copy.tag = tag;
+            if (peer.queue->post_kept(copy) == 0) {
+                mca_btl_xrc_sent(m, endpoint, ring, length);
+                return OPAL_SUCCESS;
+            }
+            peer.unprepare(copy.op, ring);
+            peer.streams.unnumber(ring);
+            if (packed > 0) {
+                size_t rewind = convertor->bConverted - packed;
+                (void)opal_convertor_set_position(convertor, &rewind);
+            }
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
     }
     auto *frag = reinterpret_cast<mca_btl_xrc_frag_t *>(
         mca_btl_xrc_alloc(btl, endpoint, order, total, flags | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP));
@@ -267,12 +330,14 @@ int failover_sendi(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint
     return OPAL_SUCCESS;
 }
 
+template <bool kept = false>
 int failover_sendi_locked(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, opal_convertor_t *convertor,
                           void *header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
                           mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor) noexcept {
     const BtlXrcLock guard(as_xrc(btl)->lock);
     BTL_XRC_TSAN_ACQUIRE(endpoint);  // published by add_procs, handed to us through ob1
-    return failover_sendi(btl, endpoint, convertor, header, header_size, payload_size, order, flags, tag, descriptor);
+    return failover_sendi<kept>(btl, endpoint, convertor, header, header_size, payload_size, order, flags, tag,
+                                descriptor);
 }
 
 // RDMA toward a peer this rail no longer reaches: the registrations (ours and the peer's keys) are this rail's
@@ -499,7 +564,11 @@ void mca_btl_xrc_failover_enable(mca_btl_xrc_module_t *m, bool threads, bool out
     mca_btl_base_active_message_trigger[kForwardedTag].cbfunc = mca_btl_xrc_receive_adapter<forwarded_receive>;
     mca_btl_base_active_message_trigger[kForwardedTag].cbdata = nullptr;
     m->super.btl_send = threads ? failover_send_locked : failover_send;
-    m->super.btl_sendi = threads ? failover_sendi_locked : failover_sendi;
+    // One rail riding outages keeps copies of its inline sends (the component's choice): sendi assembles into them.
+    if (m->transport->keeps_copies())
+        m->super.btl_sendi = threads ? failover_sendi_locked<true> : failover_sendi<true>;
+    else
+        m->super.btl_sendi = threads ? failover_sendi_locked<false> : failover_sendi<false>;
     // Room in front of the largest message ob1 sends for the forwarding headers; the fragment lists keep their size.
     // One per rail a copy may be forwarded over; after a timeout a copy is sent again over the same rail, and a
     // copy whose connection times out too once more: two headers more.

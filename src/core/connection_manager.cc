@@ -65,10 +65,8 @@ NodeLink &ConnectionManager::link_for_locked(std::uint64_t port, std::uint32_t n
     if (!slot) {
         // Listed only once whole: a link without the copies its queue is to keep would lose inline sends.
         auto made = std::make_unique<NodeLink>(*this, port, node, owner, config_.queue_depth, config_.signal_interval);
-        if (config_.requeue_refused) {
-            made->queue_.requeue_refused();
-            made->queue_.keep_copies(config_.requeue_copy_bytes);
-        }
+        if (config_.requeue_refused) made->queue_.requeue_refused();
+        made->queue_.keep_copies(config_.kept_copy_bytes);
         if (config_.outage_limit_us != 0) made->queue_.ride_outages();
         slot = std::move(made);
     }

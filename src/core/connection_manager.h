@@ -183,9 +183,10 @@ struct CmConfig {
     // a request the responder refused, its SRQ or memory gone with a process that died, costs only itself
     // (SendQueue::requeue_refused), and the link connects again for what followed it (reconnect).
     bool requeue_refused = false;
-    // With requeue_refused: the largest inline send, which each link's queue keeps copies of (SendQueue::keep_copies;
-    // 0: none, so an inline send without an owner is not sent again after a refusal).
-    std::uint32_t requeue_copy_bytes = 0;
+    // The largest inline send, which each link's queue keeps copies of (SendQueue::keep_copies), to send them again
+    // after a refusal (requeue_refused) or hand them back after a timeout (outage_limit_us); 0: none, so an inline
+    // send without an owner is not sent again.
+    std::uint32_t kept_copy_bytes = 0;
     // How long a link whose requests the HCA gave up on (its port or path down past the retry budget) keeps trying
     // to connect again before it fails (0: it does not try; a timeout breaks its queue). Its queue then hands what
     // was not acknowledged back to its owners, who send it again, numbered (SendQueue::ride_outages).

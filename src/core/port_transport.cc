@@ -78,10 +78,10 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
     max_inline_.store(inline_wanted_, std::memory_order_relaxed);
     loopback_queue_ = std::make_unique<SendQueue>(depth_, signal_interval_, config.cm.my_node,
                                                   &PortTransport::loopback_blocked, this);
-    // Every queue of a transport whose links requeue after a refusal keeps copies of its inline sends, the loopback's
-    // too (it never requeues: there they are where sendi assembles), so that the sender needs no test per message.
-    if (config.keep_inline_copies && config.cm.requeue_refused && inline_wanted_ > 0)
-        loopback_queue_->keep_copies(inline_wanted_);
+    // Every queue of a transport that keeps copies of its inline sends (its links', to send them again after a
+    // refusal or hand them back after a timeout) keeps them in its loopback queue too, where sendi assembles them,
+    // so that the sender needs no test per message.
+    if (config.keep_inline_copies && inline_wanted_ > 0) loopback_queue_->keep_copies(inline_wanted_);
     // Riding outages (btl_xrc_outage_limit), on-node traffic through the HCA's loopback waits for the port as the
     // links do: what was not acknowledged goes out again over a new pair, numbered, and the receivers drop what they
     // had.
@@ -168,9 +168,9 @@ Result<void> PortTransport::open(const TransportConfig &config) {
     cm.my_port = port_identity(address_);
     cm.queue_depth = depth_;
     cm.signal_interval = signal_interval_;
-    // The inline sends a link's queue may have to send again after a refusal are at most this large (max_inline()
-    // only ever goes down from it).
-    cm.requeue_copy_bytes = loopback_queue_->keeps_copies() ? inline_wanted_ : 0;
+    // The inline sends a link's queue keeps copies of are at most this large (max_inline() only ever goes down from
+    // it).
+    cm.kept_copy_bytes = loopback_queue_->keeps_copies() ? inline_wanted_ : 0;
     cm.retry_budget_us = retry_budget_us(path_.timeout, path_.retry_count);
     CmHost &host = *this;  // (a private base: converted here, where it is accessible)
     cm_ = std::make_unique<ConnectionManager>(host, cm);

@@ -48,8 +48,8 @@ struct TransportConfig {
     int send_queue_depth = 512;
     int max_inline = -1;  // -1: as much as the device gives, up to 256
     // Every queue keeps copies of the inline sends nobody owns (SendQueue::keep_copies), for the sends that assemble
-    // into them: where links requeue after a refusal (CmConfig::requeue_refused) and those sends are the module's
-    // (not with rail failover, whose sends each keep their fragment).
+    // into them: where links requeue after a refusal (CmConfig::requeue_refused) or ride outages on one rail
+    // (CmConfig::outage_limit_us), and not with rail failover, whose sends each keep their fragment.
     bool keep_inline_copies = false;
     int signal_interval = 32;
     int poll_batch = 16;

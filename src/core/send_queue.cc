@@ -262,8 +262,11 @@ bool SendQueue::hand_back_after(const ibv_wc &wc) noexcept {
     SendOp *done = nullptr, **done_tail = &done;
     SendOp *posted = nullptr, **posted_tail = &posted;
     for (std::uint32_t i = 0; i < count; ++i) {
-        SendOp *op = ring_[(head_ + i) % depth_].op;
-        if (op == nullptr) continue;  // no owner (an idempotent report): the next one says as much
+        // What was done calls only owners; what may not have been delivered calls kept copies' callbacks too.
+        const std::uint32_t slot = (head_ + i) % depth_;
+        SendOp *op = i < age ? ring_[slot].op : op_in(slot);
+        // No owner nor callback (an idempotent report): the next one says as much.
+        if (op == nullptr || op->on_complete == nullptr) continue;
         SendOp **&tail = i < age ? done_tail : posted_tail;
         *tail = op;
         tail = &op->next_pending;

@@ -68,14 +68,25 @@ struct SendOp {
     SourceKey posted_on;
 };
 
-// A small message a queue that requeues after a refusal keeps (SendQueue::keep_copies): the work request and the
-// bytes of an inline send nobody owns, in the ring slot of the request it went out as, until that request is
-// retired. The op has no callback and points at `data`.
+// A small message a queue keeps (SendQueue::keep_copies): the work request and the bytes of an inline send nobody
+// owns, in the ring slot of the request it went out as, until that request is retired. The op points at `data`.
+// Its callback is null (a copy a refusal sends again as itself), or, on a queue that rides outages, what a timeout
+// hands the copy back to (hand_back_after), which sends the message again from what its sender noted here.
 struct KeptSend {
     SendOp op;
     unsigned char *data = nullptr;  // this slot's part of the queue's block (SendQueue::kept_bytes())
     std::uint32_t slot = 0;         // its index in the ring: the post needs no division to find it
+    // Noted by a sender whose copies may be handed back: whose message it is, its length without what the wire
+    // adds (an eager ring's footer) and its tag.
+    void *owner = nullptr;
+    std::uint32_t length = 0;
+    std::uint8_t tag = 0;
 };
+static_assert(offsetof(KeptSend, op) == 0);
+// The kept copy a handed-back op is (its callback was given a KeptSend's op).
+inline KeptSend &kept_send_of(SendOp &op) noexcept {
+    return *reinterpret_cast<KeptSend *>(&op);
+}
 
 // `op` as a fence: a signaled zero-length SEND_WITH_IMM carrying the no-op marker to `remote_srqn` (any SRQ of
 // the peer: the receiver drops it). Its completion says every send posted before it on the queue has completed,
@@ -172,11 +183,11 @@ public:
     // posted so (the eager rings' credit reports: a writer that hears of no room falls back to the SRQs, and the next
     // report or piggybacked count catches up).
     void requeue_refused() noexcept { requeue_refused_ = true; }
-    // With requeue_refused(): an inline send nobody owns goes out from a copy the queue keeps in the ring slot of
-    // its request (next_kept() and post_kept(), or try_post_copy()) until that request is retired, so that a
-    // refusal sends it again like an owned op, while it stays inline and unsignaled. `bytes` (the largest inline
-    // send) per slot, `depth` slots, allocated here once (std::bad_alloc otherwise). Not for a queue that rides
-    // outages: a hand-back goes to owners, and a copy has none.
+    // An inline send nobody owns goes out from a copy the queue keeps in the ring slot of its request (next_kept()
+    // and post_kept(), or try_post_copy()) until that request is retired, while it stays inline and unsignaled: with
+    // requeue_refused(), a refusal sends it again like an owned op; riding outages, a timeout hands it back to its
+    // callback, when its sender gave it one (KeptSend). `bytes` (the largest inline send) per slot, `depth` slots,
+    // allocated here once (std::bad_alloc otherwise).
     void keep_copies(std::uint32_t bytes);
     bool keeps_copies() const noexcept { return kept_ != nullptr; }
     std::uint32_t kept_bytes() const noexcept { return kept_bytes_; }
@@ -312,8 +323,8 @@ private:
     // A timeout (ride_outages): on a reliable connection the HCA fails the oldest request nobody acknowledged, so
     // every request before it was delivered and completes as done; the failed one and every newer one may or may
     // not have reached the responder (only the acknowledgements may have been lost), so each goes back to its owner
-    // with `wc.status` and the connection it was posted on (posted_on), and the owner sends a copy, numbered, that
-    // the receiver drops if it had the original. What was queued and never posted goes back too (posted_on 0:
+    // (a kept copy to its callback, if it has one) with `wc.status` and the connection it was posted on
+    // (posted_on), and the owner sends a copy, numbered, that the receiver drops if it had the original. What was queued and never posted goes back too (posted_on 0:
     // fresh), so that every copy is prepared anew, in the original order, for the next connection. The queue is
     // closed (not broken) before anyone is called: a copy sent from a callback queues for the next connection.
     bool hand_back_after(const ibv_wc &wc) noexcept;

@@ -110,7 +110,7 @@ TEST(ConnectionManagerPeerDeath, ARefusalReconnectsThroughALiveRankAndSendsWhatF
 // and the newer one to rank 2 is dropped.
 TEST(ConnectionManagerPeerDeath, ARefusalSendsAgainTheInlineSendsTheLinkKeptCopiesOf) {
     CmConfig config = requeueing();
-    config.requeue_copy_bytes = 64;
+    config.kept_copy_bytes = 64;
     Net net(2, 2, config);
     Message x;
     send(net[0], 2, x);
@@ -181,7 +181,7 @@ void send_kept(Process &from, std::uint32_t to) {
 // needs no fence.
 TEST(ConnectionManagerPeerDeath, ACreatorsDeathRetiresTheUnsignaledSendsAtOnce) {
     CmConfig config = requeueing();
-    config.requeue_copy_bytes = 64;
+    config.kept_copy_bytes = 64;
     Net net(2, 2, config);
     Message x;
     send(net[0], 2, x);
@@ -212,7 +212,7 @@ TEST(ConnectionManagerPeerDeath, ACreatorsDeathRetiresTheUnsignaledSendsAtOnce) 
 // may be gone with its creator, and what is outstanding went to the dead: it is forgotten, not fenced.
 TEST(ConnectionManagerPeerDeath, ACreatorsDeathForgetsWhatOnlyTheDeadWereSent) {
     CmConfig config = requeueing();
-    config.requeue_copy_bytes = 64;
+    config.kept_copy_bytes = 64;
     Net net(2, 2, config);
     Message x;
     send(net[0], 2, x);

@@ -384,3 +384,74 @@ TEST(SendQueueCopies, EveryLiveMessageArrivesOnceInOrderWhateverTheRefusals) {
         ASSERT_FALSE(q.broken());
     }
 }
+
+namespace {
+
+// What a timeout handed back: the op, its status, the connection it names, and the copy's bytes when it was called.
+struct HandedBack {
+    SendOp *op;
+    ibv_wc_status status;
+    SourceKey posted_on;
+    std::string bytes;
+};
+std::vector<HandedBack> g_handed;
+void handed_back(SendOp *op, ibv_wc_status status) noexcept {
+    const KeptSend &kept = kept_send_of(*op);
+    g_handed.push_back({op, status, op->posted_on, std::string(reinterpret_cast<const char *>(kept.data), kept.length)});
+}
+void owned_back(SendOp *op, ibv_wc_status status) noexcept {
+    g_handed.push_back({op, status, op->posted_on, "owned"});
+}
+
+// send_kept() riding outages: the copy names its callback and length, as sendi notes them.
+void send_kept_riding(SendQueue &q, const std::string &text) {
+    KeptSend &kept = q.next_kept();
+    kept.op.on_complete = handed_back;
+    kept.length = static_cast<std::uint32_t>(text.size());
+    send_kept(q, kLive, text);
+}
+
+}  // namespace
+
+// Riding outages on one rail, sendi's inline sends are kept copies with a callback: a timeout hands each copy that may
+// not have been delivered back to it, in order with the owned sends, naming the connection it was posted on, with its
+// bytes still in the copy; those acknowledged before the timed-out one, and a copy without a callback (a report),
+// call nobody; the queue is closed, not broken, and nothing is sent again by the queue itself.
+TEST(SendQueueCopies, ATimeoutHandsKeptCopiesBackToTheirCallbackInOrderWithOwnedSends) {
+    Qp first(5);
+    SendQueue q(16, 8, 0);
+    q.ride_outages();
+    q.keep_copies(32);
+    q.open(&first.qp, 9);
+    g_wire.clear();
+    g_handed.clear();
+    char owned_bytes[8];
+    SendOp owned;
+    owned.on_complete = owned_back;
+    send_kept_riding(q, "acked");
+    send_kept_riding(q, "timed-out");
+    q.next_kept().op.on_complete = nullptr;  // a copy nobody sends again
+    send_kept(q, kLive, "report");
+    prepare(owned, kLive, owned_bytes, "c", 0);
+    ASSERT_EQ(q.post_or_queue(owned), 0);
+    send_kept_riding(q, "after");
+    ASSERT_EQ(g_wire.size(), 5u);
+    EXPECT_FALSE(g_wire[1].flags & IBV_SEND_SIGNALED);  // copies stay unsignaled riding outages too
+    const ibv_wc timeout = completion_of(g_wire[1], IBV_WC_RETRY_EXC_ERR);
+    ASSERT_TRUE(q.would_requeue(timeout));
+    EXPECT_EQ(q.on_completion(timeout), IBV_WC_RETRY_EXC_ERR);
+    EXPECT_FALSE(q.broken());
+    EXPECT_FALSE(q.is_open());
+    EXPECT_EQ(q.outstanding(), 0u);
+    ASSERT_EQ(g_handed.size(), 3u);
+    EXPECT_EQ(g_handed[0].bytes, "timed-out");
+    EXPECT_EQ(g_handed[1].op, &owned);
+    EXPECT_EQ(g_handed[2].bytes, "after");
+    for (const HandedBack &h : g_handed) {
+        EXPECT_EQ(h.status, IBV_WC_RETRY_EXC_ERR);
+        EXPECT_EQ(h.posted_on, source_key(9, 5));
+    }
+    Qp second(6);
+    q.open(&second.qp, 10);
+    EXPECT_EQ(g_wire.size(), 5u);  // the callbacks send again, the queue does not
+}
