@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 namespace xrc {
 
@@ -34,24 +35,32 @@ bool is_fence(const SendOp &op) noexcept {
     return op.wr.opcode == IBV_WR_SEND_WITH_IMM && op.wr.imm_data == htonl(kImmMarker | kImmNop) && op.wr.num_sge == 0;
 }
 
-void SendQueue::keep_copies(std::uint32_t bytes) {
+void SendQueue::keep_copies(std::uint32_t bytes) noexcept {
     if (kept_ != nullptr || bytes == 0) return;
     // Whole cache lines per slot: a message assembled in one never shares a line with its neighbour's.
-    const std::size_t stride = (std::size_t{bytes} + 63) / 64 * 64;
-    std::vector<KeptSend> store(depth_);
-    auto block = std::make_unique<unsigned char[]>(stride * depth_);
-    for (std::uint32_t i = 0; i < depth_; ++i) {
-        KeptSend &k = store[i];
-        k.data = block.get() + stride * i;
-        k.op.sge.addr = reinterpret_cast<std::uintptr_t>(k.data);
-        k.op.wr.sg_list = &k.op.sge;
-        k.op.wr.num_sge = 1;
-        k.slot = i;
+    kept_bytes_ = (bytes + 63) / 64 * 64;
+}
+
+bool SendQueue::make_copies() noexcept {
+    if (kept_bytes_ == 0 || kept_ != nullptr) return true;
+    try {
+        std::vector<KeptSend> store(depth_);
+        auto block = std::make_unique<unsigned char[]>(std::size_t{kept_bytes_} * depth_);
+        for (std::uint32_t i = 0; i < depth_; ++i) {
+            KeptSend &k = store[i];
+            k.data = block.get() + std::size_t{kept_bytes_} * i;
+            k.op.sge.addr = reinterpret_cast<std::uintptr_t>(k.data);
+            k.op.wr.sg_list = &k.op.sge;
+            k.op.wr.num_sge = 1;
+            k.slot = i;
+        }
+        kept_store_ = std::move(store);  // moving a vector keeps its elements where they are
+        kept_block_ = std::move(block);
+    } catch (const std::bad_alloc &) {
+        return false;
     }
-    kept_store_ = std::move(store);  // moving a vector keeps its elements where they are
-    kept_block_ = std::move(block);
     kept_ = kept_store_.data();
-    kept_bytes_ = static_cast<std::uint32_t>(stride);
+    return true;
 }
 
 int SendQueue::try_post_copy(SendOp &op) noexcept {
@@ -104,6 +113,10 @@ int SendQueue::post_or_queue(SendOp &op) noexcept {
 
 void SendQueue::open(ibv_qp *qp, std::uint32_t tgt_qpn) noexcept {
     if (broken_) return;
+    if (!make_copies()) {  // a sender that keeps copies would have none to assemble into
+        fail(IBV_WC_GENERAL_ERR);
+        return;
+    }
     qp_ = qp;
     connection_ = source_key(tgt_qpn, qp->qp_num);
     open_ = true;

@@ -152,7 +152,8 @@ public:
     int post_or_queue(SendOp &op) noexcept;
 
     // The connection is ready on `qp`, which reaches the TGT QP `tgt_qpn` (0: not told; what a failed op then
-    // names as its connection has no TGT QP number): queued sends go out.
+    // names as its connection has no TGT QP number): queued sends go out. Out of memory for the copies it is to keep
+    // (keep_copies, the first time), the queue fails instead (fail(IBV_WC_GENERAL_ERR)).
     void open(ibv_qp *qp, std::uint32_t tgt_qpn = 0) noexcept;
     // No new posts (they queue); what was posted still completes. Idempotent.
     void stop() noexcept;
@@ -187,10 +188,16 @@ public:
     // and post_kept(), or try_post_copy()) until that request is retired, while it stays inline and unsignaled: with
     // requeue_refused(), a refusal sends it again like an owned op; riding outages, a timeout hands it back to its
     // callback, when its sender gave it one (KeptSend). `bytes` (the largest inline send) per slot, `depth` slots,
-    // allocated here once (std::bad_alloc otherwise).
-    void keep_copies(std::uint32_t bytes);
-    bool keeps_copies() const noexcept { return kept_ != nullptr; }
+    // allocated at the first open(): a link is made for every node of the job, a connection only where traffic
+    // goes, so that the copies grow with the nodes a process talks to, not with the job.
+    void keep_copies(std::uint32_t bytes) noexcept;
+    // Whether the queue keeps copies (once open).
+    bool keeps_copies() const noexcept { return kept_bytes_ != 0; }
     std::uint32_t kept_bytes() const noexcept { return kept_bytes_; }
+    // The memory the copies hold: 0 until the first open().
+    std::size_t kept_memory() const noexcept {
+        return kept_ != nullptr ? std::size_t{depth_} * (sizeof(KeptSend) + kept_bytes_) : 0;
+    }
     // The copy the next post takes (keeps_copies() must hold: not tested here, the sender is chosen for such
     // queues), for a sender that has seen ready() and posts nothing else on this queue before post_kept(): it
     // assembles its message into `data` (kept_bytes() at most) and prepares `op` in place, inline and without a
@@ -300,6 +307,8 @@ private:
         return 0;
     }
     void enqueue(SendOp &op) noexcept;
+    // The copies keep_copies() asked for, made once: false when there is no memory for them.
+    bool make_copies() noexcept;
     void drain_pending() noexcept;
     // The copy `op` is, if it is one of kept_ (a requeued copy waiting in the queue), else null.
     KeptSend *kept_of(SendOp *op) const noexcept;
@@ -349,7 +358,8 @@ private:
     std::uint32_t tail_ = 0;  // next free
     std::uint32_t since_signal_ = 0;
     std::uint32_t outstanding_callbacks_ = 0;
-    // keep_copies(): one copy per ring slot (kept_ is kept_store_'s), their bytes in kept_block_.
+    // keep_copies(): one copy per ring slot (kept_ is kept_store_'s, null until the first open), their bytes in
+    // kept_block_, kept_bytes_ each.
     std::vector<KeptSend> kept_store_;
     std::unique_ptr<unsigned char[]> kept_block_;
     KeptSend *kept_ = nullptr;

@@ -136,6 +136,24 @@ TEST(SendQueueCopies, AKeptSendStaysInlineAndUnsignaled) {
     EXPECT_EQ(plain.kept_bytes(), 0u);
 }
 
+// The copies are made when the queue first opens, not when it is told to keep them: every node of a job has a link,
+// and only those a process talks to are connected.
+TEST(SendQueueCopies, CopiesAreMadeAtTheFirstOpenOnly) {
+    SendQueue q(8, 4, 0);
+    q.keep_copies(32);
+    EXPECT_TRUE(q.keeps_copies());
+    EXPECT_EQ(q.kept_memory(), 0u);
+    Qp first(1);
+    q.open(&first.qp);
+    EXPECT_EQ(q.kept_memory(), 8 * (sizeof(KeptSend) + 64));  // whole cache lines per copy
+    const KeptSend *copy = &q.next_kept();
+    q.detach();
+    Qp second(2);
+    q.open(&second.qp);
+    EXPECT_EQ(&q.next_kept(), copy);  // made once: the same copies on the next connection
+    EXPECT_FALSE(q.broken());
+}
+
 // After a refusal, the kept sends that followed it go out again over the next connection, once each, in order with
 // the owned ones, with their own bytes; those before it were executed and are not sent again.
 TEST(SendQueueCopies, ARefusalSendsTheKeptCopiesThatFollowedItAgainInOrder) {
