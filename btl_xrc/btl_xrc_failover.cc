@@ -14,7 +14,10 @@
 // moves the data with sends instead. An atomic is never sent twice: one refused or failed with its rail ends the
 // job, saying why.
 //
-// With a single module none of this runs: the sends chosen at btl_init are the ones without a test of their own.
+// With a single module none of this runs unless it rides outages past the retry budget (btl_xrc_outage_limit: the
+// same rail is its own sibling); otherwise the sends chosen at btl_init are the ones without a test of their own.
+// Riding outages on one rail, sendi's inline sends are the copies the queues keep (SendQueue::keep_copies), which a
+// timeout hands back to copy_handed_back.
 #include "btl_xrc_eager.h"
 #include "btl_xrc_frag.h"
 #include "btl_xrc_tsan.h"
@@ -99,13 +102,13 @@ bool riding_on_several_rails() noexcept {
 // `failed`: its op as it failed (the receiver checks whether that connection delivered it), null when it was never
 // sent.
 // The same for a message of `length` bytes at `data` that went out (or was to go out) on `from`'s rail.
-int forward_message(mca_btl_xrc_module_t *from, const void *data, size_t length, uint8_t order,
-                    mca_btl_base_tag_t tag, const xrc::SendOp *failed, mca_btl_base_endpoint_t *to) noexcept {
+int forward_message(mca_btl_xrc_module_t *from, const void *data, size_t length, uint8_t order, mca_btl_base_tag_t tag,
+                    const xrc::SendOp *failed, mca_btl_base_endpoint_t *to) noexcept {
     mca_btl_xrc_module_t *s = to->module;
     mca_btl_xrc_frag_t *copy = copy_frag(s, to, order, length + sizeof(xrc::ForwardedHeader));
     if (copy == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    const xrc::ForwardedHeader header = xrc::forwarded_header(from->transport->subnet_prefix(), tag, failed,
-                                                              mca_btl_xrc_component.job->my_rank);
+    const xrc::ForwardedHeader header =
+        xrc::forwarded_header(from->transport->subnet_prefix(), tag, failed, mca_btl_xrc_component.job->my_rank);
     auto *out = static_cast<unsigned char *>(copy->segment.seg_addr.pval);
     std::memcpy(out, &header, sizeof(header));
     std::memcpy(out + sizeof(header), data, length);
@@ -121,9 +124,8 @@ int forward(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag, const xrc::SendOp 
                            failed, to);
 }
 
-// A timeout handed the queue back what was not acknowledged (SendQueue::hand_back_after): true when it goes out
-// again over `endpoint`'s next connection on the same rail (riding outages, the queue not broken), or is to be
-// dropped because its process died.
+// A send completed with `status`: true when a timeout handed it back (SendQueue::hand_back_after) and it goes out
+// again over `endpoint`'s next connection on the same rail (riding outages; the queue closed, not broken).
 bool rides_the_outage(mca_btl_base_endpoint_t *endpoint, ibv_wc_status status) noexcept {
     return outage_on && status == IBV_WC_RETRY_EXC_ERR && !endpoint->peer.queue->broken();
 }
@@ -138,7 +140,8 @@ void copy_handed_back(xrc::SendOp *op, ibv_wc_status status) noexcept {
     mca_btl_xrc_module_t *m = endpoint->module;
     if (rides_the_outage(endpoint, status)) {
         if (forward_message(m, kept.data, kept.length, MCA_BTL_NO_ORDER, kept.tag, op, endpoint) >= 0) return;
-        mca_btl_xrc_report_error(m, endpoint, "a send whose connection timed out could not be sent again (no fragment)");
+        mca_btl_xrc_report_error(m, endpoint,
+                                 "a send whose connection timed out could not be sent again (no fragment)");
         return;
     }
     char what[160];

@@ -333,9 +333,10 @@ private:
     // every request before it was delivered and completes as done; the failed one and every newer one may or may
     // not have reached the responder (only the acknowledgements may have been lost), so each goes back to its owner
     // (a kept copy to its callback, if it has one) with `wc.status` and the connection it was posted on
-    // (posted_on), and the owner sends a copy, numbered, that the receiver drops if it had the original. What was queued and never posted goes back too (posted_on 0:
-    // fresh), so that every copy is prepared anew, in the original order, for the next connection. The queue is
-    // closed (not broken) before anyone is called: a copy sent from a callback queues for the next connection.
+    // (posted_on), and the owner sends a copy, numbered, that the receiver drops if it had the original. What was
+    // queued and never posted goes back too (posted_on 0: fresh), so that every copy is prepared anew, in the original
+    // order, for the next connection. The queue is closed (not broken) before anyone is called: a copy sent from a
+    // callback queues for the next connection.
     bool hand_back_after(const ibv_wc &wc) noexcept;
     void fail_all(ibv_wc_status status) noexcept;
     // Every outstanding request completes with `status`, oldest first (their owners are called).

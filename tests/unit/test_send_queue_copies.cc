@@ -415,7 +415,8 @@ struct HandedBack {
 std::vector<HandedBack> g_handed;
 void handed_back(SendOp *op, ibv_wc_status status) noexcept {
     const KeptSend &kept = kept_send_of(*op);
-    g_handed.push_back({op, status, op->posted_on, std::string(reinterpret_cast<const char *>(kept.data), kept.length)});
+    g_handed.push_back(
+        {op, status, op->posted_on, std::string(reinterpret_cast<const char *>(kept.data), kept.length)});
 }
 void owned_back(SendOp *op, ibv_wc_status status) noexcept {
     g_handed.push_back({op, status, op->posted_on, "owned"});
