@@ -132,21 +132,15 @@ bool rides_the_outage(mca_btl_base_endpoint_t *endpoint, ibv_wc_status status) n
 
 // An inline send's copy that the queue kept (sendi riding outages on one rail), handed back by a timeout: sent again
 // as a fragment's message would be, from the bytes the queue kept, the header naming the connection it was posted
-// on and its place there. Nothing else hands a copy with this callback back.
-void copy_handed_back(xrc::SendOp *op, ibv_wc_status status) noexcept {
+// on and its place there. Only SendQueue::hand_back_after calls it (a timeout, the queue closed, not broken), and
+// only when this process rides outages on one rail, so it always rides the outage (rides_the_outage).
+void copy_handed_back(xrc::SendOp *op, ibv_wc_status) noexcept {
     xrc::KeptSend &kept = xrc::kept_send_of(*op);
     auto *endpoint = static_cast<mca_btl_base_endpoint_t *>(kept.owner);
     if (endpoint->dead) return;  // its message went with the process (ULFM)
     mca_btl_xrc_module_t *m = endpoint->module;
-    if (rides_the_outage(endpoint, status)) {
-        if (forward_message(m, kept.data, kept.length, MCA_BTL_NO_ORDER, kept.tag, op, endpoint) >= 0) return;
-        mca_btl_xrc_report_error(m, endpoint,
-                                 "a send whose connection timed out could not be sent again (no fragment)");
-        return;
-    }
-    char what[160];
-    snprintf(what, sizeof(what), "a send failed (%s) and no other rail reaches this peer", ibv_wc_status_str(status));
-    mca_btl_xrc_report_error(m, endpoint, what);
+    if (forward_message(m, kept.data, kept.length, MCA_BTL_NO_ORDER, kept.tag, op, endpoint) >= 0) return;
+    mca_btl_xrc_report_error(m, endpoint, "a send whose connection timed out could not be sent again (no fragment)");
 }
 
 // Completion of a send under failover: one that failed with its rail is sent again over another one, and its

@@ -63,7 +63,7 @@ NodeLink &ConnectionManager::link_for(std::uint64_t port, std::uint32_t node, st
 NodeLink &ConnectionManager::link_for_locked(std::uint64_t port, std::uint32_t node, std::uint32_t owner) {
     auto &slot = links_[port];
     if (!slot) {
-        // Listed only once whole: a link without the copies its queue is to keep would lose inline sends.
+        // Listed only once told what its queue keeps and rides: a sender that finds it must find it whole.
         auto made = std::make_unique<NodeLink>(*this, port, node, owner, config_.queue_depth, config_.signal_interval);
         if (config_.requeue_refused) made->queue_.requeue_refused();
         made->queue_.keep_copies(config_.kept_copy_bytes);
