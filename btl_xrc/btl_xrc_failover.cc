@@ -482,10 +482,17 @@ void forwarded_receive(mca_btl_base_module_t *btl, const mca_btl_base_segment_t 
     if (xrc::stream_of(*header) != xrc::ReplayStream::fresh && found != nullptr &&
         (as != as_xrc(btl) ? delivered_already(as, *header) : delivered_on_this_rail(as, *header)))
         return;
+    const size_t length = segment->seg_len - sizeof(*header);
+    if (xrc::stream_of(*header) == xrc::ReplayStream::ring && found != nullptr) {
+        // The ring its original was written into passes over that span, so that it stands where the writer's
+        // writes stopped and the writer may write into it again (EagerManager, Resume).
+        if (const mca_btl_base_endpoint_t *writer = mca_btl_xrc_endpoint_for(as, header->rank); writer != nullptr)
+            (void)as->eager.skip_copy(writer->peer, header->seq, static_cast<uint32_t>(length));
+    }
     const mca_btl_active_message_callback_t *reg = &as->receive_callbacks[header->tag];
     if (reg->cbfunc == nullptr) return;
     mca_btl_xrc_deliver(as, reg, header->tag, static_cast<unsigned char *>(segment->seg_addr.pval) + sizeof(*header),
-                        segment->seg_len - sizeof(*header));
+                        length);
 }
 
 // The endpoint's traffic goes to the same peer's endpoint on another rail that carries (failover): what it sends
@@ -636,7 +643,7 @@ bool mca_btl_xrc_rejoin_rail(mca_btl_xrc_module_t *m) noexcept {
     try {
         for (mca_btl_base_endpoint_t *endpoint : mca_btl_xrc_endpoints_of(m, true))
             if (endpoint->forward_to != nullptr && endpoint->peer.link == nullptr && !endpoint->other_job) {
-                endpoint->peer.next_connection(true);
+                endpoint->peer.next_connection(xrc::RingAfter::stopped);
                 fail_back(m, endpoint);
             }
     } catch (...) {  // out of memory: those peers' traffic stays on the other rail

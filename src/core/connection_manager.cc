@@ -1112,7 +1112,7 @@ void ConnectionManager::orphaned(NodeLink &link, std::uint32_t generation) noexc
     link.creator_gone_ = false;
     to_idle(link);
     // Both ends count the next connection from 0; a ring write may have claimed a slot it never filled.
-    restart_peers(link, true);
+    restart_peers(link, RingAfter::stopped);
     if (link.queue_.has_pending()) wanted(link);
 }
 
@@ -1181,7 +1181,7 @@ void ConnectionManager::restart_failed(NodeLink &link) noexcept {
     link.creator_gone_ = false;
     link.outage_until_us_ = 0;
     link.queue_.reset();
-    restart_peers(link, true);
+    restart_peers(link, RingAfter::stopped);
 }
 
 bool ConnectionManager::revive() noexcept {
@@ -1310,11 +1310,12 @@ void ConnectionManager::on_probe_ack(const CmMessage &m, const PortAddress &from
 
 void ConnectionManager::restart_streams(const SendQueue &queue, bool timed_out) noexcept {
     Guard g(*this);
-    if (NodeLink *link = link_with_queue_locked(queue); link != nullptr) restart_peers(*link, timed_out);
+    if (NodeLink *link = link_with_queue_locked(queue); link != nullptr)
+        restart_peers(*link, timed_out ? RingAfter::paused : RingAfter::kept);
 }
 
-void ConnectionManager::restart_peers(NodeLink &link, bool stop_rings) noexcept {
-    for (Peer *peer : link.peers_) peer->next_connection(stop_rings);
+void ConnectionManager::restart_peers(NodeLink &link, RingAfter ring) noexcept {
+    for (Peer *peer : link.peers_) peer->next_connection(ring);
 }
 
 void ConnectionManager::reconnect(const SendQueue &queue, bool timed_out) noexcept {
@@ -1324,6 +1325,7 @@ void ConnectionManager::reconnect(const SendQueue &queue, bool timed_out) noexce
     NodeLink &link = *found;
     to_idle(link);
     if (timed_out) {
+        for (Peer *peer : link.peers_) peer->copies_queued();
         link.outage_until_us_ = host_.now_us() + config_.outage_limit_us;
         ++counters_->reconnections;
         host_.note("requests to node " + std::to_string(link.node_) + " went unacknowledged for the retry budget: " +

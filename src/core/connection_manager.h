@@ -496,9 +496,10 @@ public:
     // The link whose queue is `queue` is about to requeue or hand back what it holds (SendQueue::would_requeue):
     // its peers' next messages are first messages (both ends count that connection from 0 again, and whatever is
     // prepared from now on, copies included, is numbered for the next connection), and after a timeout
-    // (`timed_out`) they write into no eager ring any more: a write that was not acknowledged may have left a slot
-    // unwritten that the ring's reader would wait for forever, so what follows goes through the SRQs. Data path,
-    // under the queues' lock.
+    // (`timed_out`) their eager rings are paused (Peer::pause_ring): a write that was not acknowledged may have left
+    // a span unwritten that the ring's reader would wait for, so what follows goes through the SRQs until the
+    // reader, having taken the copies, agrees where the writes stopped (EagerManager, Resume). Data path, under the
+    // queues' lock.
     void restart_streams(const SendQueue &queue, bool timed_out) noexcept;
 
     std::size_t live_ini_qps() const noexcept {
@@ -682,9 +683,9 @@ private:
     void orphan(NodeLink &link) noexcept;
     void orphaned(NodeLink &link, std::uint32_t generation) noexcept;
     void to_idle(NodeLink &link) noexcept;
-    // The link's peers' next SRQ messages are first messages of a new connection (and, with `stop_rings`, none
-    // goes into their eager rings any more).
-    void restart_peers(NodeLink &link, bool stop_rings) noexcept;
+    // The link's peers' next SRQ messages are first messages of a new connection, and their eager rings are as
+    // `ring` says.
+    void restart_peers(NodeLink &link, RingAfter ring) noexcept;
     // A rank of the link's node other than its owner that is neither dead nor finalizing, or UINT32_MAX.
     std::uint32_t live_rank_of(const NodeLink &link) const noexcept;
     // Its owner died or said it is finalizing since: the next connection goes through another rank of the node

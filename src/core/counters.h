@@ -99,6 +99,12 @@ struct Counters {
     Count eager_rings_refused;  // requests we refused
     Count eager_rings_used;     // grants we received: we write into that peer's ring
     Count eager_ring_refusals;  // refusals we received: that peer stays on the SRQs
+    // Eager RDMA rings paused by a connection that timed out (riding an outage), and written again.
+    Count eager_ring_resumes_asked;    // writer: asked a peer to resume
+    Count eager_rings_resumed;         // writer: the peer agreed, we write into its ring again
+    Count eager_ring_resumes_agreed;   // reader: a writer's resume we agreed to
+    Count eager_ring_resumes_refused;  // reader: a writer's resume we refused (the ring did not stand there)
+    Count eager_ring_skips;            // reader: ring spans passed over for a copy delivered through the SRQs
     // Connections: an INI QP readied toward a node (the loopback pair for on-node peers included), or a TGT QP
     // through which a remote sender reaches us, readied (we own it) or opened (another local rank owns it).
     Count connections_opened;
@@ -214,6 +220,18 @@ inline constexpr CounterInfo kCounterInfo[] = {
      "Grants this process received: peers whose eager RDMA ring it writes into"},
     {"eager_ring_refusals", &Counters::eager_ring_refusals, CounterKind::Count,
      "Refusals this process received: peers it keeps sending to through their SRQs"},
+    {"eager_ring_resumes_asked", &Counters::eager_ring_resumes_asked, CounterKind::Count,
+     "Peers this process asked to write into their eager RDMA ring again after its connection to them timed out "
+     "(riding an outage: btl_xrc_outage_limit)"},
+    {"eager_rings_resumed", &Counters::eager_rings_resumed, CounterKind::Count,
+     "Peers that agreed: this process writes into their eager RDMA ring again"},
+    {"eager_ring_resumes_agreed", &Counters::eager_ring_resumes_agreed, CounterKind::Count,
+     "Writers this process let write into its eager RDMA ring again after their connection timed out"},
+    {"eager_ring_resumes_refused", &Counters::eager_ring_resumes_refused, CounterKind::Count,
+     "Writers refused that (the ring did not stand where their writes stopped): they stay on the SRQs"},
+    {"eager_ring_skips", &Counters::eager_ring_skips, CounterKind::Count,
+     "Eager RDMA ring spans passed over because their message was delivered from a copy sent through the SRQs "
+     "after its writer's connection timed out"},
     {"connections_opened", &Counters::connections_opened, CounterKind::Count,
      "Connections brought up: an XRC INI QP connected to a node (plus the loopback pair for on-node peers when xrc "
      "carries on-node traffic), an XRC TGT QP made for a remote sender, or a handle opened on one another local "

@@ -106,10 +106,43 @@ bool EagerManager::on_grant(Peer *peer, const EagerControl &grant) noexcept {
 }
 
 bool EagerManager::on_refuse(Peer *peer) noexcept {
-    if (peer == nullptr || peer->eager_state != EagerState::requested) return false;
+    if (peer == nullptr) return false;
+    if (peer->ring_paused()) {
+        // Our ring there does not stand where our writes stopped: it is never written again. Its credit word stays
+        // taken (the reader may still report into it).
+        peer->stop_ring();
+        ++counters_->eager_ring_refusals;
+        return true;
+    }
+    if (peer->eager_state != EagerState::requested) return false;
     peer->eager_state = EagerState::off;
     credit_words_.give_back(peer->eager_word);  // nobody reports into it
     ++counters_->eager_ring_refusals;
+    return true;
+}
+
+// A late answer to an earlier ask, after the connection timed out again (paused), agrees as well: the reader stood
+// where our writes stopped, and we have written nothing into the ring since.
+bool EagerManager::on_resumed(Peer *peer) noexcept {
+    if (peer == nullptr || !peer->ring_paused()) return false;
+    peer->resume_ring();
+    ++counters_->eager_rings_resumed;
+    return true;
+}
+
+EagerManager::GrantedRing *EagerManager::ring_of(const Peer &writer) const noexcept {
+    for (std::uint32_t i = 0; i < rings_used_; ++i)
+        if (rings_[i].writer == &writer) return &rings_[i];
+    return nullptr;
+}
+
+bool EagerManager::skip_copy(const Peer &writer, std::uint32_t seq, std::uint32_t length) noexcept {
+    GrantedRing *r = ring_of(writer);
+    if (r == nullptr || r->busy || r->ring.broken() || static_cast<std::uint32_t>(r->ring.messages()) != seq ||
+        length > eager_max_payload(slot_size_))
+        return false;
+    r->ring.skip(length);
+    ++counters_->eager_ring_skips;
     return true;
 }
 
@@ -147,6 +180,12 @@ EagerNoteLine describe(const EagerEvent &e) {
             return {10, "writing into " + rank + "'s eager RDMA ring (" + geometry + ")"};
         case EagerNote::refused_by:
             return {10, rank + " has no eager RDMA ring for us; its messages stay on the SRQs"};
+        case EagerNote::resumed_by:
+            return {10, "writing into " + rank + "'s eager RDMA ring again after a connection timed out"};
+        case EagerNote::resume_refused:
+            return {1, rank +
+                           " asked to write into our eager RDMA ring again where the ring does not stand; its "
+                           "messages stay on the SRQs"};
         case EagerNote::malformed_control:
             return {1, "dropped a malformed " + std::to_string(e.bytes) + "-byte control message"};
     }

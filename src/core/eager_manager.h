@@ -57,6 +57,8 @@ enum class EagerNote : std::uint8_t {
     asked_early,        // `rank` asked before it was added here: answered when it is
     using_ring,         // `rank` granted us its ring of `slots` x `slot_size`
     refused_by,         // `rank` refused us: our messages to it stay on the SRQs
+    resumed_by,         // `rank` agreed: we write into its ring again after a connection timed out
+    resume_refused,     // `rank` asked to write into our ring again where it does not stand: it stays on the SRQs
     malformed_control,  // a control message of `bytes` bytes was dropped, nothing else done
 };
 
@@ -114,7 +116,8 @@ public:
     // The peer goes away: the ring it writes into, if any, stays polled but no longer names it (its messages still
     // in the ring are delivered from nobody). Its credit word stays taken: it may still report into it.
     void peer_removed(Peer &peer) noexcept;
-    // Asks the peer for a ring (Peer::count_srq_send said it is time).
+    // Asks the peer for a ring (Peer::count_srq_send said it is time), or, for a peer whose ring is paused, to
+    // write into it again from where the writes stopped.
     template <class Sink>
     void request(Peer &peer, Sink &sink) noexcept;
     // A control message arrived through the SRQ path (kImmControl). Anything malformed is dropped.
@@ -124,6 +127,10 @@ public:
     // (delivered or not).
     template <class Sink>
     int poll(Sink &sink) noexcept;
+    // A copy of write number `seq` (from 0) of `writer` into the ring we granted it, `length` bytes, is being
+    // delivered: it came through the SRQs after the writer's connection timed out, so its span is passed over when
+    // it is the one the ring waits for (EagerRing::skip). True when it was.
+    bool skip_copy(const Peer &writer, std::uint32_t seq, std::uint32_t length) noexcept;
 
 private:
     static constexpr std::size_t kWordStride = 8;  // one credit or report word per 64-byte line
@@ -153,12 +160,18 @@ private:
 
     template <class Sink>
     void on_request(const EagerControl &request, Sink &sink) noexcept;
+    // A writer asks to write into its ring again (Resume): it may when the ring, once what arrived in it is taken,
+    // stands where the writer's writes stopped; otherwise it is refused and stays on the SRQs.
+    template <class Sink>
+    void on_resume(const EagerControl &resume, Sink &sink) noexcept;
+    GrantedRing *ring_of(const Peer &writer) const noexcept;
     template <class Sink>
     void answer(Peer &peer, const EagerControl &request, Sink &sink) noexcept;
     // A grant or refusal of what we requested from `peer` (null: not a peer of ours). False when we asked for
     // nothing: ignored.
     bool on_grant(Peer *peer, const EagerControl &grant) noexcept;
     bool on_refuse(Peer *peer) noexcept;
+    bool on_resumed(Peer *peer) noexcept;
 
     Counters *counters_ = nullptr;
     std::uint32_t my_rank_ = 0;
@@ -191,6 +204,16 @@ void EagerManager::peer_added(Peer &peer, Sink &sink) noexcept {
 
 template <class Sink>
 void EagerManager::request(Peer &peer, Sink &sink) noexcept {
+    if (peer.eager_state == EagerState::resume_due) {
+        EagerControl resume = control_of(EagerControlType::Resume);
+        resume.addr = peer.eager.position();
+        resume.slots = static_cast<std::uint32_t>(peer.eager.written());
+        resume.slot_size = static_cast<std::uint32_t>(peer.eager.written() >> 32);
+        if (!sink.send_control(peer, resume)) return;  // asked again at the next SRQ send
+        peer.eager_state = EagerState::resuming;
+        ++counters_->eager_ring_resumes_asked;
+        return;
+    }
     std::uint32_t word = 0;
     if (!enabled() || !credit_words_.take(word)) {  // every credit word is in use: this peer stays on the SRQs
         peer.eager_state = EagerState::off;
@@ -230,6 +253,12 @@ void EagerManager::on_control(const void *data, std::size_t length, Sink &sink) 
         case EagerControlType::Refuse:
             if (on_refuse(sink.peer_of(control.rank))) sink.note(EagerEvent{EagerNote::refused_by, control.rank});
             return;
+        case EagerControlType::Resume:
+            on_resume(control, sink);
+            return;
+        case EagerControlType::Resumed:
+            if (on_resumed(sink.peer_of(control.rank))) sink.note(EagerEvent{EagerNote::resumed_by, control.rank});
+            return;
     }
 }
 
@@ -268,6 +297,25 @@ void EagerManager::answer(Peer &peer, const EagerControl &request, Sink &sink) n
     ++rings_used_;  // polled from now on
     ++counters_->eager_rings_granted;
     sink.note(event);
+}
+
+template <class Sink>
+void EagerManager::on_resume(const EagerControl &resume, Sink &sink) noexcept {
+    Peer *peer = sink.peer_of(resume.rank);
+    if (peer == nullptr) return;  // gone: nobody to answer
+    const std::uint64_t written = resume.slots | std::uint64_t{resume.slot_size} << 32;
+    GrantedRing *r = ring_of(*peer);
+    bool agreed = false;
+    if (r != nullptr && !r->busy && !r->ring.broken()) {
+        counters_->ring_receives += static_cast<std::uint64_t>(poll(sink));  // what landed before the timeout
+        agreed = !r->busy && r->ring.consumed() == resume.addr && r->ring.messages() == written;
+    }
+    if (!agreed) {
+        if (sink.send_control(*peer, control_of(EagerControlType::Refuse))) ++counters_->eager_ring_resumes_refused;
+        sink.note(EagerEvent{EagerNote::resume_refused, resume.rank});
+        return;
+    }
+    if (sink.send_control(*peer, control_of(EagerControlType::Resumed))) ++counters_->eager_ring_resumes_agreed;
 }
 
 template <class Sink>

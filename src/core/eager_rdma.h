@@ -46,7 +46,9 @@ inline constexpr std::uint32_t kEagerMinSlotSize = 64;
 inline constexpr std::uint32_t kEagerMaxSlotSize = 65536;
 inline constexpr std::uint32_t kEagerMaxSlots = 1024;
 
-inline constexpr std::uint32_t eager_padded(std::uint32_t length) noexcept { return (length + 7u) & ~7u; }
+inline constexpr std::uint32_t eager_padded(std::uint32_t length) noexcept {
+    return (length + 7u) & ~7u;
+}
 // Bytes a message of `length` occupies at the end of a slot, footer included.
 inline constexpr std::uint32_t eager_wire_size(std::uint32_t length) noexcept {
     return eager_padded(length) + kEagerFooterSize;
@@ -115,8 +117,8 @@ public:
         const auto *footer = reinterpret_cast<const EagerFooter *>(span_end - kEagerFooterSize);
         if (__atomic_load_n(&footer->seq, __ATOMIC_ACQUIRE) != expected_) return false;
         const std::uint32_t length = footer->length, marker_tag = footer->marker_tag;
-        out.well_formed = length <= eager_max_payload(geometry_.max_span()) &&
-                          (marker_tag & 0xffffff00u) == kEagerMarker;
+        out.well_formed =
+            length <= eager_max_payload(geometry_.max_span()) && (marker_tag & 0xffffff00u) == kEagerMarker;
         out.length = out.well_formed ? length : 0;
         out.tag = static_cast<std::uint8_t>(marker_tag & 0xffu);
         out.ack = footer->ack;
@@ -148,6 +150,11 @@ public:
         span_end_ = base_ + end;
         ++expected_;
     }
+
+    // The next message, of `length` bytes, was delivered from a copy its writer sent through the SRQs after its
+    // connection timed out: its span is passed over as if read (its write never landed, or it did and is now
+    // cleared), so that the ring stands where its writer will write next. Not for a broken ring.
+    void skip(std::uint32_t length) noexcept { release(Message{nullptr, length, 0, true, 0}); }
 
     std::uint64_t consumed() const noexcept { return position_; }
     std::uint64_t messages() const noexcept { return expected_ - 1; }  // taken off the ring so far
@@ -185,7 +192,20 @@ public:
     void close() noexcept {
         consumed_word_ = nullptr;
         payload_limit_ = 0;
+        paused_limit_ = 0;
     }
+    // No message goes into the ring until resume(); where the next one goes, and the credit, stay as they are.
+    void pause() noexcept {
+        if (payload_limit_ != 0) paused_limit_ = payload_limit_;
+        payload_limit_ = 0;
+    }
+    void resume() noexcept {
+        payload_limit_ = paused_limit_;
+        paused_limit_ = 0;
+    }
+    // Where the next message goes (ring bytes written so far) and how many were written.
+    std::uint64_t position() const noexcept { return position_; }
+    std::uint64_t written() const noexcept { return seq_; }
 
     // True when a message of `length` bytes fits a span and the ring has room for it.
     bool can_send(std::uint32_t length) const noexcept {
@@ -228,8 +248,9 @@ private:
     std::uint32_t rkey_ = 0;
     EagerRingGeometry geometry_;
     std::uint32_t payload_limit_ = 0;  // largest payload + 1 while active, else 0: one test for both
-    std::uint64_t position_ = 0;  // ring position of the next span
-    std::uint64_t end_ = 0;       // where that span ends: its offset from the ring's base
+    std::uint32_t paused_limit_ = 0;   // payload_limit_ while paused
+    std::uint64_t position_ = 0;       // ring position of the next span
+    std::uint64_t end_ = 0;            // where that span ends: its offset from the ring's base
     std::uint64_t previous_position_ = 0, previous_end_ = 0;
     std::uint64_t seq_ = 0;    // messages sent
     std::uint64_t acked_ = 0;  // consumed position piggybacked on the peer's messages

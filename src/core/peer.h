@@ -26,6 +26,18 @@ enum class EagerState : std::uint8_t {
     requested,  // asked the peer for a ring
     active,     // writing into the peer's ring
     off,        // refused, or eager RDMA is off
+    // Writing paused: the connection timed out, and copies of what the ring did not acknowledge are being sent
+    // through the SRQs...
+    paused,
+    resume_due,  // ...and are queued: the next SRQ send asks the peer to resume (it goes after them)...
+    resuming,    // ...and until the peer answers, messages take the SRQs
+};
+
+// What becomes of the writes into the peer's ring when the connection changes (Peer::next_connection).
+enum class RingAfter : std::uint8_t {
+    kept,    // a refusal: the ring is written on through the next connection (what the peer refused was an SRQ's)
+    paused,  // a timeout on the same rail: paused until the peer, having taken every copy, agrees where it stands
+    stopped  // for good: the rail is lost, or the peer's node or process went away
 };
 
 class Peer {
@@ -113,16 +125,40 @@ public:
         eager.close();
         eager_state = EagerState::off;
     }
+    // The ring is written no more until resume_ring(): the connection that reached it timed out.
+    void pause_ring() noexcept {
+        if (eager_state != EagerState::active && !ring_paused()) return;
+        eager.pause();
+        eager_state = EagerState::paused;
+    }
+    // The copies of what the timed-out connection did not acknowledge are queued (the queue handed every one back):
+    // the next SRQ send may ask the peer to resume.
+    void copies_queued() noexcept {
+        if (eager_state == EagerState::paused) eager_state = EagerState::resume_due;
+    }
+    bool ring_paused() const noexcept {
+        return eager_state == EagerState::paused || eager_state == EagerState::resume_due ||
+               eager_state == EagerState::resuming;
+    }
+    // The peer stands where our writes stopped: they go on.
+    void resume_ring() noexcept {
+        eager.resume();
+        eager_state = EagerState::active;
+    }
     // What is prepared from now on goes over a new connection: its first SRQ message says so (both sides count from
-    // 0 again there); `and_ring`: and nothing more is written into the peer's ring, which the old one reached.
-    void next_connection(bool and_ring) noexcept {
+    // 0 again there); what becomes of the ring the old one reached: `ring`.
+    void next_connection(RingAfter ring) noexcept {
         imm_flags = kImmFirst;
-        if (and_ring) stop_ring();
+        if (ring == RingAfter::stopped)
+            stop_ring();
+        else if (ring == RingAfter::paused)
+            pause_ring();
     }
 
-    // After an SRQ send: true when it is time to ask the peer for a ring.
+    // After an SRQ send: true when it is time to ask the peer for a ring, or to write into it again.
     bool count_srq_send(std::uint32_t threshold) noexcept {
-        return eager_state == EagerState::counting && ++eager_sends >= threshold;
+        return (eager_state == EagerState::counting && ++eager_sends >= threshold) ||
+               eager_state == EagerState::resume_due;
     }
 
 private:

@@ -867,18 +867,20 @@ void PortTransport::open_loopback() noexcept {
 
 // The loopback queue is about to hand back what a timeout left unacknowledged: the copies its owners send again are
 // prepared from their callbacks, so every on-node peer's next message is first of the next pair (the receivers
-// count from 0 again there, and judge the copies against the old pair's counts), and no ring is written again
-// through the pair that left. Progress, under the queues' lock.
+// count from 0 again there, and judge the copies against the old pair's counts), and the rings written through the
+// pair that left are paused until their readers agree where the writes stopped. Progress, under the queues' lock.
 void PortTransport::restart_loopback_peers(bool timed_out) noexcept {
     lock_queues();
-    for (Peer *peer : loopback_peers_) peer->next_connection(timed_out);
+    for (Peer *peer : loopback_peers_) peer->next_connection(timed_out ? RingAfter::paused : RingAfter::kept);
     unlock_queues();
 }
 
 // The loopback queue handed back and closed: a new pair is made by the next tick (open_loopback), the port's state
-// deciding when the queue opens on it.
-void PortTransport::loopback_left() noexcept {
+// deciding when the queue opens on it. After a timeout, the copies of what it did not acknowledge are queued.
+void PortTransport::loopback_left(bool timed_out) noexcept {
     lock_queues();
+    if (timed_out)
+        for (Peer *peer : loopback_peers_) peer->copies_queued();
     loopback_left_ = true;
     unlock_queues();
     loopback_wanted_.store(true);

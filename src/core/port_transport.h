@@ -269,12 +269,12 @@ private:
     // It took it: the link connects again; the loopback queue gets a new pair (open_loopback) when its copies queue.
     void refused(SendQueue &queue, ibv_wc_status status) noexcept {
         if (is_loopback(queue))
-            loopback_left();
+            loopback_left(status == IBV_WC_RETRY_EXC_ERR);
         else
             cm_->reconnect(queue, status == IBV_WC_RETRY_EXC_ERR);
     }
     void restart_loopback_peers(bool timed_out) noexcept;
-    void loopback_left() noexcept;
+    void loopback_left(bool timed_out) noexcept;
     // It broke (its owners heard of it first): a link of this job's may have its node probed until it answers.
     [[gnu::cold]] void broke(SendQueue &queue) noexcept { cm_->queue_broke(queue); }
     // A completion of the CQ whose kind is cm_receive or cm_send (progress() and the served channel's loop).

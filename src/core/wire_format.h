@@ -53,16 +53,18 @@ struct EagerFooter {
 static_assert(sizeof(EagerFooter) == kEagerFooterSize);
 inline constexpr std::uint32_t kEagerMarker = 0x45520000u;  // "ER"
 
-// Ring set-up, sent over the SRQ path with kImmControl.
-enum class EagerControlType : std::uint32_t { Request = 1, Grant = 2, Refuse = 3 };
+// Ring set-up, sent over the SRQ path with kImmControl. Resume: a writer whose connection timed out asks to write
+// into its ring again, saying where it stopped (the receiver answers Resumed when it stands at the same place, or
+// Refuse: the writer then stays on the SRQs).
+enum class EagerControlType : std::uint32_t { Request = 1, Grant = 2, Refuse = 3, Resume = 4, Resumed = 5 };
 struct EagerControl {
     std::uint32_t magic_version;  // kEagerControlMagic
     EagerControlType type;
     std::uint32_t rank;  // the sender of this message
     std::uint32_t rkey;
-    std::uint64_t addr;  // Request: the credit word; Grant: the ring
-    std::uint32_t slots;
-    std::uint32_t slot_size;
+    std::uint64_t addr;       // Request: the credit word; Grant: the ring; Resume: the ring position written up to
+    std::uint32_t slots;      // Resume: messages written into the ring, low 32 bits
+    std::uint32_t slot_size;  // Resume: messages written into the ring, high 32 bits
 };
 static_assert(sizeof(EagerControl) == 32);
 inline constexpr std::uint32_t kEagerControlMagic = 0x58454302u;  // "XEC" version 2 (spans in one ring)

@@ -5,7 +5,7 @@
 # rendezvous) plus numbered bursts that every receiver checks arrive once and in order, at 2 nodes x 2 ranks, while
 # nodeB's port goes down for OUTAGE_TEST_DOWN seconds (3 by default) with a retry budget of 0.54 s
 # (btl_xrc_timeout 14), so that every request in flight across it exhausts the budget: the HCA gives up on them,
-# and the job completes over new connections, nothing lost, nothing twice; then with nodeB's acknowledgements lost
+# and the job completes over new connections, nothing lost, nothing twice, its eager RDMA rings written again; then with nodeB's acknowledgements lost
 # first (copies of what landed must be dropped), then with every node's port down at once (a switch that reboots;
 # on-node traffic over xrc too), the same with the ports' events lost, then with the processes in MPI_Finalize
 # during the outage. Without the limit the same outage ends the job, naming the port. OUTAGE_TEST_DEFAULTS=1: the default retry budget
@@ -21,6 +21,17 @@ if [ "${OUTAGE_TEST_DEFAULTS:-0}" = 1 ]; then
     down=${OUTAGE_TEST_DOWN:-45} budget=""
 fi
 xrc="--mca pml ob1 --mca btl self,vader,xrc --mca btl_xrc_verbose 10 $budget"
+
+# ring_resumes FILE WHAT: the eager RDMA rings that timed-out connections paused are written again: each reader
+# passed over the spans whose copies it delivered through the SRQs, and agreed where its writers stopped (a refusal
+# would mean a reader that did not stand there: nothing is lost then, but the writer stays on the SRQs).
+ring_resumes() {
+    local out=$1 what=$2
+    info "eager RDMA rings ($what): resumes asked $(counter_sum "$out" eager_ring_resumes_asked), agreed" \
+        "$(counter_sum "$out" eager_ring_resumes_agreed), refused $(counter_sum "$out" eager_ring_resumes_refused);" \
+        "spans passed over for copies: $(counter_sum "$out" eager_ring_skips)"
+    [ "$(counter_sum "$out" eager_ring_resumes_refused)" = 0 ] || die "$what: a reader refused to let a ring be written again"
+}
 
 STEADY_BURST=16 MPIRUN_TIMEOUT=$((down * 2 + 120)) \
     flapped_run "$WORKDIR/ridden" nodeA:2,nodeB:2 "$xrc --mca btl_xrc_outage_limit 300" 4 "$down"
@@ -39,6 +50,8 @@ info "connections made again: $reconnections; copies the receivers dropped: $(co
     "delivered: $(counter_sum "$out" replays_delivered); traffic flowing again $resumed s after the port came up" \
     "($(grep -a -m1 '^steady: longest pause' "$out"))"
 grep -aq 'btl:xrc: .* error\|MPI_ABORT' "$out" && die "an error was reported during the outage"
+ring_resumes "$out" "nodeB's port down"
+[ "$(counter_sum "$out" eager_rings_resumed)" -gt 0 ] || die "no eager RDMA ring was written again after the outage"
 
 # The acknowledgements crossing nodeB's port are lost for a quarter second before it goes down: what either node sent
 # meanwhile landed, but its sender never heard of it and sends it again over the new connection. The receivers must
@@ -53,6 +66,7 @@ dropped=$(counter_sum "$WORKDIR/acks" replays_dropped)
 info "copies dropped by the receivers: $dropped, delivered: $(counter_sum "$WORKDIR/acks" replays_delivered)," \
     "connections made again: $(counter_sum "$WORKDIR/acks" reconnections)"
 [ "${dropped:-0}" -gt 0 ] || die "no copy was dropped: no receiver met one the old connection had delivered"
+ring_resumes "$WORKDIR/acks" "acknowledgements lost first"
 
 # switch_reboot NAME WHAT: every node's port down at once for $down s (FLAP_DOWN_FAULT from the caller), with
 # xrc carrying the on-node traffic too (no vader): what each process sent its node-mate through the HCA's loopback
@@ -68,6 +82,7 @@ switch_reboot() {
     info "connections made again: $(counter_sum "$out" reconnections), copies dropped:" \
         "$(counter_sum "$out" replays_dropped), delivered: $(counter_sum "$out" replays_delivered);" \
         "loopback pairs made again: $(grep -ac "requests toward this node's ranks went unacknowledged" "$out")"
+    ring_resumes "$out" "$what"
 }
 
 # A switch that reboots.

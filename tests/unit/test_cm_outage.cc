@@ -70,7 +70,8 @@ TEST(ConnectionManagerOutage, ATimeoutHandsBackAndTheLinkConnectsAgainThroughThe
     complete_all(link);
     const std::uint32_t generation = link.generation();
     const std::uint32_t first_qpn = ini_of(link)->qp.qp_num;
-    net[0].peer(3).eager_state = EagerState::counting;
+    net[0].peer(3).eager_state = EagerState::active;
+    net[0].peer(2).eager_state = EagerState::counting;
     Message acked, lost, queued;
     send(net[0], 2, acked);
     send(net[0], 3, lost);
@@ -81,10 +82,13 @@ TEST(ConnectionManagerOutage, ATimeoutHandsBackAndTheLinkConnectsAgainThroughThe
     EXPECT_EQ(lost.status, IBV_WC_RETRY_EXC_ERR);
     EXPECT_EQ(queued.status, IBV_WC_RETRY_EXC_ERR);
     EXPECT_EQ(lost.op.posted_on, source_key(link.tgt_qpn(), first_qpn));
-    // Both peers' next messages start the next connection's count; no more ring writes.
+    // Both peers' next messages start the next connection's count; the ring written into is paused until its
+    // reader agrees where the writes stopped (asked once the copies are queued), and a peer without one may still
+    // ask for one.
     EXPECT_EQ(net[0].peer(2).imm_flags, kImmFirst);
     EXPECT_EQ(net[0].peer(3).imm_flags, kImmFirst);
-    EXPECT_EQ(net[0].peer(3).eager_state, EagerState::off);
+    EXPECT_EQ(net[0].peer(3).eager_state, EagerState::resume_due);  // the copies are queued: the next send asks
+    EXPECT_EQ(net[0].peer(2).eager_state, EagerState::counting);
     // The owner sends its copy (numbered for the next connection); the path stays down past the connect timeout.
     Message copy;
     send(net[0], 3, copy);

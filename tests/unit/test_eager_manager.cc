@@ -448,3 +448,143 @@ TEST(EagerManager, EachHandshakeNoteHasItsLogLine) {
     EXPECT_EQ(xrc::describe(malformed).text, "dropped a malformed 13-byte control message");
     EXPECT_EQ(xrc::describe(malformed).verbosity, 1);
 }
+
+namespace {
+
+// A ring write whose RDMA WRITE never landed (its connection timed out with it in flight): its span is claimed,
+// nothing reaches the ring.
+void lost_ring_send(Peer &peer, const std::string &payload, std::uint8_t tag) {
+    std::vector<unsigned char> buffer(kSlotSize, 0);
+    std::memcpy(buffer.data(), payload.data(), payload.size());
+    SendOp op;
+    ASSERT_TRUE(peer.prepare(op, buffer.data(), static_cast<std::uint32_t>(payload.size()), 0, tag, buffer.size()));
+}
+
+// What the BTL does with a copy of ring write `seq` (from 0) that came through the SRQs after a timeout: the rings
+// are read first, the copy is judged against what the writer's ring took, and one delivered passes over its span.
+// True when it was delivered.
+bool deliver_copy(Process &reader, Peer &writer, std::uint32_t seq, const std::string &payload) {
+    reader.manager.poll(reader.sink);
+    if (judge_replay(seq, static_cast<std::uint32_t>(writer.granted->messages())) == ReplayVerdict::duplicate)
+        return false;
+    reader.manager.skip_copy(writer, seq, static_cast<std::uint32_t>(payload.size()));
+    reader.sink.delivered.push_back({&writer, 0, payload});
+    return true;
+}
+
+std::vector<std::string> data_of(const Sink &sink) {
+    std::vector<std::string> data;
+    for (const auto &d : sink.delivered) data.push_back(d.data);
+    return data;
+}
+
+}  // namespace
+
+TEST_F(Granted, ARingPausedByATimeoutIsWrittenAgainOnceItsReaderStandsWhereTheWritesStopped) {
+    ASSERT_TRUE(ring_send(*b_at_a, "m0", 1));
+    ASSERT_TRUE(ring_send(*b_at_a, std::string(100, '1'), 1));  // landed, its acknowledgement lost
+    lost_ring_send(*b_at_a, std::string(200, '2'), 1);
+    lost_ring_send(*b_at_a, "m3", 1);
+    // The connection times out: the ring is paused, and the copies of what was not acknowledged come through the
+    // SRQs, in order, before anything that follows.
+    b_at_a->next_connection(RingAfter::paused);
+    EXPECT_EQ(b_at_a->eager_state, EagerState::paused);
+    EXPECT_FALSE(b_at_a->eager.can_send(8));
+    // The copies are sent as SRQ messages: none of them asks to resume, or the ask would overtake the ones after it.
+    EXPECT_FALSE(b_at_a->count_srq_send(a.manager.threshold()));
+    b_at_a->copies_queued();
+    EXPECT_EQ(b_at_a->eager_state, EagerState::resume_due);
+    EXPECT_FALSE(deliver_copy(b, *a_at_b, 1, std::string(100, '1')));
+    EXPECT_TRUE(deliver_copy(b, *a_at_b, 2, std::string(200, '2')));
+    EXPECT_TRUE(deliver_copy(b, *a_at_b, 3, "m3"));
+    EXPECT_EQ(data_of(b.sink), (std::vector<std::string>{"m0", std::string(100, '1'), std::string(200, '2'), "m3"}));
+    EXPECT_EQ(b.counters.eager_ring_skips, 2u);
+    // The writer's next SRQ send asks to resume, saying where its writes stopped; the reader stands there.
+    EXPECT_TRUE(b_at_a->count_srq_send(a.manager.threshold()));
+    a.manager.request(*b_at_a, a.sink);
+    EXPECT_EQ(b_at_a->eager_state, EagerState::resuming);
+    ASSERT_EQ(a.sink.sent.size(), 1u);
+    EXPECT_EQ(a.sink.sent[0].message.type, EagerControlType::Resume);
+    EXPECT_EQ(a.counters.eager_ring_resumes_asked, 1u);
+    carry(a, {{1, &b}});
+    ASSERT_EQ(b.sink.sent.size(), 1u);
+    EXPECT_EQ(b.sink.sent[0].message.type, EagerControlType::Resumed);
+    EXPECT_EQ(b.counters.eager_ring_resumes_agreed, 1u);
+    carry(b, {{0, &a}});
+    EXPECT_EQ(b_at_a->eager_state, EagerState::active);
+    EXPECT_EQ(a.counters.eager_rings_resumed, 1u);
+    EXPECT_TRUE(a.sink.noted(EagerNote::resumed_by));
+    // The next write lands where the reader looks.
+    ASSERT_TRUE(ring_send(*b_at_a, "m4", 2));
+    EXPECT_EQ(b.manager.poll(b.sink), 1);
+    EXPECT_EQ(b.sink.delivered.back().data, "m4");
+    EXPECT_TRUE(b.sink.failures.empty());
+}
+
+TEST_F(Granted, AResumeWhereTheRingDoesNotStandIsRefusedAndTheWriterStaysOnTheSrqs) {
+    ASSERT_TRUE(ring_send(*b_at_a, "m0", 1));
+    lost_ring_send(*b_at_a, "m1", 1);
+    b_at_a->next_connection(RingAfter::paused);
+    b_at_a->copies_queued();
+    // The copy of m1 reached the reader without passing over its span (as a fresh message, say): the ring still
+    // waits for it there, behind where the writer stopped.
+    EXPECT_EQ(b.manager.poll(b.sink), 1);
+    a.manager.request(*b_at_a, a.sink);
+    carry(a, {{1, &b}});
+    ASSERT_EQ(b.sink.sent.size(), 1u);
+    EXPECT_EQ(b.sink.sent[0].message.type, EagerControlType::Refuse);
+    EXPECT_EQ(b.counters.eager_ring_resumes_refused, 1u);
+    EXPECT_TRUE(b.sink.noted(EagerNote::resume_refused));
+    carry(b, {{0, &a}});
+    EXPECT_EQ(b_at_a->eager_state, EagerState::off);
+    EXPECT_FALSE(b_at_a->eager.can_send(8));
+    EXPECT_FALSE(b_at_a->count_srq_send(a.manager.threshold()));  // never asked again
+    EXPECT_EQ(a.counters.eager_ring_refusals, 1u);
+    EXPECT_EQ(a.counters.eager_rings_resumed, 0u);
+}
+
+TEST_F(Granted, AnAgreementThatComesAfterASecondTimeoutResumesToo) {
+    ASSERT_TRUE(ring_send(*b_at_a, "m0", 1));
+    b_at_a->next_connection(RingAfter::paused);
+    b_at_a->copies_queued();
+    a.manager.request(*b_at_a, a.sink);
+    carry(a, {{1, &b}});
+    // Times out again before the answer: nothing was written since the reader agreed.
+    b_at_a->next_connection(RingAfter::paused);
+    EXPECT_EQ(b_at_a->eager_state, EagerState::paused);
+    carry(b, {{0, &a}});
+    EXPECT_EQ(b_at_a->eager_state, EagerState::active);
+    ASSERT_TRUE(ring_send(*b_at_a, "m1", 2));
+    EXPECT_EQ(b.manager.poll(b.sink), 1);
+    EXPECT_EQ(data_of(b.sink), (std::vector<std::string>{"m0", "m1"}));
+}
+
+TEST_F(Granted, OnlyTheCopyTheRingWaitsForPassesOverItsSpan) {
+    ASSERT_TRUE(ring_send(*b_at_a, "m0", 1));
+    lost_ring_send(*b_at_a, "m1", 1);
+    lost_ring_send(*b_at_a, "m2", 1);
+    EXPECT_EQ(b.manager.poll(b.sink), 1);
+    EXPECT_FALSE(b.manager.skip_copy(*a_at_b, 0, 2));  // taken already
+    EXPECT_FALSE(b.manager.skip_copy(*a_at_b, 2, 2));  // m1's span comes first
+    EXPECT_FALSE(b.manager.skip_copy(*b_at_a, 1, 2));  // not a writer of this reader's rings
+    EXPECT_EQ(a_at_b->granted->messages(), 1u);
+    EXPECT_TRUE(b.manager.skip_copy(*a_at_b, 1, 2));
+    EXPECT_TRUE(b.manager.skip_copy(*a_at_b, 2, 2));
+    EXPECT_EQ(a_at_b->granted->messages(), 3u);
+    EXPECT_EQ(b.counters.eager_ring_skips, 2u);
+}
+
+TEST_F(Granted, ARefusalOrAnAgreementNobodyAskedForChangesNothing) {
+    EagerControl refuse{};
+    refuse.magic_version = kEagerControlMagic;
+    refuse.type = EagerControlType::Refuse;
+    refuse.rank = 1;
+    a.manager.on_control(&refuse, sizeof(refuse), a.sink);
+    EagerControl resumed = refuse;
+    resumed.type = EagerControlType::Resumed;
+    a.manager.on_control(&resumed, sizeof(resumed), a.sink);
+    EXPECT_EQ(b_at_a->eager_state, EagerState::active);
+    EXPECT_EQ(a.counters.eager_ring_refusals + a.counters.eager_rings_resumed, 0u);
+    ASSERT_TRUE(ring_send(*b_at_a, "still", 1));
+    EXPECT_EQ(b.manager.poll(b.sink), 1);
+}
