@@ -1181,7 +1181,10 @@ void ConnectionManager::restart_failed(NodeLink &link) noexcept {
     link.creator_gone_ = false;
     link.outage_until_us_ = 0;
     link.queue_.reset();
-    restart_peers(link, RingAfter::stopped);
+    // Every copy of what the broken connection held went over another rail when it broke: its peers' rings may be
+    // written again once their readers, having judged those copies, agree where the writes stopped.
+    restart_peers(link, RingAfter::paused);
+    for (Peer *peer : link.peers_) peer->copies_queued();
 }
 
 bool ConnectionManager::revive() noexcept {

@@ -21,6 +21,12 @@ xrc="--mca pml ob1 --mca btl self,vader,xrc --mca btl_xrc_verbose 10 --mca btl_x
 
 # Every failback a process counted, summed over the job, on rail P.
 failbacks_on() { counter_sum "$1" failbacks --port "$2"; }
+# The eager RDMA rings paused by the outage or a rail's loss, and written again (a refusal costs speed, not data).
+rings_again() {
+    echo "rings: resumes asked $(counter_sum "$1" eager_ring_resumes_asked), agreed" \
+        "$(counter_sum "$1" eager_ring_resumes_agreed), refused $(counter_sum "$1" eager_ring_resumes_refused);" \
+        "spans passed over for copies $(counter_sum "$1" eager_ring_skips)"
+}
 
 STEADY_BURST=16 FLAP_NODES="nodeA nodeB" MPIRUN_TIMEOUT=$((down * 2 + 120)) \
     flapped_run "$WORKDIR/switch" nodeA:2,nodeB:2 "$xrc --mca btl_xrc_outage_limit 300" 4 "$down"
@@ -35,7 +41,7 @@ grep -aq 'MPI_ABORT\|giving up\|could not be sent' "$out" && die "the job was gi
 info "switch reboot on two rails: $(grep -ac 'rail lost' "$out") rails given up, $(grep -ac 'its sends stay held' "$out")" \
     "rode the outage, $(grep -ac 'rail back' "$out") back; connections made again: $(counter_sum "$out" reconnections);" \
     "copies dropped: $(counter_sum "$out" replays_dropped), delivered: $(counter_sum "$out" replays_delivered);" \
-    "failbacks on rail 1: $(failbacks_on "$out" 1), rail 2: $(failbacks_on "$out" 2)"
+    "failbacks on rail 1: $(failbacks_on "$out" 1), rail 2: $(failbacks_on "$out" 2); $(rings_again "$out")"
 
 # One rail down as long, the limit on: it fails over and comes back, nothing rides.
 STEADY_BURST=16 FLAP_PORT=1 MPIRUN_TIMEOUT=$((down * 2 + 120)) \
@@ -49,7 +55,7 @@ grep -aq 'its sends stay held' "$out" && die "a rail waited for its port althoug
 grep -aq 'btl:xrc: nodeB: simhca0:1: rail lost' "$out" || die "nodeB did not give rail 1 up at its grace"
 [ "$(failbacks_on "$out" 1)" -gt 0 ] || die "no traffic came back to rail 1"
 info "one rail down $down s, the limit on: $(grep -a -m1 'btl:xrc: nodeB: simhca0:1: rail lost' "$out" | sed 's/.*btl:xrc: //');" \
-    "failbacks on rail 1: $(failbacks_on "$out" 1)"
+    "failbacks on rail 1: $(failbacks_on "$out" 1); $(rings_again "$out")"
 
 # A rail down for good on one node while the other rail is down for a while on the other: nodeA's rail 1 goes down
 # for 3 s, and nodeB's rail 2 dies right after. nodeB's sends over rail 1 time out (0.54 s) before its rail 2 is
