@@ -99,7 +99,8 @@ struct Counters {
     Count eager_rings_refused;  // requests we refused
     Count eager_rings_used;     // grants we received: we write into that peer's ring
     Count eager_ring_refusals;  // refusals we received: that peer stays on the SRQs
-    // Eager RDMA rings paused by a connection that timed out (riding an outage), and written again.
+    // Eager RDMA rings paused by a connection that timed out (riding an outage) or broke (its rail came back later),
+    // and written again.
     Count eager_ring_resumes_asked;    // writer: asked a peer to resume
     Count eager_rings_resumed;         // writer: the peer agreed, we write into its ring again
     Count eager_ring_resumes_agreed;   // reader: a writer's resume we agreed to
@@ -222,16 +223,16 @@ inline constexpr CounterInfo kCounterInfo[] = {
      "Refusals this process received: peers it keeps sending to through their SRQs"},
     {"eager_ring_resumes_asked", &Counters::eager_ring_resumes_asked, CounterKind::Count,
      "Peers this process asked to write into their eager RDMA ring again after its connection to them timed out "
-     "(riding an outage: btl_xrc_outage_limit)"},
+     "(riding an outage: btl_xrc_outage_limit) or broke (a rail that came back)"},
     {"eager_rings_resumed", &Counters::eager_rings_resumed, CounterKind::Count,
      "Peers that agreed: this process writes into their eager RDMA ring again"},
     {"eager_ring_resumes_agreed", &Counters::eager_ring_resumes_agreed, CounterKind::Count,
-     "Writers this process let write into its eager RDMA ring again after their connection timed out"},
+     "Writers this process let write into its eager RDMA ring again after their connection timed out or broke"},
     {"eager_ring_resumes_refused", &Counters::eager_ring_resumes_refused, CounterKind::Count,
      "Writers refused that (the ring did not stand where their writes stopped): they stay on the SRQs"},
     {"eager_ring_skips", &Counters::eager_ring_skips, CounterKind::Count,
      "Eager RDMA ring spans passed over because their message was delivered from a copy sent through the SRQs "
-     "after its writer's connection timed out"},
+     "after its writer's connection timed out or broke"},
     {"connections_opened", &Counters::connections_opened, CounterKind::Count,
      "Connections brought up: an XRC INI QP connected to a node (plus the loopback pair for on-node peers when xrc "
      "carries on-node traffic), an XRC TGT QP made for a remote sender, or a handle opened on one another local "

@@ -181,7 +181,7 @@ EagerNoteLine describe(const EagerEvent &e) {
         case EagerNote::refused_by:
             return {10, rank + " has no eager RDMA ring for us; its messages stay on the SRQs"};
         case EagerNote::resumed_by:
-            return {10, "writing into " + rank + "'s eager RDMA ring again after a connection timed out"};
+            return {10, "writing into " + rank + "'s eager RDMA ring again after our connection timed out or broke"};
         case EagerNote::resume_refused:
             return {1, rank +
                            " asked to write into our eager RDMA ring again where the ring does not stand; its "

@@ -57,7 +57,7 @@ enum class EagerNote : std::uint8_t {
     asked_early,        // `rank` asked before it was added here: answered when it is
     using_ring,         // `rank` granted us its ring of `slots` x `slot_size`
     refused_by,         // `rank` refused us: our messages to it stay on the SRQs
-    resumed_by,         // `rank` agreed: we write into its ring again after a connection timed out
+    resumed_by,         // `rank` agreed: we write into its ring again after our connection timed out or broke
     resume_refused,     // `rank` asked to write into our ring again where it does not stand: it stays on the SRQs
     malformed_control,  // a control message of `bytes` bytes was dropped, nothing else done
 };
@@ -128,8 +128,8 @@ public:
     template <class Sink>
     int poll(Sink &sink) noexcept;
     // A copy of write number `seq` (from 0) of `writer` into the ring we granted it, `length` bytes, is being
-    // delivered: it came through the SRQs after the writer's connection timed out, so its span is passed over when
-    // it is the one the ring waits for (EagerRing::skip). True when it was.
+    // delivered: it came through the SRQs after the writer's connection timed out or broke, so its span is passed
+    // over when it is the one the ring waits for (EagerRing::skip). True when it was.
     bool skip_copy(const Peer &writer, std::uint32_t seq, std::uint32_t length) noexcept;
 
 private:

@@ -152,7 +152,7 @@ public:
     }
 
     // The next message, of `length` bytes, was delivered from a copy its writer sent through the SRQs after its
-    // connection timed out: its span is passed over as if read (its write never landed, or it did and is now
+    // connection timed out or broke: its span is passed over as if read (its write never landed, or it did and is now
     // cleared), so that the ring stands where its writer will write next. Not for a broken ring.
     void skip(std::uint32_t length) noexcept { release(Message{nullptr, length, 0, true, 0}); }
 

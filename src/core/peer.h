@@ -26,8 +26,8 @@ enum class EagerState : std::uint8_t {
     requested,  // asked the peer for a ring
     active,     // writing into the peer's ring
     off,        // refused, or eager RDMA is off
-    // Writing paused: the connection timed out, and copies of what the ring did not acknowledge are being sent
-    // through the SRQs...
+    // Writing paused: the connection timed out or broke, and copies of what the ring did not acknowledge are being
+    // sent through the SRQs (or over another rail)...
     paused,
     resume_due,  // ...and are queued: the next SRQ send asks the peer to resume (it goes after them)...
     resuming,    // ...and until the peer answers, messages take the SRQs
@@ -35,9 +35,11 @@ enum class EagerState : std::uint8_t {
 
 // What becomes of the writes into the peer's ring when the connection changes (Peer::next_connection).
 enum class RingAfter : std::uint8_t {
-    kept,    // a refusal: the ring is written on through the next connection (what the peer refused was an SRQ's)
-    paused,  // a timeout on the same rail: paused until the peer, having taken every copy, agrees where it stands
-    stopped  // for good: the rail is lost, or the peer's node or process went away
+    kept,  // a refusal: the ring is written on through the next connection (what the peer refused was an SRQ's)
+    // a timeout riding an outage, or a broken connection whose rail came back: paused until the peer, having judged
+    // every copy, agrees where the writes stopped
+    paused,
+    stopped  // for good: the processes behind the connection went away, or an on-node peer moved back to its rail
 };
 
 class Peer {
@@ -125,7 +127,7 @@ public:
         eager.close();
         eager_state = EagerState::off;
     }
-    // The ring is written no more until resume_ring(): the connection that reached it timed out.
+    // The ring is written no more until resume_ring(): the connection that reached it timed out or broke.
     void pause_ring() noexcept {
         if (eager_state != EagerState::active && !ring_paused()) return;
         eager.pause();
