@@ -109,9 +109,8 @@ bool EagerManager::on_refuse(Peer *peer) noexcept {
     if (peer == nullptr) return false;
     if (peer->ring_paused()) {
         // Our ring there does not stand where our writes stopped: it is never written again. Its credit word stays
-        // taken (the reader may still report into it).
+        // taken (the reader may still report into it). Counted by the reader (eager_ring_resumes_refused).
         peer->stop_ring();
-        ++counters_->eager_ring_refusals;
         return true;
     }
     if (peer->eager_state != EagerState::requested) return false;

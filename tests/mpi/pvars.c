@@ -53,6 +53,11 @@ static const struct {
     {"eager_rings_refused", MPI_T_PVAR_CLASS_COUNTER},
     {"eager_rings_used", MPI_T_PVAR_CLASS_COUNTER},
     {"eager_ring_refusals", MPI_T_PVAR_CLASS_COUNTER},
+    {"eager_ring_resumes_asked", MPI_T_PVAR_CLASS_COUNTER},
+    {"eager_rings_resumed", MPI_T_PVAR_CLASS_COUNTER},
+    {"eager_ring_resumes_agreed", MPI_T_PVAR_CLASS_COUNTER},
+    {"eager_ring_resumes_refused", MPI_T_PVAR_CLASS_COUNTER},
+    {"eager_ring_skips", MPI_T_PVAR_CLASS_COUNTER},
     {"connections_opened", MPI_T_PVAR_CLASS_COUNTER},
     {"connections_closed", MPI_T_PVAR_CLASS_COUNTER},
     {"connections_open", MPI_T_PVAR_CLASS_LEVEL},
@@ -295,6 +300,8 @@ int main(int argc, char **argv) {
     equal_sum("eager_rings_used", V(sum, "eager_rings_used"), "eager_rings_granted", V(sum, "eager_rings_granted"));
     equal_sum("eager_ring_refusals", V(sum, "eager_ring_refusals"), "eager_rings_refused",
               V(sum, "eager_rings_refused"));
+    equal_sum("eager_rings_resumed", V(sum, "eager_rings_resumed"), "eager_ring_resumes_agreed",
+              V(sum, "eager_ring_resumes_agreed"));
 
     idle_unchanged("after the traffic");
 

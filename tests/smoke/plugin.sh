@@ -39,7 +39,9 @@ for p in ring_sends:counter srq_sends:counter srq_sends_ring_active:counter ring
          srq_receives:counter bytes_sent:counter bytes_received:counter credit_writes:counter rdma_writes:counter \
          rdma_bytes_written:counter rdma_reads:counter rdma_bytes_read:counter atomics:counter \
          eager_ring_requests:counter eager_rings_granted:counter eager_rings_refused:counter \
-         eager_rings_used:counter eager_ring_refusals:counter connections_opened:counter \
+         eager_rings_used:counter eager_ring_refusals:counter eager_ring_resumes_asked:counter \
+         eager_rings_resumed:counter eager_ring_resumes_agreed:counter eager_ring_resumes_refused:counter \
+         eager_ring_skips:counter connections_opened:counter \
          connections_closed:counter connections_open:level connection_attempts:counter \
          connection_failures:counter reconnections:counter evictions:counter ini_qps:level ini_qps_peak:high_watermark tgt_qps:level \
          tgt_handles:level cm_datagrams_sent:counter cm_datagrams_received:counter cm_retransmissions:counter \
