@@ -228,7 +228,7 @@ rail_lost_mid_steady() {
 # FLAP_NODES, "nodeA nodeB": a switch that reboots; only port FLAP_PORT when set) goes down for each DOWN seconds
 # in turn (1 s apart; FLAP_DOWN_FAULT=port-down-quiet: without its PORT_ERR event; with
 # FLAP_ACKS_LOST_FIRST=S, nodeB's first loses every acknowledgement for S s, until it is back up),
-# and the job runs on for 1 s after the last. Leaves the job's exit status in $rc (noflow: no
+# and the job runs on for FLAP_TRAFFIC_AFTER s (1 by default) after the last. Leaves the job's exit status in $rc (noflow: no
 # traffic within 60 s; the job is then left to MPIRUN_TIMEOUT), the seconds from the last port-down to the job's
 # end in $elapsed, and when the last port-up was done (seconds since the epoch) in $up_at.
 flapped_run() {
@@ -273,7 +273,7 @@ flapped_run() {
         fi
         info "${FLAP_NODES:-nodeB}: port up at $(date +%T.%N | cut -c1-12)"
     done
-    sleep 1
+    sleep "${FLAP_TRAFFIC_AFTER:-1}"
     touch "$WORKDIR/stop"
     wait $job
     rc=$?
