@@ -44,8 +44,11 @@ HOLD_FILE="$WORKDIR/release" XRC_MPIRUN_ARGS="-x HOLD_FILE" \
 table=$(sc exec nodeB "$XRC_STATUS") || die "xrc-status (table) on nodeB: status $?"
 grep -q '^nodeB: 1 job, 2 btl xrc processes$' <<<"$table" && grep -q 'TGT QPs: 3 ' <<<"$table" ||
     die "xrc-status's table on nodeB: $table"
-sc exec nodeB "$XRC_STATUS" --counters | grep -qE '^ +cm_datagrams_sent +[0-9]+ +[0-9]+$' ||
-    die "xrc-status --counters on nodeB does not list every counter per rank"
+# Read whole before it is searched: `grep -q` on the pipe would stop reading at the first match, and under pipefail
+# the writer's SIGPIPE (more rows were still to come) would fail the pipeline though the row was there.
+counters=$(sc exec nodeB "$XRC_STATUS" --counters) || die "xrc-status --counters on nodeB: status $?"
+grep -qE '^ +cm_datagrams_sent +[0-9]+ +[0-9]+$' <<<"$counters" ||
+    die "xrc-status --counters on nodeB does not list every counter per rank: $counters"
 touch "$WORKDIR/release"
 wait $JOB || die "the mpirun job failed"
 for node in nodeA nodeB nodeC; do expect_status_empty $node; done
