@@ -21,13 +21,12 @@ void EagerChannel::activate(std::uint64_t remote_base, std::uint32_t rkey, std::
     remote_base_ = remote_base;
     rkey_ = rkey;
     geometry_ = EagerRingGeometry(slots, slot_size);
-    payload_limit_ = consumed_word != nullptr ? eager_max_payload(slot_size) + 1 : 0;
-    paused_limit_ = 0;
     position_ = previous_position_ = 0;
     end_ = previous_end_ = geometry_.bytes();
     seq_ = 0;
     acked_ = 0;
     consumed_word_ = consumed_word;
+    payload_limit_ = open_limit();
 }
 
 bool decode_eager_control(const void *data, std::size_t length, EagerControl &out) noexcept {

@@ -192,17 +192,10 @@ public:
     void close() noexcept {
         consumed_word_ = nullptr;
         payload_limit_ = 0;
-        paused_limit_ = 0;
     }
     // No message goes into the ring until resume(); where the next one goes, and the credit, stay as they are.
-    void pause() noexcept {
-        if (payload_limit_ != 0) paused_limit_ = payload_limit_;
-        payload_limit_ = 0;
-    }
-    void resume() noexcept {
-        payload_limit_ = paused_limit_;
-        paused_limit_ = 0;
-    }
+    void pause() noexcept { payload_limit_ = 0; }
+    void resume() noexcept { payload_limit_ = open_limit(); }
     // Where the next message goes (ring bytes written so far) and how many were written.
     std::uint64_t position() const noexcept { return position_; }
     std::uint64_t written() const noexcept { return seq_; }
@@ -244,11 +237,15 @@ public:
     std::uint32_t rkey() const noexcept { return rkey_; }
 
 private:
+    // The payload limit of an active channel: the largest payload + 1 (0 once closed).
+    std::uint32_t open_limit() const noexcept {
+        return consumed_word_ != nullptr ? eager_max_payload(geometry_.max_span()) + 1 : 0;
+    }
+
     std::uint64_t remote_base_ = 0;
     std::uint32_t rkey_ = 0;
     EagerRingGeometry geometry_;
-    std::uint32_t payload_limit_ = 0;  // largest payload + 1 while active, else 0: one test for both
-    std::uint32_t paused_limit_ = 0;   // payload_limit_ while paused
+    std::uint32_t payload_limit_ = 0;  // open_limit() while active and not paused, else 0: one test for both
     std::uint64_t position_ = 0;       // ring position of the next span
     std::uint64_t end_ = 0;            // where that span ends: its offset from the ring's base
     std::uint64_t previous_position_ = 0, previous_end_ = 0;
