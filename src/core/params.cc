@@ -162,7 +162,8 @@ std::vector<ParamSpec> make_schema() {
         integer("send_queue_depth", 5, &Params::send_queue_depth, transport.send_queue_depth,
                 ParamRange{16, 65536, "capped by the device's max_qp_wr"},
                 "Send work requests per XRC send QP (one such QP per remote node); sends beyond it "
-                "are queued, never dropped"),
+                "are queued, never dropped. At most 128 where inline sends are kept to be sent again "
+                "(btl_xrc_outage_limit on one rail, ULFM): each request then keeps a copy"),
         integer("max_inline_data", 5, &Params::max_inline_data, transport.max_inline,
                 ParamRange{-1, 1024, "-1 = automatic"},
                 "Largest send copied inline into the work request (-1: as much as the device "
@@ -277,12 +278,12 @@ std::vector<ParamSpec> make_schema() {
                 "1), 34 s with the defaults, and without limit when btl_xrc_timeout is 0; 0: without limit; "
                 "-1-86400)"),
         integer("outage_limit", 4, &Params::outage_limit, 0, ParamRange{0, 86400, "seconds; 0 = off"},
-                "With one rail, seconds an outage longer than the HCA's retry budget (a switch reboot, a cable "
-                "reseated) is ridden through: connections whose requests went unacknowledged are made again when "
+                "Seconds an outage longer than the HCA's retry budget that no other rail can carry (one rail, or "
+                "every rail down at once: a switch reboot, a cable reseated) is ridden through: connections whose requests went unacknowledged are made again when "
                 "the port is back, what was not acknowledged is sent again, numbered, and the receiver drops what it "
                 "had; the job ends with the port's message only after this long (and btl_xrc_port_down_grace is "
-                "raised to it). Costs every send a kept fragment and a completion, and ob1 a descriptor instead of "
-                "an inline send (docs/admin.md, \"Outages past the retry budget\"). 0: a port down past "
+                "raised to it). Costs every send a copy or a fragment kept until its completion, and each connected "
+                "node a few tens of KiB (docs/admin.md, \"Outages past the retry budget\"). 0: a port down past "
                 "btl_xrc_port_down_grace, or requests unacknowledged past the retry budget, end the job (0-86400)"),
         integer("cm_receives", 6, &Params::cm_receives, static_cast<int>(transport.cm_receives),
                 ParamRange{16, 65536, ""},

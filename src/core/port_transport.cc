@@ -48,6 +48,12 @@ std::uint64_t new_token() noexcept {
 
 }  // namespace
 
+std::uint32_t send_queue_depth(const TransportConfig &config, int max_qp_wr) noexcept {
+    int depth = std::min(config.send_queue_depth, max_qp_wr);
+    if (config.keep_inline_copies && config.max_inline != 0) depth = std::min(depth, kKeptCopiesDepth);
+    return static_cast<std::uint32_t>(std::max(depth, 1));
+}
+
 Result<std::unique_ptr<PortTransport>> PortTransport::make(std::shared_ptr<OpenedDevice> device, const UsablePort &port,
                                                            const TransportConfig &config, AddressLookup lookup,
                                                            Listener listener) {
@@ -72,8 +78,8 @@ PortTransport::PortTransport(std::shared_ptr<OpenedDevice> device, const UsableP
         path_.max_rd_atomic,
         std::max(1, std::min(device_->device_attr.max_qp_rd_atom, device_->device_attr.max_qp_init_rd_atom))));
     poll_batch_ = static_cast<std::uint32_t>(config.poll_batch);
-    depth_ = static_cast<std::uint32_t>(std::min(config.send_queue_depth, device_->device_attr.max_qp_wr));
-    signal_interval_ = static_cast<std::uint32_t>(config.signal_interval);
+    depth_ = send_queue_depth(config, device_->device_attr.max_qp_wr);
+    signal_interval_ = std::min(static_cast<std::uint32_t>(config.signal_interval), depth_);
     inline_wanted_ = config.max_inline < 0 ? 256u : static_cast<std::uint32_t>(config.max_inline);
     max_inline_.store(inline_wanted_, std::memory_order_relaxed);
     loopback_queue_ = std::make_unique<SendQueue>(depth_, signal_interval_, config.cm.my_node,

@@ -67,6 +67,16 @@ struct TransportConfig {
     bool served = false;
 };
 
+// Where every queue keeps copies of its inline sends (TransportConfig::keep_inline_copies), one per ring slot, the
+// send queues are at most this deep: the copies then cost a connected link 128 x (208 + 256) bytes = 58 KiB, not
+// 232 KiB at the default depth of 512, and its QP's own send queue shrinks as much. A completion retires a signal
+// interval of requests a round trip after they were posted, so 128 requests in flight keep a link busy at any rate
+// a process can post; a send beyond them waits in its queue, in order, as any send without credit does.
+inline constexpr int kKeptCopiesDepth = 128;
+// The depth of every send queue and INI QP of a transport: btl_xrc_send_queue_depth within the device's max_qp_wr,
+// and at most kKeptCopiesDepth where copies are kept.
+std::uint32_t send_queue_depth(const TransportConfig &config, int max_qp_wr) noexcept;
+
 struct TransportCounts {
     std::size_t ini_qps = 0, tgt_qps_owned = 0, tgt_handles = 0, srqs = 0, receive_bytes = 0;
 };

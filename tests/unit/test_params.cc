@@ -3,6 +3,7 @@
 // mean for the transport.
 #include "src/core/params.h"
 #include "src/core/port_health.h"
+#include "src/core/port_transport.h"
 
 #include <gtest/gtest.h>
 
@@ -246,6 +247,24 @@ TEST(Params, TransportSettingsFollowTheParametersAndTheJob) {
     params.port_down_grace = 0;                                                              // no limit stays no limit
     c = xrc::transport_config(params, *spec, job, nullptr, 0);
     EXPECT_EQ(xrc::effective_port_grace_us(c.port_down_grace_us, c.cm.outage_limit_us), 0u);
+}
+
+// A transport whose queues keep a copy of every inline send per ring slot (riding outages on one rail, ULFM) makes its
+// queues and INI QPs at most 128 deep, so that the copies cost a link 58 KiB; otherwise btl_xrc_send_queue_depth
+// within the device's limit.
+TEST(Params, QueuesThatKeepCopiesAreAtMost128Deep) {
+    xrc::TransportConfig c;
+    c.send_queue_depth = 512;
+    EXPECT_EQ(xrc::send_queue_depth(c, 16384), 512u);
+    EXPECT_EQ(xrc::send_queue_depth(c, 200), 200u);  // the device's max_qp_wr
+    c.keep_inline_copies = true;
+    EXPECT_EQ(xrc::send_queue_depth(c, 16384), 128u);
+    EXPECT_EQ(xrc::send_queue_depth(c, 100), 100u);
+    c.send_queue_depth = 64;
+    EXPECT_EQ(xrc::send_queue_depth(c, 16384), 64u);  // a shallower queue stays as asked
+    c.send_queue_depth = 512;
+    c.max_inline = 0;  // nothing inline: no copies, no bound
+    EXPECT_EQ(xrc::send_queue_depth(c, 16384), 512u);
 }
 
 TEST(Params, EagerRingsFromTheParameters) {
