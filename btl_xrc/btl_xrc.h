@@ -142,6 +142,9 @@ struct mca_btl_xrc_module_t {
     xrc::Counters counters;
     // The port stayed down past btl_xrc_port_down_grace and that was reported: not again.
     bool port_failure_reported;
+    // The last failed completion of this rail's send queues, in its report's words (the operation, status, QP and a
+    // refusal's meaning): a send that fails over and finds no other rail names it (btl_xrc_failover.cc).
+    char failed_completion[512];
     // ... and no other rail carries this one's traffic, so it waits up to btl_xrc_outage_limit for the port (outages
     // ridden through); cleared when the port is back.
     std::atomic<bool> riding_outage;

@@ -178,9 +178,10 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
         mca_btl_xrc_report_error(frag->module, frag->endpoint,
                                  "a send that failed with its rail could not be sent over another one");
     } else {
-        char what[160];
-        snprintf(what, sizeof(what), "a send failed (%s) and no other rail reaches this peer",
-                 ibv_wc_status_str(status));
+        char what[768];
+        const char *failure = frag->module->failed_completion;
+        snprintf(what, sizeof(what), "a send failed (%s) and no other rail reaches this peer%s%s",
+                 ibv_wc_status_str(status), failure[0] != '\0' ? ": " : "", failure);
         mca_btl_xrc_report_error(frag->module, frag->endpoint, what);
     }
     mca_btl_xrc_send_complete(op, status);

@@ -277,14 +277,15 @@ std::vector<ParamSpec> make_schema() {
                 "the HCA (-1: the HCA's own retry budget, 4.096 us * 2^btl_xrc_timeout * (btl_xrc_retry_count + "
                 "1), 34 s with the defaults, and without limit when btl_xrc_timeout is 0; 0: without limit; "
                 "-1-86400)"),
-        integer("outage_limit", 4, &Params::outage_limit, 0, ParamRange{0, 86400, "seconds; 0 = off"},
+        integer("outage_limit", 4, &Params::outage_limit, 300, ParamRange{0, 86400, "seconds; 0 = off"},
                 "Seconds an outage longer than the HCA's retry budget that no other rail can carry (one rail, or "
-                "every rail down at once: a switch reboot, a cable reseated) is ridden through: connections whose requests went unacknowledged are made again when "
-                "the port is back, what was not acknowledged is sent again, numbered, and the receiver drops what it "
-                "had; the job ends with the port's message only after this long (and btl_xrc_port_down_grace is "
-                "raised to it). Costs every send a copy or a fragment kept until its completion, and each connected "
-                "node a few tens of KiB (docs/admin.md, \"Outages past the retry budget\"). 0: a port down past "
-                "btl_xrc_port_down_grace, or requests unacknowledged past the retry budget, end the job (0-86400)"),
+                "every rail down at once: a switch reboot, a cable reseated) is ridden through: connections whose "
+                "requests went unacknowledged are made again when the port is back, what was not acknowledged is "
+                "sent again, numbered, and the receiver drops what it had; the job ends with the port's message "
+                "only after this long (and btl_xrc_port_down_grace is raised to it). Costs every send a copy or a "
+                "fragment kept until its completion, and each connected node a few tens of KiB (docs/admin.md, "
+                "\"Outages past the retry budget\"). 0: a port down past btl_xrc_port_down_grace, or requests "
+                "unacknowledged past the retry budget, end the job (0-86400)"),
         integer("cm_receives", 6, &Params::cm_receives, static_cast<int>(transport.cm_receives),
                 ParamRange{16, 65536, ""},
                 "Connection manager datagrams a process can hold before it drops new ones (they are "

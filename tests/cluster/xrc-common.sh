@@ -84,7 +84,8 @@ osc_rdma_setup() {
     OMPI_INFO=$(dirname "$(command -v "$MPIRUN")")/ompi_info
     version=$("$OMPI_INFO" --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p')
     OMPI_HAS_OPENIB=0
-    "$OMPI_INFO" --parsable 2>/dev/null | grep -q '^mca:btl:openib:' && OMPI_HAS_OPENIB=1
+    # Read whole, then searched: grep -q stopping at its match would end ompi_info with SIGPIPE (pipefail).
+    grep -q '^mca:btl:openib:' <<<"$("$OMPI_INFO" --parsable 2>/dev/null)" && OMPI_HAS_OPENIB=1
     OSC_DYNAMIC_BLOCKER=""
     if [ -n "${OSC_RDMA_COMPONENT_DIR:-}" ]; then
         [ -e "$OSC_RDMA_COMPONENT_DIR/mca_osc_rdma.so" ] ||

@@ -17,7 +17,7 @@ fault_run() {
     shift 3
     local args="--mca osc rdma --mca osc_rdma_btls $btl -x RMA_STREAM_STOP"
     case $btl in
-    xrc) args+=" --mca btl_xrc_timeout 12 --mca btl_xrc_retry_count 3" ;;
+    xrc) args+=" --mca btl_xrc_timeout 12 --mca btl_xrc_retry_count 3 --mca btl_xrc_outage_limit 0" ;;
     openib) args+=" --mca btl_openib_allow_ib 1 --mca btl_openib_warn_no_device_params_found 0"
         args+=" --mca btl_openib_ib_timeout 12 --mca btl_openib_ib_retry_count 3" ;;
     esac

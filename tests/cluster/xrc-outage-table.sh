@@ -15,10 +15,11 @@ up_cluster 2 2
 
 ompi_info=$(dirname "$(command -v "$MPIRUN")")/ompi_info
 transports=("xrc|--mca pml ob1 --mca btl self,vader,xrc --mca btl_xrc_outage_limit 300")
-if "$ompi_info" --parsable 2>/dev/null | grep -q '^mca:btl:openib:'; then
+ompi_components=$("$ompi_info" --parsable 2>/dev/null)  # read whole: grep -q on a pipe would SIGPIPE it
+if grep -q '^mca:btl:openib:' <<<"$ompi_components"; then
     transports+=("openib|--mca pml ob1 --mca btl self,vader,openib --mca btl_openib_allow_ib 1 --mca btl_openib_warn_no_device_params_found 0")
 fi
-if "$ompi_info" --parsable 2>/dev/null | grep -q '^mca:pml:ucx:'; then
+if grep -q '^mca:pml:ucx:' <<<"$ompi_components"; then
     transports+=("ucx-rc|--mca pml ucx --mca btl self,vader -x UCX_TLS=rc_v,self,sm")
 fi
 for down in ${OUTAGE_TABLE_LENGTHS:-1 10 30 45 60 120}; do

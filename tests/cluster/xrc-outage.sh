@@ -127,8 +127,9 @@ expect_line "$WORKDIR/finalize" '^hold: rank 1 received the last message: right'
 info "MPI_Finalize during nodeB's $down s outage: exit 0; $(grep -a 'finalize took' "$WORKDIR/finalize" |
     sed 's/^hold: //' | paste -sd';' | sed 's/;/; /g'); connections made again: $(counter_sum "$WORKDIR/finalize" reconnections)"
 
-# The control: without the limit the same outage ends the job, naming host, device and port.
-MPIRUN_TIMEOUT=$((down * 2 + 60)) flapped_run "$WORKDIR/control" nodeA:2,nodeB:2 "$xrc" 4 "$down"
+# The control: without the limit (0; 300 s by default) the same outage ends the job, naming host, device and port.
+MPIRUN_TIMEOUT=$((down * 2 + 60)) flapped_run "$WORKDIR/control" nodeA:2,nodeB:2 "$xrc --mca btl_xrc_outage_limit 0" 4 \
+    "$down"
 [ $rc != noflow ] || die "no traffic in the xrc job without an outage limit"
 [ $rc != 0 ] && [ $rc != 124 ] || die "an outage past the retry budget did not end the job without the limit (exit $rc)"
 grep -aq 'btl:xrc: node[AB]: simhca0:1: .*\(more than\|retry\|Retry\)' "$WORKDIR/control" ||

@@ -5,8 +5,8 @@
 # for 0.5 s, 2 s and 10 s in turn; each job completes with every byte verified, and nodeB's ranks counted each hold
 # and resume (their counters at finalize); connections started while the port is down wait and complete after it
 # (on demand). A port that comes back without its PORT_ACTIVE event is found active when the grace runs out, and
-# the job goes on. A port that stays down longer than btl_xrc_port_down_grace ends the job with a message naming host,
-# device and port. Open MPI's openib and UCX (rc_v) over the same flaps at 2x2 are comparison lines when this Open
+# the job goes on. A port that stays down longer than btl_xrc_port_down_grace ends the job (btl_xrc_outage_limit 0)
+# with a message naming host, device and port. Open MPI's openib and UCX (rc_v) over the same flaps at 2x2 are comparison lines when this Open
 # MPI has them. Nothing stays in any node's HCA afterwards.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/xrc-common.sh"
@@ -67,8 +67,10 @@ n=$(grep -c 'btl:xrc: nodeB: simhca0:1: the port is active, its PORT_ACTIVE even
 [ "$n" = 2 ] || die "$n of nodeB's 2 ranks found the port active when the grace ran out"
 info "port back without its event: both of nodeB's ranks found it active when the 3 s grace ran out"
 
-# Down longer than the grace: the job ends, naming host, device and port.
-MPIRUN_TIMEOUT=60 flapped_run "$WORKDIR/long" nodeA:2,nodeB:2 "$xrc --mca btl_xrc_port_down_grace 2" 30 5
+# Down longer than the grace: the job ends, naming host, device and port (btl_xrc_outage_limit 0: the limit would ride
+# the outage for up to 300 s, xrc-outage.sh).
+MPIRUN_TIMEOUT=60 flapped_run "$WORKDIR/long" nodeA:2,nodeB:2 \
+    "$xrc --mca btl_xrc_port_down_grace 2 --mca btl_xrc_outage_limit 0" 30 5
 [ $rc != noflow ] || die "no traffic in the xrc job with a 2 s grace"
 [ $rc != 0 ] && [ $rc != 124 ] || die "a port down past the grace did not end the job cleanly (exit $rc)"
 grep -q 'btl:xrc: nodeB: simhca0:1: the port has been down for more than 2 s' "$WORKDIR/long" ||
@@ -92,10 +94,11 @@ compare() {
     fi
 }
 ompi_info=$(dirname "$(command -v "$MPIRUN")")/ompi_info
-if "$ompi_info" --parsable 2>/dev/null | grep -q '^mca:btl:openib:'; then
+ompi_components=$("$ompi_info" --parsable 2>/dev/null)  # read whole: grep -q on a pipe would SIGPIPE it
+if grep -q '^mca:btl:openib:' <<<"$ompi_components"; then
     compare openib "--mca pml ob1 --mca btl self,vader,openib --mca btl_openib_allow_ib 1 --mca btl_openib_warn_no_device_params_found 0"
 fi
-if "$ompi_info" --parsable 2>/dev/null | grep -q '^mca:pml:ucx:'; then
+if grep -q '^mca:pml:ucx:' <<<"$ompi_components"; then
     compare ucx "--mca pml ucx --mca btl self,vader -x UCX_TLS=rc_v,self,sm"
 fi
 sleep 1

@@ -19,7 +19,7 @@
 . "$(dirname "$0")/xrc-common.sh"
 
 OMPI_INFO=$(dirname "$(command -v "$MPIRUN")")/ompi_info
-"$OMPI_INFO" 2>/dev/null | grep -q 'FT MPI support: yes' ||
+grep -q 'FT MPI support: yes' <<<"$("$OMPI_INFO" 2>/dev/null)" ||
     skip "this Open MPI has no User-Level Failure Mitigation (ompi_info: FT MPI support)"
 [ -x "$MPI_DIR/ulfm" ] || die "ulfm not built at $MPI_DIR/ulfm (make -C tests/mpi ulfm)"
 victims=${ULFM_TEST_VICTIMS:-5}

@@ -235,11 +235,12 @@ TEST(Params, TransportSettingsFollowTheParametersAndTheJob) {
     EXPECT_EQ(c.expected_links, 4u);
     params.xrcd_dir = nullptr;
     EXPECT_EQ(xrc::transport_config(params, *spec, job, nullptr, 0).xrcd_dir, "/tmp");
-    EXPECT_EQ(c.cm.outage_limit_us, 0u);  // off by default
-    // An outage limit: the connection manager reconnects that long, and the port may stay down as long.
-    params.outage_limit = 300;
-    c = xrc::transport_config(params, *spec, job, nullptr, 0);
+    // An outage limit, 300 s by default: the connection manager reconnects that long, and the port may stay down as
+    // long.
     EXPECT_EQ(c.cm.outage_limit_us, 300000000u);
+    params.outage_limit = 0;  // off
+    EXPECT_EQ(xrc::transport_config(params, *spec, job, nullptr, 0).cm.outage_limit_us, 0u);
+    params.outage_limit = 300;
     EXPECT_EQ(c.port_down_grace_us, xrc::port_down_grace_us(params));  // btl_xrc_port_down_grace's, as set
     EXPECT_EQ(xrc::effective_port_grace_us(c.port_down_grace_us, c.cm.outage_limit_us), 300000000u);
     EXPECT_EQ(xrc::effective_port_grace_us(c.port_down_grace_us, 0), c.port_down_grace_us);  // the limit not applied
