@@ -143,8 +143,10 @@ struct mca_btl_xrc_module_t {
     // The port stayed down past btl_xrc_port_down_grace and that was reported: not again.
     bool port_failure_reported;
     // The last failed completion of this rail's send queues, in its report's words (the operation, status, QP and a
-    // refusal's meaning): a send that fails over and finds no other rail names it (btl_xrc_failover.cc).
+    // refusal's meaning), and the queue it broke: a send toward a peer of that queue that finds no other rail names
+    // it (mca_btl_xrc_report_unreachable), however the send learns it (its own completion, or a post refused).
     char failed_completion[512];
+    const xrc::SendQueue *failed_queue;
     // ... and no other rail carries this one's traffic, so it waits up to btl_xrc_outage_limit for the port (outages
     // ridden through); cleared when the port is back.
     std::atomic<bool> riding_outage;
@@ -230,6 +232,10 @@ void mca_btl_xrc_choose_outage_ride(mca_btl_xrc_module_t *module, xrc::SendQueue
 // from now on, and this is reported once per node), false when none does (the caller ends the job as before).
 bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,
                            const char *why) noexcept;
+// No rail reaches `endpoint`'s peer (mca_btl_xrc_fail_over was false): the job ends, the message saying `what`
+// failed and, when this rail saw the failed completion that broke the peer's queue, that completion's report.
+void mca_btl_xrc_report_unreachable(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,
+                                    const char *what) noexcept;
 // The whole rail is lost (port down past its grace, device fatal): true when every peer it reaches is reached by
 // another rail; then everything queued or in flight on it is failed, and sent again over the other rails.
 bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *module, const char *why) noexcept;

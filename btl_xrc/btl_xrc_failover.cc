@@ -178,11 +178,10 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
         mca_btl_xrc_report_error(frag->module, frag->endpoint,
                                  "a send that failed with its rail could not be sent over another one");
     } else {
-        char what[768];
-        const char *failure = frag->module->failed_completion;
-        snprintf(what, sizeof(what), "a send failed (%s) and no other rail reaches this peer%s%s",
-                 ibv_wc_status_str(status), failure[0] != '\0' ? ": " : "", failure);
-        mca_btl_xrc_report_error(frag->module, frag->endpoint, what);
+        char what[128];
+        snprintf(what, sizeof(what), "a send failed (%s) and no other rail reaches this peer",
+                 ibv_wc_status_str(status));
+        mca_btl_xrc_report_unreachable(frag->module, frag->endpoint, what);
     }
     mca_btl_xrc_send_complete(op, status);
 }
@@ -232,7 +231,7 @@ int forward_at_post(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag) noexcept {
         if (endpoint->dead) return OPAL_ERR_UNREACH;  // the process died: ob1 knows
         if (mca_btl_xrc_fail_over(m, endpoint, "the connection to this peer has failed"))
             return forward_at_post(frag, tag);
-        mca_btl_xrc_report_error(m, endpoint, "the connection to this peer has failed");
+        mca_btl_xrc_report_unreachable(m, endpoint, "the connection to this peer has failed");
         return OPAL_ERROR;
     }
     sent(m, endpoint, frag, ring);
@@ -651,6 +650,8 @@ bool mca_btl_xrc_rejoin_rail(mca_btl_xrc_module_t *m) noexcept {
     }
     m->rail_lost = false;
     m->port_failure_reported = false;
+    m->failed_completion[0] = '\0';
+    m->failed_queue = nullptr;
     rail_carries_again(m);
     opal_output(0, "btl:xrc: %s: %s: rail back (its port is active again): its traffic returns to it",
                 opal_process_info.nodename, m->transport->rail_name().c_str());
@@ -675,6 +676,16 @@ bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *end
     } catch (...) {  // out of memory for the message: the failover itself is done
     }
     return true;
+}
+
+void mca_btl_xrc_report_unreachable(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint,
+                                    const char *what) noexcept {
+    // Only the completion that broke this peer's queue explains it: another queue's (an earlier failure, another
+    // node) would name the wrong QP and peer.
+    const bool known = m->failed_queue == endpoint->peer.queue && m->failed_completion[0] != '\0';
+    char message[768];
+    snprintf(message, sizeof(message), "%s%s%s", what, known ? ": " : "", known ? m->failed_completion : "");
+    mca_btl_xrc_report_error(m, endpoint, message);
 }
 
 bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *m, const char *why) noexcept {

@@ -128,7 +128,7 @@ int post(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, mca_btl_xrc
     if (endpoint->peer.queue->post_or_queue(frag->op) != 0) {
         const std::string what = xrc::describe_operation(frag->op.wr) + ": the connection to this peer has failed";
         mca_btl_xrc_frag_return(frag);
-        mca_btl_xrc_report_error(m, endpoint, what.c_str());
+        mca_btl_xrc_report_unreachable(m, endpoint, what.c_str());
         return OPAL_ERROR;
     }
     return OPAL_SUCCESS;
@@ -366,6 +366,7 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
             // over another rail that reaches its peer (the job ends there if none does, naming this); RDMA falls
             // back to sends in ob1.
             snprintf(m->failed_completion, sizeof(m->failed_completion), "%s", what.c_str());
+            m->failed_queue = &queue;
             BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: %s; its queue's operations go to another rail",
                             opal_process_info.nodename, m->transport->rail_name().c_str(), what.c_str());
             return;
