@@ -52,6 +52,36 @@ xrun() {
         "${asan_args[@]}" "${tsan_args[@]}" --mca pml ob1 "$@" >"$file" 2>&1
 }
 
+# await_xrun JOB: the status of a job started with `xrun ... &` (JOB: that background shell's pid), for a job that
+# must end with an error. Open MPI 4.1.4's mpirun (PMIx 4.2.2) can hang in its own teardown after it aborted a job
+# (docs/upstream.md, 8): every rank has exited, mpirun never does. When mpirun has outlived the last of its ranks by
+# 20 s, its threads' stacks go to the log (where gdb is installed), it is stopped, a NOTE says so, and the status is
+# 200: the job ended, its launcher did not.
+await_xrun() {
+    local job=$1 launcher waited=0 t
+    while kill -0 "$job" 2>/dev/null; do
+        sleep 1
+        t=$(pgrep -P "$job" -x timeout | head -1)
+        launcher=${t:+$(pgrep -P "$t" | head -1)}
+        # its ranks: its children that have not exited (an exited one stays a zombie until mpirun reaps it)
+        if [ -n "$launcher" ] && ! ps --ppid "$launcher" -o stat= | grep -qv '^Z'; then
+            waited=$((waited + 1))
+        else
+            waited=0
+        fi
+        if [ $waited -ge 20 ]; then
+            echo "NOTE: mpirun (pid $launcher) outlived every rank of its job by 20 s: stopped (docs/upstream.md, 8)"
+            if command -v gdb >/dev/null; then
+                gdb -batch -p "$launcher" -ex 'thread apply all bt' 2>/dev/null | grep -E '^(#|Thread)' | sed 's/^/    /'
+            fi
+            kill -9 "$launcher" 2>/dev/null
+            wait "$job"
+            return 200
+        fi
+    done
+    wait "$job"
+}
+
 # run_check NAME EXPECTED-LINE-REGEX MPIRUN-ARGS...
 run_check() {
     local name=$1 expect=$2

@@ -12,7 +12,7 @@ job=$!
 for _ in $(seq 300); do grep -q '^hold: connected' "$work/out" 2>/dev/null && break; sleep 0.1; done
 "$SIMHCA_CTL" fault port-down >/dev/null
 touch "$work/release"  # the ranks now need the network for their barrier
-wait $job
+await_xrun $job
 status=$?
 if [ $status -ne 0 ] && [ $status -ne 124 ] && [ $status -ne 137 ] && grep -q 'btl:xrc: .*simhca0:1: ' "$work/out"; then
     pass "port down: job stopped (exit $status): $(grep -m1 'btl:xrc: .*simhca0:1: ' "$work/out")"
