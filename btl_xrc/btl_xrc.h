@@ -232,6 +232,9 @@ void mca_btl_xrc_choose_outage_ride(mca_btl_xrc_module_t *module, xrc::SendQueue
 // from now on, and this is reported once per node), false when none does (the caller ends the job as before).
 bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,
                            const char *why) noexcept;
+// Another rail carries what `queue` carries: its node's peers (a link's queue) or this node's ranks (the loopback
+// queue). False with one rail.
+bool mca_btl_xrc_another_rail_serves(const mca_btl_xrc_module_t *module, const xrc::SendQueue &queue) noexcept;
 // No rail reaches `endpoint`'s peer (mca_btl_xrc_fail_over was false): the job ends, the message saying `what`
 // failed and, when this rail saw the failed completion that broke the peer's queue, that completion's report.
 void mca_btl_xrc_report_unreachable(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,

@@ -678,6 +678,13 @@ bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *end
     return true;
 }
 
+bool mca_btl_xrc_another_rail_serves(const mca_btl_xrc_module_t *m, const xrc::SendQueue &queue) noexcept {
+    if (mca_btl_xrc_component.modules.size() < 2) return false;
+    if (const xrc::NodeLink *link = m->transport->link_of(queue); link != nullptr)
+        return another_rail_reaches(m, *link);
+    return m->transport->is_loopback(queue) && another_rail_carries_on_node(m);
+}
+
 void mca_btl_xrc_report_unreachable(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint,
                                     const char *what) noexcept {
     // Only the completion that broke this peer's queue explains it: another queue's (an earlier failure, another

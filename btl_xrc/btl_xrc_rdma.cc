@@ -362,13 +362,22 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
             return;
         }
         if (mca_btl_xrc_failover_enabled() && !m->finalizing) {
-            // Several rails: each operation of the queue completes with the error next, and a send goes out again
-            // over another rail that reaches its peer (the job ends there if none does, naming this); RDMA falls
-            // back to sends in ob1.
             snprintf(m->failed_completion, sizeof(m->failed_completion), "%s", what.c_str());
             m->failed_queue = &queue;
-            BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: %s; its queue's operations go to another rail",
-                            opal_process_info.nodename, m->transport->rail_name().c_str(), what.c_str());
+            if (mca_btl_xrc_another_rail_serves(m, queue)) {
+                // Each operation of the queue completes with the error next, and a send goes out again over another
+                // rail that reaches its peer (the job ends there if none does, naming this); RDMA falls back to
+                // sends in ob1.
+                BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: %s; its queue's operations go to another rail",
+                                opal_process_info.nodename, m->transport->rail_name().c_str(), what.c_str());
+                return;
+            }
+            // No other rail: the job ends now. Waiting for the queue's operations to say so is not enough: the kept
+            // copies of inline sends (one rail riding outages) were sent as far as ob1 knows and call nobody back,
+            // so a process whose only requests in flight were such copies would wait for answers that never come.
+            const std::string unreachable = std::string("a send failed (") + ibv_wc_status_str(wc.status) +
+                                            ") and no other rail reaches this peer: " + what;
+            mca_btl_xrc_report_error(m, endpoint, unreachable.c_str());
             return;
         }
         mca_btl_xrc_report_error(m, endpoint, what.c_str());
