@@ -364,10 +364,11 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
         if (mca_btl_xrc_failover_enabled() && !m->finalizing) {
             snprintf(m->failed_completion, sizeof(m->failed_completion), "%s", what.c_str());
             m->failed_queue = &queue;
-            if (mca_btl_xrc_another_rail_serves(m, queue)) {
+            if (mca_btl_xrc_another_rail_serves(m, queue) || mca_btl_xrc_ft_enabled()) {
                 // Each operation of the queue completes with the error next, and a send goes out again over another
                 // rail that reaches its peer (the job ends there if none does, naming this); RDMA falls back to
-                // sends in ob1.
+                // sends in ob1. Under ULFM too, where those toward a process that died complete without ending
+                // the job.
                 BTL_XRC_VERBOSE(1, "btl:xrc: %s: %s: %s; its queue's operations go to another rail",
                                 opal_process_info.nodename, m->transport->rail_name().c_str(), what.c_str());
                 return;
