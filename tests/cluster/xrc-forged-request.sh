@@ -6,6 +6,7 @@
 # sending HCA (simhca-ctl fault misroute / bad-rkey on one INI QP of a job on nodeA). The job ends, with a non-zero
 # status and not the timeout, and a message naming the sender: its host, device, port, INI QP, rank and node
 # (from the receiving side, QP_REQ_ERR / QP_ACCESS_ERR on the TGT QP; from the sending side, the refused request).
+# Last, the misrouted request once more, when it is the only one in flight and a kept copy of an inline send (below).
 # Another job on the same two nodes at the same time carries on and completes with every byte verified. Nothing
 # stays in any node's HCA afterwards.
 . "$(dirname "$0")/common.sh"
@@ -33,10 +34,17 @@ stop_all() { touch "$WORKDIR/stop.bystander" "$WORKDIR/stop.victim"; wait; }
 forged_run() {
     local name=$1 fault=$2 event=$3 status=$4 victim_out="$WORKDIR/victim.$1" victim qpn="" q start rc elapsed
     rm -f "$WORKDIR/stop.victim"
-    MPIRUN_TIMEOUT=60 xrc_run "$victim_out" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/steady" 1 \
-        "$WORKDIR/stop.victim" &
-    victim=$!
-    wait_for_line "$victim_out.raw" '^steady: traffic' 60 || { stop_all; die "$name: the second job carried no traffic"; }
+    if [ "${VICTIM_PROGRAM:-steady}" = hold ]; then
+        MPIRUN_TIMEOUT=60 XRC_MPIRUN_ARGS="-x HOLD_FILE=$WORKDIR/stop.victim -x HOLD_SMALL_EXCHANGE=1" \
+            xrc_run "$victim_out" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/hold" &
+        victim=$!
+        wait_for_line "$victim_out.raw" '^hold: connected' 60 || { stop_all; die "$name: the second job never connected"; }
+    else
+        MPIRUN_TIMEOUT=60 xrc_run "$victim_out" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/steady" 1 \
+            "$WORKDIR/stop.victim" &
+        victim=$!
+        wait_for_line "$victim_out.raw" '^steady: traffic' 60 || { stop_all; die "$name: the second job carried no traffic"; }
+    fi
     # Its INI QP toward nodeB: not the bystander's, and connected to one of nodeB's TGT QPs.
     for q in $(xrc_ini_qps nodeA); do
         grep -qx "$q" <<<"$bystander_qps" && continue
@@ -46,6 +54,7 @@ forged_run() {
     start=$(date +%s.%N)
     # shellcheck disable=SC2086  # FAULT is the fault's words
     sc exec nodeA "$SIMHCA_CTL" fault $fault --qp "$qpn" >/dev/null || { stop_all; die "$name: fault $fault failed"; }
+    [ "${VICTIM_PROGRAM:-steady}" = hold ] && touch "$WORKDIR/stop.victim"  # rank 0 sends its 8 bytes now
     wait $victim
     rc=$?
     elapsed=$(echo "$(date +%s.%N) - $start" | bc)
@@ -66,6 +75,11 @@ forged_run() {
 
 forged_run misrouted misroute 'invalid request local work queue error' 'remote invalid request error'
 forged_run forged-rkey bad-rkey 'local access violation work queue error' 'remote access error'
+# The same refusal while the only request in flight is a kept copy of an inline send (one rail riding outages, the
+# default): rank 0 sends 8 bytes to nodeB's rank and waits for 8 back (hold's small exchange); ob1 heard at the post
+# that the message was sent, and nodeB's side leaves the end to the sender, so only the sender's report keeps the
+# two ranks from waiting for each other until the timeout.
+VICTIM_PROGRAM=hold forged_run copy-only misroute 'invalid request local work queue error' 'remote invalid request error'
 touch "$WORKDIR/stop.bystander"
 wait $bystander || die "the other job on the same nodes failed (exit $?)"
 expect_line "$by_out" '^steady: OK .*errors=0' "the other job on the same nodes, through both faults"

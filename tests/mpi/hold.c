@@ -6,7 +6,7 @@
  * every rank goes straight to MPI_Finalize, where that message (1 KiB) is still draining (fault tests); with $HOLD_LAST_RECV
  * set too, the last rank receives it first (and checks it). With
  * $HOLD_SLOW_FINALIZE=S rank 0 enters MPI_Finalize S seconds late, and each rank prints "hold: rank R finalize took
- * T s". */
+ * T s". With $HOLD_SMALL_EXCHANGE set, rank 0 and the last rank exchange 8 bytes first (below). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +28,22 @@ int main(int argc, char **argv) {
         printf("hold: connected ranks=%d errors=%ld\n", size, total);
         fflush(stdout);
         for (int i = 0; file != NULL && access(file, F_OK) != 0 && i < 1200; ++i) usleep(50000);
+    }
+    /* $HOLD_SMALL_EXCHANGE: rank 0 sends 8 bytes to the last rank (sent inline: ob1 hears at once that it is sent)
+     * and waits for 8 bytes back, which the last rank sends once it has rank 0's. A fault test refuses rank 0's
+     * message in the HCA: both ranks then wait for each other unless the BTL ends the job. */
+    if (getenv("HOLD_SMALL_EXCHANGE") != NULL && size > 1) {
+        long word = 42;
+        if (rank == 0) {
+            MPI_Send(&word, 1, MPI_LONG, size - 1, 8, MPI_COMM_WORLD);
+            MPI_Recv(&word, 1, MPI_LONG, size - 1, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            printf("hold: small exchange done (%ld)\n", word);
+            fflush(stdout);
+        } else if (rank == size - 1) {
+            MPI_Recv(&word, 1, MPI_LONG, 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            ++word;
+            MPI_Send(&word, 1, MPI_LONG, 0, 8, MPI_COMM_WORLD);
+        }
     }
     /* 1 KiB: past ob1's inline sends (256 bytes), so it is a fragment the BTL keeps until it completes. */
     static int last[256];
