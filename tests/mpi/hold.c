@@ -3,10 +3,10 @@
  * named by $HOLD_FILE exists, so a test can count the transport's resources while the job is live. Rank 0 prints
  * "hold: connected" when every pair has exchanged data. With $HOLD_LAST_SEND set, rank 0 then sends one last
  * message to the last rank (MPI_Isend, MPI_Request_free: nobody waits for it, MPI still owes its delivery) and
- * every rank goes straight to MPI_Finalize, where that message (1 KiB) is still draining (fault tests); with $HOLD_LAST_RECV
- * set too, the last rank receives it first (and checks it). With
- * $HOLD_SLOW_FINALIZE=S rank 0 enters MPI_Finalize S seconds late, and each rank prints "hold: rank R finalize took
- * T s". With $HOLD_SMALL_EXCHANGE set, rank 0 and the last rank exchange 8 bytes first (below). */
+ * every rank goes straight to MPI_Finalize, where that message (1 KiB) is still draining (fault tests); with
+ * $HOLD_LAST_RECV set too, the last rank receives it first (and checks it). With $HOLD_SLOW_FINALIZE=S rank 0 enters
+ * MPI_Finalize S seconds late, and each rank prints "hold: rank R finalize took T s". With $HOLD_SMALL_EXCHANGE set,
+ * rank 0 and the last rank exchange 8 bytes first (below). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
