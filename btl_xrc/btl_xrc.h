@@ -235,10 +235,15 @@ bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *module, struct mca_btl_base_end
 // Another rail carries what `queue` carries: its node's peers (a link's queue) or this node's ranks (the loopback
 // queue). False with one rail.
 bool mca_btl_xrc_another_rail_serves(const mca_btl_xrc_module_t *module, const xrc::SendQueue &queue) noexcept;
-// No rail reaches `endpoint`'s peer (mca_btl_xrc_fail_over was false): the job ends, the message saying `what`
-// failed and, when this rail saw the failed completion that broke the peer's queue, that completion's report.
+// No rail reaches `endpoint`'s peer (mca_btl_xrc_fail_over was false), whose requests went through `queue`: the job
+// ends, the message saying `what` failed and, when this rail saw the failed completion that broke `queue`, that
+// completion's report. `endpoint` may be null (a request that names no peer).
 void mca_btl_xrc_report_unreachable(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,
-                                    const char *what) noexcept;
+                                    const xrc::SendQueue *queue, const char *what) noexcept;
+// The same for a request of `queue` that failed with `status`: "a send failed (status) and no other rail reaches
+// this peer", then the completion's report.
+void mca_btl_xrc_report_no_other_rail(mca_btl_xrc_module_t *module, struct mca_btl_base_endpoint_t *endpoint,
+                                      const xrc::SendQueue *queue, ibv_wc_status status) noexcept;
 // The whole rail is lost (port down past its grace, device fatal): true when every peer it reaches is reached by
 // another rail; then everything queued or in flight on it is failed, and sent again over the other rails.
 bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *module, const char *why) noexcept;

@@ -31,6 +31,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -90,6 +91,15 @@ bool another_rail_reaches(const mca_btl_xrc_module_t *m, const xrc::NodeLink &li
 bool another_rail_carries_on_node(const mca_btl_xrc_module_t *m) {
     const auto up = [](const mca_btl_xrc_module_t &s) { return rail_carries(s) && !s.transport->health().down(); };
     return xrc::choose_sibling(mca_btl_xrc_component.modules, m, up) != nullptr;
+}
+
+// Whether another rail carries what `queue` carries: its node's peers (a link's queue) or this node's ranks (the
+// loopback queue); nothing for a queue that is neither.
+std::optional<bool> another_rail_carries_queue(const mca_btl_xrc_module_t *m, const xrc::SendQueue &queue) {
+    if (const xrc::NodeLink *link = m->transport->link_of(queue); link != nullptr)
+        return another_rail_reaches(m, *link);
+    if (m->transport->is_loopback(queue)) return another_rail_carries_on_node(m);
+    return std::nullopt;
 }
 
 // Several rails riding outages: only then may a rail's traffic wait for its own path while another could carry it.
@@ -178,10 +188,7 @@ void failover_send_complete(xrc::SendOp *op, ibv_wc_status status) noexcept {
         mca_btl_xrc_report_error(frag->module, frag->endpoint,
                                  "a send that failed with its rail could not be sent over another one");
     } else {
-        char what[128];
-        snprintf(what, sizeof(what), "a send failed (%s) and no other rail reaches this peer",
-                 ibv_wc_status_str(status));
-        mca_btl_xrc_report_unreachable(frag->module, frag->endpoint, what);
+        mca_btl_xrc_report_no_other_rail(frag->module, frag->endpoint, frag->endpoint->peer.queue, status);
     }
     mca_btl_xrc_send_complete(op, status);
 }
@@ -231,7 +238,7 @@ int forward_at_post(mca_btl_xrc_frag_t *frag, mca_btl_base_tag_t tag) noexcept {
         if (endpoint->dead) return OPAL_ERR_UNREACH;  // the process died: ob1 knows
         if (mca_btl_xrc_fail_over(m, endpoint, "the connection to this peer has failed"))
             return forward_at_post(frag, tag);
-        mca_btl_xrc_report_unreachable(m, endpoint, "the connection to this peer has failed");
+        mca_btl_xrc_report_unreachable(m, endpoint, endpoint->peer.queue, "the connection to this peer has failed");
         return OPAL_ERROR;
     }
     sent(m, endpoint, frag, ring);
@@ -623,10 +630,7 @@ void mca_btl_xrc_link_revived(mca_btl_xrc_module_t *m, const xrc::NodeLink &link
 
 void mca_btl_xrc_choose_outage_ride(mca_btl_xrc_module_t *m, xrc::SendQueue &queue) noexcept {
     if (!riding_on_several_rails()) return;
-    if (const xrc::NodeLink *link = m->transport->link_of(queue); link != nullptr)
-        queue.ride_outages(!another_rail_reaches(m, *link));
-    else if (m->transport->is_loopback(queue))
-        queue.ride_outages(!another_rail_carries_on_node(m));
+    if (const std::optional<bool> carried = another_rail_carries_queue(m, queue)) queue.ride_outages(!*carried);
 }
 
 void mca_btl_xrc_hand_over_riding(mca_btl_xrc_module_t *m) noexcept {
@@ -679,20 +683,24 @@ bool mca_btl_xrc_fail_over(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *end
 }
 
 bool mca_btl_xrc_another_rail_serves(const mca_btl_xrc_module_t *m, const xrc::SendQueue &queue) noexcept {
-    if (mca_btl_xrc_component.modules.size() < 2) return false;
-    if (const xrc::NodeLink *link = m->transport->link_of(queue); link != nullptr)
-        return another_rail_reaches(m, *link);
-    return m->transport->is_loopback(queue) && another_rail_carries_on_node(m);
+    return mca_btl_xrc_component.modules.size() > 1 && another_rail_carries_queue(m, queue).value_or(false);
 }
 
 void mca_btl_xrc_report_unreachable(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint,
-                                    const char *what) noexcept {
-    // Only the completion that broke this peer's queue explains it: another queue's (an earlier failure, another
-    // node) would name the wrong QP and peer.
-    const bool known = m->failed_queue == endpoint->peer.queue && m->failed_completion[0] != '\0';
+                                    const xrc::SendQueue *queue, const char *what) noexcept {
+    // Only the completion that broke this queue explains it: another queue's (an earlier failure, another node)
+    // would name the wrong QP and peer.
+    const bool known = queue != nullptr && m->failed_queue == queue && m->failed_completion[0] != '\0';
     char message[768];
     snprintf(message, sizeof(message), "%s%s%s", what, known ? ": " : "", known ? m->failed_completion : "");
     mca_btl_xrc_report_error(m, endpoint, message);
+}
+
+void mca_btl_xrc_report_no_other_rail(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint,
+                                      const xrc::SendQueue *queue, ibv_wc_status status) noexcept {
+    char what[128];
+    snprintf(what, sizeof(what), "a send failed (%s) and no other rail reaches this peer", ibv_wc_status_str(status));
+    mca_btl_xrc_report_unreachable(m, endpoint, queue, what);
 }
 
 bool mca_btl_xrc_lose_rail(mca_btl_xrc_module_t *m, const char *why) noexcept {

@@ -128,7 +128,7 @@ int post(mca_btl_xrc_module_t *m, mca_btl_base_endpoint_t *endpoint, mca_btl_xrc
     if (endpoint->peer.queue->post_or_queue(frag->op) != 0) {
         const std::string what = xrc::describe_operation(frag->op.wr) + ": the connection to this peer has failed";
         mca_btl_xrc_frag_return(frag);
-        mca_btl_xrc_report_unreachable(m, endpoint, what.c_str());
+        mca_btl_xrc_report_unreachable(m, endpoint, endpoint->peer.queue, what.c_str());
         return OPAL_ERROR;
     }
     return OPAL_SUCCESS;
@@ -376,9 +376,7 @@ void mca_btl_xrc_report_failed_completion(mca_btl_xrc_module_t *m, const xrc::Se
             // No other rail: the job ends now. Waiting for the queue's operations to say so is not enough: the kept
             // copies of inline sends (one rail riding outages) were sent as far as ob1 knows and call nobody back,
             // so a process whose only requests in flight were such copies would wait for answers that never come.
-            const std::string unreachable = std::string("a send failed (") + ibv_wc_status_str(wc.status) +
-                                            ") and no other rail reaches this peer: " + what;
-            mca_btl_xrc_report_error(m, endpoint, unreachable.c_str());
+            mca_btl_xrc_report_no_other_rail(m, endpoint, &queue, wc.status);
             return;
         }
         mca_btl_xrc_report_error(m, endpoint, what.c_str());

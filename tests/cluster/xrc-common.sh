@@ -280,3 +280,12 @@ flapped_run() {
     rc=$?
     elapsed=$(echo "$(cat "$WORKDIR/ended") - $start" | bc)
 }
+
+# every_port FAULT: simhca-ctl fault FAULT (port-down, port-up) on every port of nodeA and nodeB; when it fails, the
+# caller's job ($job, stopped by $WORKDIR/stop) is stopped first.
+every_port() {
+    local node
+    for node in nodeA nodeB; do
+        sc exec "$node" "$SIMHCA_CTL" fault "$1" >/dev/null || { touch "$WORKDIR/stop"; wait $job; die "$1 failed"; }
+    done
+}

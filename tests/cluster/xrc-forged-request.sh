@@ -33,18 +33,14 @@ stop_all() { touch "$WORKDIR/stop.bystander" "$WORKDIR/stop.victim"; wait; }
 # ibv_event_type_str's and ibv_wc_status_str's words), in bounded time (not the timeout).
 forged_run() {
     local name=$1 fault=$2 event=$3 status=$4 victim_out="$WORKDIR/victim.$1" victim qpn="" q start rc elapsed
+    # VICTIM_PROGRAM=hold: hold's small exchange, released (the stop file) once the fault is in; steady otherwise
+    local program=("$MPI_DIR/steady" 1 "$WORKDIR/stop.victim") ready='^steady: traffic' args=""
+    [ "${VICTIM_PROGRAM:-steady}" = hold ] && program=("$MPI_DIR/hold") ready='^hold: connected' \
+        args="-x HOLD_FILE=$WORKDIR/stop.victim -x HOLD_SMALL_EXCHANGE=1"
     rm -f "$WORKDIR/stop.victim"
-    if [ "${VICTIM_PROGRAM:-steady}" = hold ]; then
-        MPIRUN_TIMEOUT=60 XRC_MPIRUN_ARGS="-x HOLD_FILE=$WORKDIR/stop.victim -x HOLD_SMALL_EXCHANGE=1" \
-            xrc_run "$victim_out" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/hold" &
-        victim=$!
-        wait_for_line "$victim_out.raw" '^hold: connected' 60 || { stop_all; die "$name: the second job never connected"; }
-    else
-        MPIRUN_TIMEOUT=60 xrc_run "$victim_out" nodeA:1,nodeB:1 self,vader,xrc "$MPI_DIR/steady" 1 \
-            "$WORKDIR/stop.victim" &
-        victim=$!
-        wait_for_line "$victim_out.raw" '^steady: traffic' 60 || { stop_all; die "$name: the second job carried no traffic"; }
-    fi
+    MPIRUN_TIMEOUT=60 XRC_MPIRUN_ARGS="$args" xrc_run "$victim_out" nodeA:1,nodeB:1 self,vader,xrc "${program[@]}" &
+    victim=$!
+    wait_for_line "$victim_out.raw" "$ready" 60 || { stop_all; die "$name: the second job did not start ($ready)"; }
     # Its INI QP toward nodeB: not the bystander's, and connected to one of nodeB's TGT QPs.
     for q in $(xrc_ini_qps nodeA); do
         grep -qx "$q" <<<"$bystander_qps" && continue

@@ -19,13 +19,7 @@ MPIRUN_TIMEOUT=150 XRC_MPIRUN_ARGS="--mca btl_xrc_timeout 14" \
 job=$!
 wait_for_line "$out.raw" '^steady: traffic' 60 || { touch "$WORKDIR/stop"; wait $job; die "no traffic"; }
 
-ports() { # FAULT: simhca-ctl fault FAULT on both nodes
-    local node
-    for node in nodeA nodeB; do
-        sc exec "$node" "$SIMHCA_CTL" fault "$1" >/dev/null || { touch "$WORKDIR/stop"; wait $job; die "$1 failed"; }
-    done
-}
-ports port-down
+every_port port-down
 info "every node's port down at $(date +%T.%N | cut -c1-12)"
 sleep 2  # past the retry budget: what was in flight was given up on by the HCAs and is being ridden through
 # Rank 3 (nodeB's second): the nodes share the host's process ids, so it is found by its rank and this job's stop file.
@@ -33,14 +27,14 @@ victim=$(for p in $(pgrep -x steady); do
     tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=3 &&
         tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$WORKDIR/stop" && echo "$p"
 done | head -1)
-[ -n "$victim" ] || { ports port-up; touch "$WORKDIR/stop"; wait $job; die "rank 3 of the job not found"; }
+[ -n "$victim" ] || { every_port port-up; touch "$WORKDIR/stop"; wait $job; die "rank 3 of the job not found"; }
 killed=$(date +%s.%N)
 kill -9 "$victim"
 info "killed rank 3 (pid $victim, on nodeB) during the outage"
 wait $job
 rc=$?
 ended=$(echo "$(date +%s.%N) - $killed" | bc)
-ports port-up
+every_port port-up
 info "the job ended $ended s after the kill (exit $rc)"
 [ $rc != 0 ] || die "the job with a killed process exited 0"
 [ $rc != 124 ] || die "the job did not end after its process was killed (the timeout stopped it)"

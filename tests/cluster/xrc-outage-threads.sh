@@ -21,14 +21,6 @@ tsan_on && timeout=16
 # every message verified. Returns 1 when no request was in flight on the last rail as the ports went down: every
 # timeout then failed over to a rail not yet known to be down, and the last one rode the outage by holding its sends
 # (correct, but not the path under test; under a loaded machine's timing it happens).
-# every_port FAULT: simhca-ctl fault FAULT (port-down, port-up) on every port of both nodes; the job is stopped
-# first when it fails.
-every_port() {
-    local node
-    for node in nodeA nodeB; do
-        sc exec "$node" "$SIMHCA_CTL" fault "$1" >/dev/null || { touch "$WORKDIR/stop"; wait $job; die "$1 failed"; }
-    done
-}
 switch_reboot() {
     rm -f "$WORKDIR/stop" "$WORKDIR/out" "$WORKDIR/out.raw"  # an earlier attempt's lines must not count
     (MPIRUN_TIMEOUT=150 XRC_MPIRUN_ARGS="-x THREADS_STOP_FILE=$WORKDIR/stop --mca btl_xrc_verbose 10 \
